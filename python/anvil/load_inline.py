@@ -1,0 +1,202 @@
+"""A drop-in for torch.utils.cpp_extension.load_inline that builds through `anvil build-sources`.
+
+KernelBench-style single-file candidates call load_inline with C++/CUDA source strings. This
+writes those sources as torch does (main.cpp with the generated PYBIND11_MODULE, cuda.cu), runs
+
+    anvil build-sources --name NAME --out OUTDIR [--cflag F]... [--cuda-cflag F]...
+                        [--ldflag F]... [--include DIR]... main.cpp [cuda.cu]
+
+which prints one JSON object ({"ok": true, "module": PATH, "cached": ...} or {"ok": false,
+"diagnostics": ..., "log": ...}), and imports the module it names. Builds thus share anvil's
+object and module cache with workdir candidates.
+
+The anvil binary is $ANVIL_BIN, else `anvil` on PATH, else build/anvil of this checkout.
+ANVIL_PYTHON is set to this interpreter, so anvil builds against the torch that will load the
+module. install() routes torch.utils.cpp_extension.load_inline here.
+"""
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+CPP_PRELUDE = ["#include <torch/extension.h>"]
+CUDA_PRELUDE = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+_CHECKOUT_BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "anvil")
+
+_original = None  # torch's own load_inline, once install() has replaced it
+
+
+def find_anvil():
+    """Path of the anvil binary, or None."""
+    if os.environ.get("ANVIL_BIN"):
+        return os.environ["ANVIL_BIN"]
+    on_path = shutil.which("anvil")
+    if on_path:
+        return on_path
+    checkout = os.path.normpath(_CHECKOUT_BIN)
+    return checkout if os.access(checkout, os.X_OK) else None
+
+
+def _as_list(sources):
+    if sources is None:
+        return []
+    return [sources] if isinstance(sources, str) else list(sources)
+
+
+def _c_string(text):
+    return '"%s"' % str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def module_definition(functions, with_pytorch_error_handling=True):
+    """The PYBIND11_MODULE block binding `functions` (a name, a list of names, or name -> doc)."""
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, (list, tuple)):
+        functions = {f: f for f in functions}
+    elif not isinstance(functions, dict):
+        raise ValueError("Expected 'functions' to be a list or dict, but was %s" % type(functions))
+    lines = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
+    for name, doc in functions.items():
+        target = "torch::wrap_pybind_function(%s)" % name if with_pytorch_error_handling else name
+        lines.append("m.def(%s, %s, %s);" % (_c_string(name), target, _c_string(doc)))
+    lines.append("}")
+    return lines
+
+
+def source_texts(cpp_sources, cuda_sources=None, functions=None, with_pytorch_error_handling=True,
+                 no_implicit_headers=False):
+    """(main.cpp text, cuda.cu text or None), laid out as torch's load_inline writes them."""
+    cpp = ([] if no_implicit_headers else CPP_PRELUDE) + _as_list(cpp_sources)
+    if functions is not None:
+        cpp += module_definition(functions, with_pytorch_error_handling)
+    cuda = _as_list(cuda_sources)
+    cuda_text = None
+    if cuda:
+        cuda_text = "\n".join(([] if no_implicit_headers else CUDA_PRELUDE) + cuda) + "\n"
+    return "\n".join(cpp) + "\n", cuda_text
+
+
+def write_sources(directory, cpp_text, cuda_text=None):
+    """Write main.cpp (and cuda.cu) into `directory`; return their paths."""
+    paths = [os.path.join(directory, "main.cpp")]
+    with open(paths[0], "w", encoding="utf-8") as f:
+        f.write(cpp_text)
+    if cuda_text is not None:
+        paths.append(os.path.join(directory, "cuda.cu"))
+        with open(paths[1], "w", encoding="utf-8") as f:
+            f.write(cuda_text)
+    return paths
+
+
+def build_command(anvil, name, out_dir, sources, extra_cflags=None, extra_cuda_cflags=None,
+                  extra_ldflags=None, extra_include_paths=None):
+    """The argv of `anvil build-sources` for these sources and flags."""
+    argv = [anvil, "build-sources", "--name", name, "--out", out_dir]
+    for option, values in (("--cflag", extra_cflags), ("--cuda-cflag", extra_cuda_cflags),
+                           ("--ldflag", extra_ldflags), ("--include", extra_include_paths)):
+        for value in _as_list(values):
+            argv += [option, value]
+    return argv + list(sources)
+
+
+def _parse_reply(stdout):
+    """The JSON object anvil printed (the whole output, else its last line), or None."""
+    for text in (stdout, (stdout.strip().splitlines() or [""])[-1]):
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(reply, dict):
+            return reply
+    return None
+
+
+def run_build(argv, name, verbose=False):
+    """Run `anvil build-sources`; return the module path or raise RuntimeError."""
+    env = dict(os.environ, ANVIL_PYTHON=sys.executable)
+    if verbose:
+        print("anvil.load_inline: " + " ".join(argv), file=sys.stderr)
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=None if verbose else subprocess.PIPE,
+                              text=True, env=env)
+    except OSError as e:
+        raise RuntimeError("Error building extension '%s': cannot run %s: %s" % (name, argv[0], e))
+    reply = _parse_reply(proc.stdout)
+    if reply is None:
+        raise RuntimeError("Error building extension '%s': %s exited with status %d and printed no "
+                           "JSON reply\n%s" % (name, argv[0], proc.returncode,
+                                               (proc.stderr or proc.stdout or "").strip()[-4000:]))
+    if not reply.get("ok") or not reply.get("module"):
+        message = reply.get("diagnostics") or reply.get("error") or "anvil reported a failure"
+        if reply.get("log"):
+            message += "\n(full build log: %s)" % reply["log"]
+        raise RuntimeError("Error building extension '%s':\n%s" % (name, message))
+    if verbose:
+        print("anvil.load_inline: %s (%s)" % (reply["module"], "cached" if reply.get("cached") else "built"),
+              file=sys.stderr)
+    return reply["module"]
+
+
+def import_module(name, path):
+    """Import the extension module `name` from the file `path`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot import extension '%s' from %s" % (name, path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                build_directory=None, verbose=False, with_cuda=None, is_python_module=True,
+                with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False,
+                no_implicit_headers=False, **ignored):
+    """torch.utils.cpp_extension.load_inline, built by `anvil build-sources`.
+
+    Sources go to a fresh temporary directory; the module to `build_directory` when given (else
+    beside the sources). with_cuda follows from the presence of CUDA sources (anvil links the
+    CUDA libraries when a .cu file is given); use_pch and unknown keyword arguments are ignored
+    (anvil keeps its own precompiled headers). is_python_module=False loads the library with
+    torch.ops.load_library and returns its path, as torch does.
+    """
+    if ignored.get("is_standalone") or ignored.get("sycl_sources"):
+        raise ValueError("anvil.load_inline: is_standalone and sycl_sources are not supported")
+    anvil = find_anvil()
+    if anvil is None:
+        raise RuntimeError("anvil.load_inline: the anvil binary was not found (set ANVIL_BIN, put "
+                           "anvil on PATH, or build it into %s)" % os.path.normpath(_CHECKOUT_BIN))
+    cpp_text, cuda_text = source_texts(cpp_sources, cuda_sources, functions,
+                                       with_pytorch_error_handling, no_implicit_headers)
+    source_dir = tempfile.mkdtemp(prefix="anvil_inline_%s_" % name)
+    out_dir = build_directory or source_dir
+    os.makedirs(out_dir, exist_ok=True)
+    sources = write_sources(source_dir, cpp_text, cuda_text)
+    argv = build_command(anvil, name, out_dir, sources, extra_cflags, extra_cuda_cflags,
+                         extra_ldflags, extra_include_paths)
+    try:
+        path = run_build(argv, name, verbose)
+    finally:
+        if not keep_intermediates:
+            for source in sources:
+                os.remove(source)
+    import torch  # the module's libtorch dependencies resolve against the loaded torch
+
+    if not is_python_module:
+        torch.ops.load_library(path)
+        return path
+    return import_module(name, path)
+
+
+def install():
+    """Replace torch.utils.cpp_extension.load_inline with anvil's; return torch's original."""
+    global _original
+    from torch.utils import cpp_extension
+
+    if _original is None:
+        _original = cpp_extension.load_inline
+    cpp_extension.load_inline = load_inline
+    return _original

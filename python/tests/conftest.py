@@ -1,0 +1,33 @@
+"""Puts python/ on sys.path and offers `cli`, which runs an anvil module as a command."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, PYTHON_DIR)
+
+
+class CliResult:
+    def __init__(self, proc):
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        lines = proc.stdout.splitlines()
+        assert len(lines) == 1, "expected exactly one line of JSON on stdout, got %r" % proc.stdout
+        self.json = json.loads(lines[0])
+
+
+@pytest.fixture
+def cli():
+    """cli("anvil.dataset", "file", "0") -> CliResult (exactly one JSON line on stdout)."""
+
+    def run(module, *args, env=None):
+        full_env = dict(os.environ, PYTHONPATH=PYTHON_DIR, **(env or {}))
+        proc = subprocess.run([sys.executable, "-m", module] + [str(a) for a in args],
+                              capture_output=True, text=True, env=full_env, timeout=300)
+        return CliResult(proc)
+
+    return run

@@ -1,0 +1,238 @@
+#include "anvil/commands.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "anvil/env/task.h"
+#include "anvil/env/toolchain.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
+
+namespace anvil {
+
+namespace {
+
+// Loads the environment or prints why not.
+bool environment(Environment* env) {
+  try {
+    *env = load_environment();
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "anvil: %s\n", e.what());
+    return false;
+  }
+}
+
+std::string model_new_stub(const std::string& signature) {
+  std::string sig = signature.empty() ? "(self, *args, **kwargs)" : signature;
+  return "# model_new.py: the optimized version of model.py's Model.\n"
+         "#\n"
+         "# ModelNew must take the same constructor arguments and create the same\n"
+         "# parameters and buffers (names and shapes) as Model: the judge copies Model's\n"
+         "# weights with load_state_dict(strict=True). forward() may call only\n"
+         "# cuda_extension functions, plus tensor creation and metadata (shape, view,\n"
+         "# contiguous). Build kernels/ into cuda_extension with `anvil build .`.\n"
+         "import torch\n"
+         "import torch.nn as nn\n"
+         "\n"
+         "import cuda_extension\n"
+         "\n"
+         "\n"
+         "class ModelNew(nn.Module):\n"
+         "    def __init__" + sig + ":\n"
+         "        super().__init__()\n"
+         "        raise NotImplementedError(\"create the same parameters as Model\")\n"
+         "\n"
+         "    def forward(self, *inputs):\n"
+         "        raise NotImplementedError(\"call your kernels through cuda_extension\")\n";
+}
+
+void print_task_error(const nlohmann::json& probe) {
+  std::fprintf(stderr, "task_error: %s: %s\n", probe.value("file", std::string("?")).c_str(),
+               probe.value("cause", std::string("unknown cause")).c_str());
+  std::string detail = probe.value("detail", std::string());
+  if (!detail.empty()) std::fprintf(stderr, "%s\n", detail.c_str());
+}
+
+}  // namespace
+
+int cmd_init(const InitArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  std::string err;
+  auto task = load_task(env, a.task, &err);
+  if (!task) {
+    std::fprintf(stderr, "task_error: %s\n", err.c_str());
+    return 1;
+  }
+  std::string signature;
+  if (a.check) {
+    nlohmann::json probe;
+    try {
+      probe = probe_task(env, *task, /*run_forward=*/false);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "anvil: %s\n", e.what());
+      return 2;
+    }
+    if (!probe.value("ok", false)) {
+      print_task_error(probe);
+      return 1;
+    }
+    signature = probe["model"].value("init_signature", std::string());
+  }
+  fs::path dir = a.dir;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec) && !a.force) {
+    std::fprintf(stderr, "anvil: %s exists and is not empty (use --force to overwrite its fixed files)\n",
+                 a.dir.c_str());
+    return 2;
+  }
+  fs::create_directories(dir / "kernels", ec);
+  fs::create_directories(dir / "anvil", ec);
+  auto write = [&](const fs::path& p, const std::string& data, int mode) {
+    fs::permissions(p, fs::perms::owner_write, fs::perm_options::add, ec);  // an old read-only copy
+    if (!write_file_atomic(p, data, &err, mode)) {
+      std::fprintf(stderr, "anvil: %s\n", err.c_str());
+      return false;
+    }
+    return true;
+  };
+  bool ok = write(dir / "model.py", task->code, 0444);
+  for (const auto& f : fixed_compat_files()) {
+    ok = ok && write(dir / f, read_file(env.share() / "workdir" / f).value_or(""), 0444);
+  }
+  ok = ok && write(dir / "anvil" / "binding.h", read_file(env.anvil_include() / "anvil" / "binding.h").value_or(""), 0444);
+  if (ok && (!fs::exists(dir / "model_new.py", ec) || a.force)) {
+    ok = write(dir / "model_new.py", model_new_stub(signature), 0644);
+  }
+  nlohmann::json meta = {{"task", task->name}, {"spec", task->spec}, {"hash", task->hash}, {"meta", task->meta}};
+  ok = ok && write(dir / ".anvil-task.json", meta.dump(2) + "\n", 0444);
+  if (!ok) return 2;
+  std::printf("initialized %s for task %s\n", a.dir.c_str(), task->name.c_str());
+  return 0;
+}
+
+int cmd_build(const BuildArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  BuildReport r = build_workdir(env, a.dir, a.opts);
+  if (a.json) {
+    std::printf("%s\n", r.to_json().dump(2).c_str());
+  } else {
+    std::fputs(r.summary().c_str(), r.ok ? stdout : stderr);
+  }
+  if (r.ok) return 0;
+  return r.error_kind == "environment_error" ? 2 : 1;
+}
+
+int cmd_build_sources(const BuildSourcesArgs& a) {
+  Environment env;
+  if (!environment(&env)) {
+    std::printf("%s\n", nlohmann::json{{"ok", false}, {"error_kind", "environment_error"},
+                                       {"error", "cannot load anvil's environment"}}.dump().c_str());
+    return 2;
+  }
+  BuildReport r = build_sources(env, a.spec, a.opts);
+  nlohmann::json j = r.to_json();
+  j["cached"] = r.ok && r.compiled() == 0 && r.link_cached;
+  std::printf("%s\n", j.dump().c_str());
+  if (r.ok) return 0;
+  return r.error_kind == "environment_error" ? 2 : 1;
+}
+
+int cmd_task_show(const TaskShowArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  std::string err;
+  auto task = load_task(env, a.task, &err);
+  if (!task) {
+    if (a.json) {
+      std::printf("%s\n", nlohmann::json{{"ok", false}, {"outcome", "task_error"}, {"file", a.task}, {"cause", err}}
+                              .dump(2)
+                              .c_str());
+    } else {
+      std::fprintf(stderr, "task_error: %s\n", err.c_str());
+    }
+    return 1;
+  }
+  nlohmann::json probe;
+  try {
+    probe = probe_task(env, *task, a.forward);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "anvil: %s\n", e.what());
+    return 2;
+  }
+  probe["name"] = task->name;
+  probe["hash"] = task->hash;
+  if (!task->meta.empty()) probe["meta"] = task->meta;
+  if (a.json) {
+    std::printf("%s\n", probe.dump(2).c_str());
+  } else if (!probe.value("ok", false)) {
+    print_task_error(probe);
+  } else {
+    std::printf("task %s (%s)\n", task->name.c_str(), task->hash.substr(0, 12).c_str());
+    std::printf("  Model%s\n", probe["model"].value("init_signature", std::string("(...)")).c_str());
+    for (const auto& p : probe["model"].value("parameters", nlohmann::json::array())) {
+      std::printf("  parameter %s %s %s\n", p.value("name", std::string()).c_str(), p["shape"].dump().c_str(),
+                  p.value("dtype", std::string()).c_str());
+    }
+    for (const auto& i : probe.value("inputs", nlohmann::json::array())) std::printf("  input %s\n", i.dump().c_str());
+    if (probe.contains("output")) std::printf("  output %s\n", probe["output"].dump().c_str());
+  }
+  return probe.value("ok", false) ? 0 : 1;
+}
+
+int cmd_env(bool json, bool refresh) {
+  Environment env;
+  try {
+    EnvOptions o;
+    o.refresh = refresh;
+    env = load_environment(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "anvil: %s\n", e.what());
+    return 2;
+  }
+  nlohmann::json j = env.to_json();
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  auto line = [](const char* k, const std::string& v) { std::printf("%-8s %s\n", k, v.empty() ? "(not found)" : v.c_str()); };
+  line("home", env.home.string());
+  line("cache", env.cache.string());
+  line("nvcc", env.nvcc.found() ? env.nvcc.path.string() + " (" + env.nvcc.version + ")" : "");
+  line("c++", env.cxx.found() ? env.cxx.path.string() + " (" + env.cxx.version + ")" : "");
+  line("python", env.python.string() + (env.python_version.empty() ? "" : " (" + env.python_version + ")"));
+  line("torch", env.torch.present ? env.torch.version + (env.torch.cuda.empty() ? " (CPU)" : " (CUDA " + env.torch.cuda + ")") : "");
+  line("cudnn", env.cudnn.found() ? env.cudnn.include_dir.string() : "");
+  std::string gpus;
+  for (const auto& g : env.gpus) gpus += (gpus.empty() ? "" : ", ") + g.name + " (sm " + g.capability + ")";
+  line("gpus", gpus.empty() ? "none" : gpus);
+  if (!env.probe_error.empty()) line("problem", env.probe_error);
+  return env.probe_error.empty() ? 0 : 2;
+}
+
+int cmd_cache(const std::string& action) {
+  fs::path cache = default_cache_dir();
+  if (action == "clear") {
+    for (const char* sub : {"objects", "manifests", "modules", "runtime", "env", "tmp"}) remove_tree(cache / sub);
+    std::printf("cleared %s\n", cache.c_str());
+    return 0;
+  }
+  // stats
+  std::error_code ec;
+  for (const char* sub : {"objects", "manifests", "modules", "runtime"}) {
+    size_t files = 0, bytes = 0;
+    for (const auto& rel : list_files(cache / sub)) {
+      ++files;
+      bytes += static_cast<size_t>(fs::file_size(cache / sub / rel, ec));
+    }
+    std::printf("%-10s %6zu files %10.1f MB\n", sub, files, static_cast<double>(bytes) / 1e6);
+  }
+  std::printf("(cache: %s)\n", cache.c_str());
+  return 0;
+}
+
+}  // namespace anvil

@@ -1,0 +1,45 @@
+// commands.h: the subcommands of the `anvil` program. main.cpp parses the
+// command line into these option structs and calls one function; each returns
+// the process exit status (0 done, 1 the candidate or task is at fault, 2
+// anvil could not do its work).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "anvil/env/build.h"
+
+namespace anvil {
+
+struct InitArgs {
+  std::string task;
+  std::string dir;
+  bool force = false;
+  bool check = true;  // import the task first
+};
+int cmd_init(const InitArgs& a);
+
+struct BuildArgs {
+  std::string dir;
+  BuildOptions opts;
+  bool json = false;
+};
+int cmd_build(const BuildArgs& a);
+
+struct BuildSourcesArgs {
+  SourcesSpec spec;
+  BuildOptions opts;
+};
+int cmd_build_sources(const BuildSourcesArgs& a);  // always prints JSON
+
+struct TaskShowArgs {
+  std::string task;
+  bool json = false;
+  bool forward = true;
+};
+int cmd_task_show(const TaskShowArgs& a);
+
+int cmd_env(bool json, bool refresh);
+int cmd_cache(const std::string& action);
+
+}  // namespace anvil

@@ -1,0 +1,965 @@
+// Implementation notes.
+//
+// A build is a Plan: compile units, each with a tool and a flag list, plus link
+// flags. Candidate units are compiled in a private staging copy of kernels/
+// (with anvil's pristine fixed files beside it), with relative source paths,
+// so compiler messages already read "kernels/foo.cu:12: ..." and a candidate
+// cannot swap the fixed files. Nothing is staged when everything is cached.
+//
+// Object cache (ccache's direct mode): base key = hash(format, environment
+// fingerprint, tool identity, flags, relative path, source content). The
+// manifest of a base key lists the candidate headers (relative paths and
+// content hashes) of earlier compiles and the object each gave. Headers under
+// the toolkit, torch, Python and system directories are not listed: the
+// fingerprint covers them by version.
+#include "anvil/env/build.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "anvil/env/diagnostics.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/hash.h"
+#include "anvil/util/strings.h"
+#include "anvil/util/subprocess.h"
+#include "anvil/util/thread_pool.h"
+
+namespace anvil {
+
+namespace {
+
+constexpr const char* kObjectFormat = "anvil-object-v1";
+constexpr const char* kModuleFormat = "anvil-module-v1";
+constexpr const char* kRuntimeFormat = "anvil-runtime-v1";
+constexpr size_t kMaxManifestEntries = 16;
+constexpr auto kCompileTimeout = std::chrono::minutes(10);
+// Compat bindings are thin glue; -O1 keeps pybind11's call path tight while
+// compiling much faster than -O3.
+constexpr const char* kCompatBindingOpt = "-O1";
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string shard(const std::string& key) { return key.substr(0, 2) + "/" + key; }
+
+struct Unit {
+  std::string rel;     // as passed to the compiler (relative to the source root), or absolute
+  std::string key_path;  // the path that enters the cache key (default: rel)
+  fs::path read_path;  // where its content is read for hashing
+  bool is_cuda = false;
+  std::vector<std::string> flags;
+  bool fixed = false;  // one of anvil's own files: shared by every candidate
+};
+
+struct Plan {
+  std::string module_name = "cuda_extension";
+  fs::path root;  // the candidate directory (the view's base)
+  std::map<std::string, fs::path> overlay;  // staged relative path -> pristine file
+  std::vector<std::string> stage_files;     // relative paths copied from root into the stage
+  std::vector<Unit> units;
+  std::vector<std::string> link_flags;
+  bool needs_runtime = false;   // fast mode: libanvil_torch.so
+  bool needs_compat_pch = false;
+  bool needs_extension_pch = false;
+  bool cuda = false;
+};
+
+// Records what was hashed for a unit, for --explain and the workdir's record.
+struct UnitState {
+  std::string base, source_hash, flags_hash, tool, object;
+  std::map<std::string, std::string> deps;
+  std::vector<std::string> libs;  // extra libraries the object needs: "cublas", "cudnn"
+};
+
+class Builder {
+ public:
+  Builder(const Environment& env, const BuildOptions& opts) : env_(env), opts_(opts) {}
+
+  // Paths of the cache.
+  fs::path objects() const { return env_.cache / "objects"; }
+  fs::path manifests() const { return env_.cache / "manifests"; }
+  fs::path modules() const { return env_.cache / "modules"; }
+  fs::path locks() const { return env_.cache / "locks"; }
+  fs::path tmp() const { return env_.cache / "tmp"; }
+  fs::path runtime_dir() const { return env_.cache / "runtime" / runtime_key_; }
+
+  const Environment& env_;
+  const BuildOptions& opts_;
+  std::string runtime_key_;
+  std::mutex mu_;
+  std::map<std::string, std::optional<std::string>> hash_memo_;
+  std::string log_;
+
+  void log(const std::string& s) {
+    std::lock_guard<std::mutex> g(mu_);
+    log_ += s;
+    if (!ends_with(s, "\n")) log_ += "\n";
+  }
+
+  std::optional<std::string> content_hash(const fs::path& p) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = hash_memo_.find(p.string());
+      if (it != hash_memo_.end()) return it->second;
+    }
+    auto h = hash_file(p);
+    std::lock_guard<std::mutex> g(mu_);
+    hash_memo_[p.string()] = h;
+    return h;
+  }
+
+  bool is_environment_path(const fs::path& p) const {
+    std::string s = p.lexically_normal().string();
+    std::vector<fs::path> roots = {env_.home, env_.cache, "/usr/include", "/usr/lib/gcc", "/usr/local/include",
+                                   "/usr/lib/x86_64-linux-gnu", "/usr/lib/llvm"};
+    if (!env_.cuda_home.empty()) roots.push_back(env_.cuda_home);
+    if (!env_.python_include.empty()) roots.push_back(env_.python_include);
+    if (!env_.torch.library_dir.empty()) roots.push_back(env_.torch.library_dir.parent_path());
+    for (const auto& inc : env_.torch.include_paths) roots.push_back(inc);
+    if (env_.cudnn.found()) roots.push_back(env_.cudnn.include_dir);
+    if (env_.cublas.found()) roots.push_back(env_.cublas.include_dir);
+    std::error_code ec;
+    std::string canon = fs::weakly_canonical(p, ec).string();
+    for (const auto& r : roots) {
+      std::string rs = r.lexically_normal().string();
+      if (rs.empty()) continue;
+      if (!ends_with(rs, "/")) rs += "/";
+      if (starts_with(s + "/", rs) || starts_with(canon + "/", rs)) return true;
+    }
+    // The real directory of the toolkit (/usr/local/cuda -> cuda-13.0).
+    if (!env_.cuda_home.empty()) {
+      std::string real = fs::weakly_canonical(env_.cuda_home, ec).string() + "/";
+      if (starts_with(canon, real)) return true;
+    }
+    return false;
+  }
+
+  // Where a dependency path (relative to the stage, or absolute) is read in the view.
+  fs::path view_path(const Plan& plan, const std::string& dep) const {
+    fs::path p(dep);
+    if (p.is_absolute()) return p;
+    auto it = plan.overlay.find(p.lexically_normal().generic_string());
+    if (it != plan.overlay.end()) return it->second;
+    return plan.root / p;
+  }
+
+  std::string tool_identity(const Unit& u) const { return u.is_cuda ? env_.nvcc.identity : env_.cxx.identity; }
+
+  std::string base_key(const Unit& u, UnitState* st) {
+    auto src = content_hash(u.read_path);
+    st->source_hash = src ? *src : "missing";
+    Hasher fh;
+    for (const auto& f : u.flags) fh.add("flag", f);
+    st->flags_hash = fh.hex();
+    st->tool = tool_identity(u);
+    Hasher h;
+    h.add("format", kObjectFormat)
+        .add("env", env_.fingerprint)
+        .add("tool", st->tool)
+        .add("flags", st->flags_hash)
+        .add("path", u.key_path.empty() ? u.rel : u.key_path)
+        .add("source", st->source_hash);
+    st->base = h.hex();
+    return st->base;
+  }
+
+  static std::string object_key(const std::string& base, const std::map<std::string, std::string>& deps) {
+    Hasher h;
+    h.add("base", base);
+    for (const auto& [p, d] : deps) h.add("dep", p).add("hash", d);
+    return h.hex();
+  }
+
+  fs::path object_path(const std::string& key) const { return objects() / (shard(key) + ".o"); }
+  fs::path manifest_path(const std::string& base) const { return manifests() / (shard(base) + ".json"); }
+
+  nlohmann::json read_manifest(const std::string& base) {
+    auto text = read_file(manifest_path(base));
+    if (!text) return nlohmann::json::array();
+    try {
+      auto j = nlohmann::json::parse(*text);
+      return j.is_array() ? j : nlohmann::json::array();
+    } catch (const std::exception&) {
+      return nlohmann::json::array();  // a corrupt manifest is a miss, never an error
+    }
+  }
+
+  // A manifest entry whose headers all still hash the same, with an object present.
+  bool lookup(const Plan& plan, UnitState* st) {
+    for (const auto& entry : read_manifest(st->base)) {
+      std::map<std::string, std::string> deps;
+      bool match = true;
+      const nlohmann::json entry_deps = entry.value("deps", nlohmann::json::object());
+      for (const auto& [p, h] : entry_deps.items()) {
+        auto now = content_hash(view_path(plan, p));
+        if (!now || *now != h.get<std::string>()) {
+          match = false;
+          break;
+        }
+        deps[p] = h.get<std::string>();
+      }
+      if (!match) continue;
+      std::string key = entry.value("object", std::string());
+      std::error_code ec;
+      if (key.empty() || !fs::exists(object_path(key), ec)) continue;
+      st->deps = deps;
+      st->object = key;
+      st->libs = entry.value("libs", std::vector<std::string>());
+      return true;
+    }
+    return false;
+  }
+
+  void store_manifest(const UnitState& st) {
+    nlohmann::json entries = read_manifest(st.base);
+    nlohmann::json kept = nlohmann::json::array();
+    kept.push_back({{"deps", st.deps}, {"object", st.object}, {"libs", st.libs}});
+    for (const auto& e : entries) {
+      if (kept.size() >= kMaxManifestEntries) break;
+      if (e.value("object", std::string()) != st.object) kept.push_back(e);
+    }
+    std::string err;
+    write_file_atomic(manifest_path(st.base), kept.dump(), &err);
+  }
+
+  // Make-style depfile: "target: a b \\\n c". Returns the listed paths.
+  static std::vector<std::string> parse_depfile(const std::string& text) {
+    std::vector<std::string> out;
+    size_t colon = text.find(": ");
+    if (colon == std::string::npos) return out;
+    std::string cur;
+    for (size_t i = colon + 2; i < text.size(); ++i) {
+      char c = text[i];
+      if (c == '\\' && i + 1 < text.size() && text[i + 1] == ' ') {
+        cur += ' ';
+        ++i;
+      } else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) {
+        ++i;
+      } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+        if (!cur.empty()) out.push_back(cur);
+        cur.clear();
+      } else if (c == ':' && cur.empty()) {
+        break;  // a phony target for the next rule
+      } else {
+        cur += c;
+      }
+    }
+    if (!cur.empty()) out.push_back(cur);
+    return out;
+  }
+
+  // Materializes the stage once (only on a miss).
+  fs::path stage(const Plan& plan, std::string* err) {
+    std::call_once(stage_once_, [&] {
+      try {
+        stage_dir_ = make_temp_dir(tmp(), "stage");
+        for (const auto& rel : plan.stage_files) {
+          fs::create_directories((stage_dir_ / rel).parent_path());
+          std::string e;
+          auto data = read_file(plan.root / rel);
+          if (!data || !write_file_atomic(stage_dir_ / rel, *data, &e)) stage_error_ = "cannot stage " + rel + e;
+        }
+        for (const auto& [rel, pristine] : plan.overlay) {
+          std::string e;
+          if (!copy_file_atomic(pristine, stage_dir_ / rel, &e)) stage_error_ = e;
+        }
+      } catch (const std::exception& e) {
+        stage_error_ = e.what();
+      }
+    });
+    if (!stage_error_.empty()) *err = stage_error_;
+    return stage_dir_;
+  }
+
+  // Compiles one unit (cache miss). Returns false with the compiler output.
+  bool compile(const Plan& plan, const Unit& u, UnitState* st, std::string* output) {
+    std::string err;
+    fs::path cwd;
+    if (!u.fixed) {
+      cwd = stage(plan, &err);
+      if (!err.empty()) {
+        *output = "staging failed: " + err;
+        return false;
+      }
+    }
+    fs::path work = make_temp_dir(tmp(), "cc");
+    fs::path obj = work / "out.o", dep = work / "out.d";
+    std::vector<std::string> argv;
+    argv.push_back(u.is_cuda ? env_.nvcc.path.string() : env_.cxx.path.string());
+    argv.insert(argv.end(), u.flags.begin(), u.flags.end());
+    argv.insert(argv.end(), {"-c", u.rel, "-o", obj.string(), "-MD", "-MF", dep.string()});
+    if (opts_.verbose) log("$ " + join(argv, " "));
+    SubprocessOptions so;
+    so.cwd = cwd;
+    so.timeout = kCompileTimeout;
+    SubprocessResult r = run_subprocess(argv, so);
+    *output = r.output;
+    if (!r.ok()) {
+      if (!r.started || r.timed_out || r.signal) *output += "\n" + u.rel + ": compiler " + r.describe() + "\n";
+      remove_tree(work);
+      return false;
+    }
+    // Candidate headers: relative paths (inside the stage) and absolute ones
+    // outside the environment.
+    st->deps.clear();
+    st->libs.clear();
+    auto deptext = read_file(dep);
+    std::vector<std::string> paths = deptext ? parse_depfile(*deptext) : std::vector<std::string>{};
+    for (const auto& raw : paths) {
+      fs::path p = fs::path(raw).lexically_normal();
+      std::string name = p.filename().string();
+      if (starts_with(name, "cublas")) st->libs.push_back("cublas");
+      if (starts_with(name, "cudnn")) st->libs.push_back("cudnn");
+      if (p.is_absolute() && is_environment_path(p)) continue;
+      std::string key = p.generic_string();
+      if (key == fs::path(u.rel).lexically_normal().generic_string()) continue;
+      fs::path actual = p.is_absolute() ? p : (u.fixed ? p : cwd / p);
+      auto h = hash_file(actual);
+      st->deps[key] = h ? *h : "missing";
+    }
+    std::sort(st->libs.begin(), st->libs.end());
+    st->libs.erase(std::unique(st->libs.begin(), st->libs.end()), st->libs.end());
+    st->object = object_key(st->base, st->deps);
+    fs::path dest = object_path(st->object);
+    fs::create_directories(dest.parent_path());
+    if (::rename(obj.c_str(), dest.c_str()) != 0) {
+      std::string e;
+      copy_file_atomic(obj, dest, &e);
+    }
+    remove_tree(work);
+    store_manifest(*st);
+    return true;
+  }
+
+  ~Builder() {
+    if (!stage_dir_.empty()) remove_tree(stage_dir_);
+  }
+
+  std::once_flag stage_once_;
+  fs::path stage_dir_;
+  std::string stage_error_;
+};
+
+std::vector<std::string> torch_compile_flags(const Environment& env, const std::string& ext_name) {
+  std::vector<std::string> f;
+  for (const auto& inc : env.torch.include_paths) f.insert(f.end(), {"-isystem", inc});
+  if (!env.python_include.empty()) f.insert(f.end(), {"-isystem", env.python_include.string()});
+  f.push_back(std::string("-D_GLIBCXX_USE_CXX11_ABI=") + (env.torch.cxx11_abi ? "1" : "0"));
+  for (const auto& p : env.torch.pybind11_flags) f.push_back(p);
+  f.push_back("-DTORCH_EXTENSION_NAME=" + ext_name);
+  f.push_back("-DTORCH_API_INCLUDE_EXTENSION_H");
+  return f;
+}
+
+std::vector<std::string> torch_link_flags(const Environment& env) {
+  std::vector<std::string> f = {"-L" + env.torch.library_dir.string()};
+  for (const auto& l : env.torch.libraries) f.push_back("-l" + l);
+  f.push_back("-Wl,-rpath," + env.torch.library_dir.string());
+  return f;
+}
+
+bool torch_has_cuda(const Environment& env) { return !env.torch.cuda.empty() && env.nvcc.found(); }
+
+// Flags of a host-compiled unit.
+std::vector<std::string> host_flags(const Environment& env, bool cuda, const std::string& opt) {
+  std::vector<std::string> f = {"-std=c++17", opt, "-fPIC", "-fvisibility=hidden",
+                                "-I" + env.anvil_include().string()};
+  if (cuda || env.nvcc.found()) f.insert(f.end(), {"-isystem", env.cuda_include().string()});
+  if (env.cudnn.found()) f.insert(f.end(), {"-isystem", env.cudnn.include_dir.string()});
+  return f;
+}
+
+std::vector<std::string> nvcc_flags(const Environment& env, const std::vector<std::string>& gencode) {
+  std::vector<std::string> f = {"-std=c++17",
+                                "-O3",
+                                "--use_fast_math",
+                                "-lineinfo",
+                                "-Xcompiler=-fPIC,-fvisibility=hidden",
+                                "-ccbin=" + env.cxx.path.string(),
+                                "-I" + env.anvil_include().string()};
+  if (env.cudnn.found()) f.insert(f.end(), {"-isystem", env.cudnn.include_dir.string()});
+  f.insert(f.end(), gencode.begin(), gencode.end());
+  return f;
+}
+
+// Builds one environment-level artifact (runtime library or PCH) once, under a lock.
+bool ensure_artifact(Builder& b, const fs::path& out, const std::string& what,
+                     const std::function<bool(const fs::path& tmpdir, std::string* log)>& make, std::string* log,
+                     double* built_seconds) {
+  std::error_code ec;
+  if (fs::exists(out, ec)) return true;
+  auto t0 = Clock::now();
+  FileLock lock(b.locks() / ("runtime-" + sha256_hex(out.string()).substr(0, 24) + ".lock"));
+  if (fs::exists(out, ec)) return true;
+  fs::path work = make_temp_dir(b.tmp(), "rt");
+  struct Timer {
+    Clock::time_point t0;
+    double* out;
+    ~Timer() { *out += since(t0); }
+  } timer{t0, built_seconds};
+  bool ok = make(work, log);
+  if (ok) {
+    fs::create_directories(out.parent_path(), ec);
+    for (const auto& rel : list_files(work)) {
+      fs::path dest = out.parent_path() / rel;
+      if (::rename((work / rel).c_str(), dest.c_str()) != 0) {
+        std::string e;
+        copy_file_atomic(work / rel, dest, &e);
+      }
+    }
+    ok = fs::exists(out, ec);
+    if (!ok) *log += what + ": the artifact did not appear\n";
+  }
+  remove_tree(work);
+  return ok;
+}
+
+std::string compat_pch_header(bool cuda) {
+  std::string h =
+      "// anvil: precompiled torch headers for CUDA-Agent-mode bindings\n"
+      "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <pybind11/stl.h>\n";
+  if (cuda) h += "#include <c10/cuda/CUDAStream.h>\n#include <cuda_runtime.h>\n";
+  return h;
+}
+
+}  // namespace
+
+int BuildReport::compiled() const {
+  int n = 0;
+  for (const auto& u : units) n += u.cached ? 0 : 1;
+  return n;
+}
+
+nlohmann::json BuildReport::to_json() const {
+  nlohmann::json units_j = nlohmann::json::array();
+  for (const auto& u : units) {
+    nlohmann::json j = {{"source", u.source}, {"tool", u.tool}, {"cached", u.cached},
+                        {"ok", u.ok},         {"seconds", u.seconds}};
+    if (!u.explain.empty()) j["explain"] = u.explain;
+    units_j.push_back(j);
+  }
+  nlohmann::json j = {{"schema", "anvil.build/1"},
+                      {"ok", ok},
+                      {"error_kind", error_kind.empty() ? nlohmann::json(nullptr) : nlohmann::json(error_kind)},
+                      {"error", error.empty() ? nlohmann::json(nullptr) : nlohmann::json(error)},
+                      {"mode", mode},
+                      {"device", device},
+                      {"arch", arch},
+                      {"units", units_j},
+                      {"compiled", compiled()},
+                      {"link_cached", link_cached},
+                      {"seconds", seconds},
+                      {"setup_seconds", setup_seconds},
+                      {"module", module.empty() ? nlohmann::json(nullptr) : nlohmann::json(module.string())},
+                      {"diagnostics", diagnostics},
+                      {"log", log.empty() ? nlohmann::json(nullptr) : nlohmann::json(log.string())},
+                      {"warnings", warnings}};
+  if (!link_explain.empty()) j["link_explain"] = link_explain;
+  return j;
+}
+
+std::string BuildReport::summary() const {
+  std::string s;
+  for (const auto& w : warnings) s += "warning: " + w + "\n";
+  if (!ok && error_kind != "compile_error") return s + error_kind + ": " + error + "\n";
+  for (const auto& u : units) {
+    if (!u.explain.empty()) s += "  " + u.source + ": " + u.explain + "\n";
+  }
+  if (!link_explain.empty()) s += "  link: " + link_explain + "\n";
+  if (!ok) return s + "compile_error:\n" + diagnostics + (log.empty() ? "" : "(full log: " + log.string() + ")\n");
+  s += "built " + module.string() + " (" + mode + " mode, " + device + (arch.empty() ? "" : ", " + arch) + "): " +
+       std::to_string(compiled()) + " of " + std::to_string(units.size()) + " units compiled, " +
+       (link_cached ? "link cached" : "linked") + ", " + format_seconds(seconds);
+  if (setup_seconds > 0.5) s += " (" + format_seconds(setup_seconds) + " one-time environment setup)";
+  return s + "\n";
+}
+
+namespace {
+
+// Runs a Plan: compile every unit (cached), link (cached), copy the module out.
+BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const fs::path& record_path,
+                     const fs::path& log_path, BuildReport report) {
+  const Environment& env = b.env_;
+  auto t0 = Clock::now();
+  std::error_code ec;
+  for (const fs::path& d : {b.objects(), b.manifests(), b.modules(), b.locks(), b.tmp()}) fs::create_directories(d, ec);
+
+  // One-time environment artifacts.
+  double pch_seconds = 0, runtime_seconds = 0;
+  std::string setup_log;
+  bool setup_ok = true;
+  Hasher rk;
+  rk.add("format", kRuntimeFormat).add("env", env.fingerprint);
+  b.runtime_key_ = rk.hex().substr(0, 32);
+  std::vector<std::string> compat_flags;  // the flags of compat binding units (and so of the PCH)
+  auto make_pch = [&](const std::string& name, const std::string& header, const std::vector<std::string>& flags) {
+    fs::path out = b.runtime_dir() / (name + ".gch");
+    return ensure_artifact(b, out, name, [&](const fs::path& work, std::string* log) {
+      std::string e;
+      write_file_atomic(work / name, header, &e);
+      write_file_atomic(b.runtime_dir() / name, header, &e);  // -include needs the header beside the .gch
+      std::vector<std::string> argv = {env.cxx.path.string()};
+      argv.insert(argv.end(), flags.begin(), flags.end());
+      argv.insert(argv.end(), {"-x", "c++-header", (work / name).string(), "-o", (work / (name + ".gch")).string()});
+      SubprocessOptions so;
+      so.timeout = kCompileTimeout;
+      SubprocessResult r = run_subprocess(argv, so);
+      if (!r.ok()) *log += "precompiling " + name + " failed (" + r.describe() + "):\n" + r.output;
+      return r.ok();
+    }, &setup_log, &pch_seconds);
+  };
+  // Units that use a PCH get "-include <runtime>/<name>" appended to their flags.
+  for (auto& u : plan.units) {
+    for (const std::string marker : {"compat_pch.h", "extension_pch.h"}) {
+      bool wants = false;
+      for (const auto& f : u.flags) wants |= f == "@" + marker;
+      if (!wants || !setup_ok) continue;
+      std::vector<std::string> flags;
+      for (const auto& f : u.flags) {
+        if (f != "@" + marker) flags.push_back(f);
+      }
+      std::string header = marker == "compat_pch.h" ? compat_pch_header(plan.cuda) : "#include <torch/extension.h>\n";
+      // A PCH is only valid with the flags it was made with: name it by both.
+      Hasher ph;
+      ph.add("header", header);
+      for (const auto& f : flags) ph.add("flag", f);
+      std::string pch = marker.substr(0, marker.size() - 2) + "-" + ph.hex().substr(0, 16) + ".h";
+      if (!make_pch(pch, header, flags)) {
+        setup_ok = false;
+        break;
+      }
+      flags.push_back("-include");
+      flags.push_back((b.runtime_dir() / pch).string());
+      flags.push_back("-Winvalid-pch");
+      u.flags = flags;
+    }
+  }
+  fs::path runtime_lib = b.runtime_dir() / "libanvil_torch.so";
+  std::thread runtime_thread;
+  bool runtime_ok = true;
+  if (setup_ok && plan.needs_runtime) {
+    runtime_thread = std::thread([&] {
+      std::string rlog;
+      runtime_ok = ensure_artifact(b, runtime_lib, "libanvil_torch.so", [&](const fs::path& work, std::string* log) {
+        bool cuda = torch_has_cuda(env);
+        std::vector<std::string> argv = {env.cxx.path.string(), "-std=c++17", "-O2", "-shared", "-fPIC",
+                                         "-fvisibility=hidden", "-I" + env.anvil_include().string()};
+        auto tf = torch_compile_flags(env, "anvil_torch");
+        argv.insert(argv.end(), tf.begin(), tf.end());
+        if (cuda) {
+          argv.push_back("-DANVIL_WITH_CUDA");
+          argv.insert(argv.end(), {"-isystem", env.cuda_include().string()});
+          if (env.cudnn.found()) {
+            argv.push_back("-DANVIL_WITH_CUDNN");
+            argv.insert(argv.end(), {"-isystem", env.cudnn.include_dir.string()});
+          }
+        }
+        argv.push_back((env.share() / "runtime" / "anvil_torch.cpp").string());
+        argv.push_back("-o");
+        argv.push_back((work / "libanvil_torch.so").string());
+        auto lf = torch_link_flags(env);
+        argv.insert(argv.end(), lf.begin(), lf.end());
+        if (cuda) {
+          argv.push_back("-L" + env.cuda_lib().string());
+          argv.push_back("-lcudart");
+        }
+        SubprocessOptions so;
+        so.timeout = kCompileTimeout;
+        SubprocessResult r = run_subprocess(argv, so);
+        if (!r.ok()) *log += "building anvil's torch runtime failed (" + r.describe() + "):\n" + r.output;
+        return r.ok();
+      }, &rlog, &runtime_seconds);
+      b.log(rlog);
+    });
+  }
+
+  // Compile (or find) every unit in parallel.
+  std::vector<UnitState> states(plan.units.size());
+  std::vector<std::string> outputs(plan.units.size());
+  report.units.resize(plan.units.size());
+  std::vector<std::function<void()>> jobs;
+  for (size_t i = 0; i < plan.units.size() && setup_ok; ++i) {
+    jobs.push_back([&, i] {
+      const Unit& u = plan.units[i];
+      UnitReport& ur = report.units[i];
+      UnitState& st = states[i];
+      ur.source = u.fixed ? fs::path(u.rel).filename().string() + " (anvil)" : u.rel;
+      ur.tool = u.is_cuda ? "nvcc" : "c++";
+      auto tu = Clock::now();
+      b.base_key(u, &st);
+      if (b.lookup(plan, &st)) {
+        ur.cached = true;
+      } else {
+        FileLock lock(b.locks() / (st.base.substr(0, 24) + ".lock"));
+        if (b.lookup(plan, &st)) {
+          ur.cached = true;  // another process compiled it while we waited
+        } else {
+          ur.ok = b.compile(plan, u, &st, &outputs[i]);
+        }
+      }
+      ur.seconds = since(tu);
+    });
+  }
+  run_parallel(jobs, b.opts_.jobs);
+  if (runtime_thread.joinable()) runtime_thread.join();
+  report.setup_seconds = pch_seconds + runtime_seconds;
+
+  // The previous record of this workdir, for --explain.
+  nlohmann::json prev;
+  if (!record_path.empty()) {
+    if (auto text = read_file(record_path)) {
+      try {
+        prev = nlohmann::json::parse(*text);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  nlohmann::json prev_units = prev.is_object() ? prev.value("units", nlohmann::json::object()) : nlohmann::json();
+  for (size_t i = 0; i < plan.units.size() && setup_ok; ++i) {
+    UnitReport& ur = report.units[i];
+    const UnitState& st = states[i];
+    const nlohmann::json p = prev_units.is_object() && prev_units.contains(ur.source) ? prev_units[ur.source]
+                                                                                       : nlohmann::json();
+    if (ur.cached) {
+      ur.explain = (p.is_object() && p.value("object", "") == st.object) ? "up to date (cached)"
+                                                                        : "found in the cache (built before)";
+    } else if (p.is_null()) {
+      ur.explain = prev.is_null() ? "compiled: no previous build in this workdir" : "compiled: new source file";
+    } else if (p.value("source_hash", "") != st.source_hash) {
+      ur.explain = "compiled: source changed";
+    } else if (p.value("tool", "") != st.tool) {
+      ur.explain = "compiled: the compiler changed";
+    } else if (p.value("flags_hash", "") != st.flags_hash) {
+      ur.explain = "compiled: compiler flags changed";
+    } else if (p.value("env", "") != b.env_.fingerprint) {
+      ur.explain = "compiled: the environment changed (torch, CUDA, Python or anvil's headers)";
+    } else {
+      std::vector<std::string> changed;
+      const nlohmann::json prev_deps = p.value("deps", nlohmann::json::object());
+      for (const auto& [dep, h] : prev_deps.items()) {
+        auto it = st.deps.find(dep);
+        if (it == st.deps.end() || it->second != h.get<std::string>()) changed.push_back(dep);
+      }
+      for (const auto& [dep, h] : st.deps) {
+        if (!prev_deps.contains(dep)) changed.push_back(dep);
+      }
+      ur.explain = changed.empty() ? "compiled: not in the cache (cleared or evicted)"
+                                   : "compiled: header " + join(changed, ", ") + " changed";
+    }
+    if (!ur.ok) ur.explain = "failed to compile";
+  }
+
+  std::string raw;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!report.units[i].ok) raw += outputs[i];
+  }
+  bool units_ok = setup_ok;
+  for (const auto& u : report.units) units_ok &= u.ok;
+
+  // Link.
+  fs::path module_cached;
+  if (units_ok && plan.needs_runtime && !runtime_ok) {
+    units_ok = false;
+    report.error_kind = "environment_error";
+    report.error = "could not build anvil's torch runtime (libanvil_torch.so); see the log";
+  }
+  if (units_ok) {
+    std::set<std::string> libs;
+    for (const auto& st : states) libs.insert(st.libs.begin(), st.libs.end());
+    std::vector<std::string> link = plan.link_flags;
+    if (libs.count("cublas")) {
+      if (env.cublas.found() && !env.cublas.library_dir.empty()) link.push_back("-L" + env.cublas.library_dir.string());
+      link.insert(link.end(), {"-lcublas", "-lcublasLt"});
+    }
+    if (libs.count("cudnn")) {
+      if (!env.cudnn.library_dir.empty()) link.push_back("-L" + env.cudnn.library_dir.string());
+      link.push_back(env.cudnn.library.empty() ? "-lcudnn" : "-l:" + env.cudnn.library);
+    }
+    if (plan.needs_runtime) {
+      link.push_back("-L" + b.runtime_dir().string());
+      link.push_back("-lanvil_torch");
+      link.push_back("-Wl,-rpath," + b.runtime_dir().string());
+    }
+    Hasher mk;
+    mk.add("format", kModuleFormat).add("env", env.fingerprint).add("name", plan.module_name);
+    for (const auto& st : states) mk.add("object", st.object);
+    for (const auto& f : link) mk.add("link", f);
+    std::string mkey = mk.hex();
+    fs::path mdir = b.modules() / shard(mkey);
+    module_cached = mdir / (plan.module_name + ".so");
+    std::string prev_module = prev.is_object() ? prev.value("module", std::string()) : std::string();
+    if (fs::exists(module_cached, ec)) {
+      report.link_cached = true;
+      report.link_explain = prev_module == mkey ? "up to date (cached)" : "found in the cache (linked before)";
+    } else {
+      fs::path work = make_temp_dir(b.tmp(), "link");
+      std::vector<std::string> argv = {env.cxx.path.string(), "-shared", "-o",
+                                       (work / (plan.module_name + ".so")).string()};
+      for (const auto& st : states) argv.push_back(b.object_path(st.object).string());
+      argv.insert(argv.end(), link.begin(), link.end());
+      if (b.opts_.verbose) b.log("$ " + join(argv, " "));
+      SubprocessOptions so;
+      so.timeout = kCompileTimeout;
+      auto tl = Clock::now();
+      SubprocessResult r = run_subprocess(argv, so);
+      if (r.ok()) {
+        fs::create_directories(mdir.parent_path(), ec);
+        if (::rename(work.c_str(), mdir.c_str()) != 0 && !fs::exists(module_cached, ec)) {
+          std::string e;
+          copy_file_atomic(work / (plan.module_name + ".so"), module_cached, &e);
+        }
+        report.link_explain = "linked in " + format_seconds(since(tl)) +
+                              (prev_module.empty() ? "" : prev_module == mkey ? " (cache was cleared)"
+                                                                              : " (objects or link flags changed)");
+      } else {
+        raw += r.output + "\nlink: " + r.describe() + "\n";
+        units_ok = false;
+        report.link_explain = "link failed";
+      }
+      remove_tree(work);
+    }
+    // Record the build for --explain.
+    if (!record_path.empty()) {
+      nlohmann::json units_rec = nlohmann::json::object();
+      for (size_t i = 0; i < plan.units.size(); ++i) {
+        const auto& st = states[i];
+        units_rec[report.units[i].source] = {{"source_hash", st.source_hash}, {"flags_hash", st.flags_hash},
+                                             {"tool", st.tool}, {"env", env.fingerprint},
+                                             {"deps", st.deps}, {"object", st.object}};
+      }
+      std::string e;
+      write_file_atomic(record_path, nlohmann::json{{"units", units_rec}, {"module", mkey}}.dump(1), &e);
+    }
+  }
+
+  std::string full_log = b.log_ + setup_log + raw;
+  if (!log_path.empty()) {
+    std::string e;
+    write_file_atomic(log_path, full_log, &e);
+    report.log = log_path;
+  }
+  if (units_ok) {
+    std::string e;
+    if (!copy_file_atomic(module_cached, module_out, &e)) {
+      report.error_kind = "environment_error";
+      report.error = "cannot write " + module_out.string() + ": " + e;
+    } else {
+      report.ok = true;
+      report.module = module_out;
+    }
+  } else if (report.error_kind.empty()) {
+    if (!setup_ok) {
+      report.error_kind = "environment_error";
+      report.error = "could not precompile torch headers; see " + log_path.string();
+      report.diagnostics = tail_lines(setup_log, 20);
+    } else {
+      report.error_kind = "compile_error";
+      DiagnosticOptions dopt;
+      dopt.strip_prefixes = {b.stage_dir_.string(), b.tmp().string()};
+      dopt.full_log = log_path.empty() ? "" : log_path.string();
+      report.diagnostics = format_diagnostics(raw, dopt);
+      report.error = "the candidate does not compile";
+    }
+  }
+  report.seconds = since(t0);
+  return report;
+}
+
+std::string resolve_arch(const Environment& env, const BuildOptions& opts, std::vector<std::string>* warnings) {
+  if (!opts.arch.empty()) return opts.arch;
+  if (const char* a = std::getenv("ANVIL_ARCH"); a && *a) return a;
+  if (!env.gpus.empty()) {
+    std::string a = arch_for_capability(env.gpus[0].capability);
+    if (!a.empty()) return a;
+  }
+  warnings->push_back("no GPU found: building for sm_90a (Hopper); use --arch to choose another");
+  return "sm_90a";
+}
+
+BuildReport environment_error(BuildReport r, const std::string& msg) {
+  r.error_kind = "environment_error";
+  r.error = msg;
+  return r;
+}
+
+}  // namespace
+
+BuildReport build_workdir(const Environment& env, const fs::path& dir, const BuildOptions& opts) {
+  auto t0 = Clock::now();
+  BuildReport report;
+  Workdir w;
+  std::string err;
+  if (!scan_workdir(dir, &w, &err)) {
+    report.error_kind = "workdir_error";
+    report.error = err;
+    return report;
+  }
+  report.warnings = w.warnings;
+  report.mode = to_string(w.mode);
+  report.device = to_string(w.device);
+  if (!env.cxx.found()) return environment_error(report, "no C++ compiler found: install g++ (apt-get install g++) or set CXX");
+  if (w.device == Device::Cuda && !env.nvcc.found()) {
+    return environment_error(report, "nvcc not found: this candidate has .cu files; install the CUDA toolkit or set "
+                                     "CUDA_HOME (or ANVIL_NVCC)");
+  }
+  if (!env.torch.present) return environment_error(report, env.probe_error);
+
+  Plan plan;
+  plan.root = w.dir;
+  plan.cuda = w.device == Device::Cuda;
+  std::vector<std::string> gencode;
+  if (plan.cuda) {
+    report.arch = resolve_arch(env, opts, &report.warnings);
+    if (!gencode_flags(report.arch, &gencode, &err)) return environment_error(report, err);
+  }
+  for (const auto& f : w.files) plan.stage_files.push_back(f);
+  bool compat = w.mode == BindingMode::Compat;
+  auto torch_flags = torch_compile_flags(env, plan.module_name);
+  for (const auto& s : w.units) {
+    Unit u;
+    u.rel = s.rel;
+    u.read_path = w.dir / s.rel;
+    u.is_cuda = s.kind == UnitKind::Cuda;
+    if (u.is_cuda) {
+      u.flags = nvcc_flags(env, gencode);
+      if (compat) {
+        for (const auto& f : torch_flags) u.flags.push_back(f);
+      }
+    } else if (compat) {
+      u.flags = host_flags(env, plan.cuda, s.kind == UnitKind::Binding ? kCompatBindingOpt : "-O3");
+      u.flags.insert(u.flags.end(), torch_flags.begin(), torch_flags.end());
+      if (s.kind == UnitKind::Binding) {
+        u.flags.push_back("@compat_pch.h");
+        plan.needs_compat_pch = true;
+      }
+    } else {
+      u.flags = host_flags(env, plan.cuda, "-O3");
+    }
+    plan.units.push_back(u);
+  }
+  if (compat) {
+    for (const auto& f : fixed_compat_files()) {
+      fs::path pristine = env.share() / "workdir" / f;
+      plan.overlay[f] = pristine;
+      auto theirs = read_file(w.dir / f);
+      auto ours = read_file(pristine);
+      if (theirs && ours && *theirs != *ours) {
+        report.warnings.push_back(f + " differs from the fixed copy: anvil builds with its own (your changes are ignored)");
+      }
+    }
+    Unit b;
+    b.rel = (env.share() / "workdir" / "binding.cpp").string();
+    b.read_path = b.rel;
+    b.fixed = true;
+    b.flags = host_flags(env, plan.cuda, kCompatBindingOpt);
+    b.flags.insert(b.flags.end(), torch_flags.begin(), torch_flags.end());
+    b.flags.push_back("@compat_pch.h");
+    plan.units.push_back(b);
+    plan.link_flags = torch_link_flags(env);
+  } else {
+    Unit m;
+    m.rel = (env.share() / "runtime" / "anvil_module.cpp").string();
+    m.read_path = m.rel;
+    m.fixed = true;
+    m.flags = host_flags(env, false, "-O2");
+    m.flags.push_back("-DANVIL_MODULE_NAME=" + plan.module_name);
+    plan.units.push_back(m);
+    plan.needs_runtime = true;
+  }
+  if (plan.cuda) {
+    plan.link_flags.push_back("-L" + env.cuda_lib().string());
+    plan.link_flags.push_back("-lcudart");
+  }
+  Builder b(env, opts);
+  fs::path build_dir = w.dir / "build";
+  std::error_code ec;
+  fs::create_directories(build_dir, ec);
+  report = run_plan(b, plan, w.dir / (plan.module_name + ".so"), build_dir / "anvil-build.json",
+                    build_dir / "build.log", report);
+  report.seconds = since(t0);
+  if (!opts.explain) {
+    for (auto& u : report.units) u.explain.clear();
+    report.link_explain.clear();
+  }
+  return report;
+}
+
+BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const BuildOptions& opts) {
+  auto t0 = Clock::now();
+  BuildReport report;
+  report.mode = "torch-extension";
+  if (spec.name.empty() || spec.name.find_first_not_of(
+                               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos) {
+    report.error_kind = "workdir_error";
+    report.error = "bad module name '" + spec.name + "': use letters, digits and _";
+    return report;
+  }
+  if (!env.cxx.found()) return environment_error(report, "no C++ compiler found: install g++ or set CXX");
+  if (!env.torch.present) return environment_error(report, env.probe_error);
+  Plan plan;
+  plan.module_name = spec.name;
+  for (const auto& s : spec.sources) plan.cuda |= s.extension() == ".cu";
+  report.device = plan.cuda ? "cuda" : "cpu";
+  if (plan.cuda && !env.nvcc.found()) return environment_error(report, "nvcc not found: install the CUDA toolkit or set CUDA_HOME");
+  std::vector<std::string> gencode;
+  std::string err;
+  if (plan.cuda) {
+    report.arch = resolve_arch(env, opts, &report.warnings);
+    if (!gencode_flags(report.arch, &gencode, &err)) return environment_error(report, err);
+  }
+  auto torch_flags = torch_compile_flags(env, spec.name);
+  for (const auto& src : spec.sources) {
+    std::error_code ec;
+    if (!fs::exists(src, ec)) {
+      report.error_kind = "workdir_error";
+      report.error = "source " + src.string() + " does not exist";
+      return report;
+    }
+    Unit u;
+    u.rel = fs::absolute(src).string();
+    u.read_path = u.rel;
+    u.is_cuda = src.extension() == ".cu";
+    if (u.is_cuda) {
+      u.flags = nvcc_flags(env, gencode);
+      u.flags.insert(u.flags.end(), torch_flags.begin(), torch_flags.end());
+      u.flags.insert(u.flags.end(), spec.cuda_cflags.begin(), spec.cuda_cflags.end());
+    } else {
+      u.flags = host_flags(env, plan.cuda, "-O2");
+      u.flags.insert(u.flags.end(), torch_flags.begin(), torch_flags.end());
+      u.flags.insert(u.flags.end(), spec.cflags.begin(), spec.cflags.end());
+      u.flags.push_back("@extension_pch.h");
+      plan.needs_extension_pch = true;
+    }
+    for (const auto& inc : spec.include_dirs) u.flags.push_back("-I" + inc);
+    u.fixed = true;  // absolute paths: compiled in place, no stage
+    u.key_path = src.filename().string();  // load_inline writes to a fresh temp dir each time
+    plan.units.push_back(u);
+  }
+  plan.link_flags = torch_link_flags(env);
+  if (plan.cuda) {
+    plan.link_flags.push_back("-L" + env.cuda_lib().string());
+    plan.link_flags.push_back("-lcudart");
+  }
+  plan.link_flags.insert(plan.link_flags.end(), spec.ldflags.begin(), spec.ldflags.end());
+  Builder b(env, opts);
+  std::error_code ec;
+  fs::create_directories(spec.out_dir, ec);
+  report = run_plan(b, plan, spec.out_dir / (spec.name + ".so"), spec.out_dir / "anvil-build.json",
+                    spec.out_dir / "build.log", report);
+  report.seconds = since(t0);
+  if (!opts.explain) {
+    for (auto& u : report.units) u.explain.clear();
+    report.link_explain.clear();
+  }
+  return report;
+}
+
+}  // namespace anvil

@@ -1,0 +1,109 @@
+#include "anvil/env/workdir.h"
+
+#include <regex>
+
+#include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
+
+namespace anvil {
+
+const char* to_string(BindingMode m) { return m == BindingMode::Fast ? "fast" : "compat"; }
+const char* to_string(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
+const std::vector<std::string>& fixed_compat_files() {
+  static const std::vector<std::string> files = {"binding.cpp", "binding_registry.h"};
+  return files;
+}
+
+bool scan_workdir(const fs::path& dir_in, Workdir* out, std::string* err) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(dir_in, ec);
+  if (!fs::is_directory(dir, ec)) {
+    *err = "workdir " + dir_in.string() + " does not exist or is not a directory";
+    return false;
+  }
+  Workdir w;
+  w.dir = dir;
+  fs::path kernels = dir / "kernels";
+  if (!fs::is_directory(kernels, ec)) {
+    *err = dir_in.string() + " has no kernels/ directory: put CUDA kernels in kernels/*.cu (with extern \"C\" "
+           "launchers) and their bindings in kernels/*_binding.cpp";
+    return false;
+  }
+  for (const fs::path& rel : list_files(kernels)) {
+    fs::path full = kernels / rel;
+    std::string name = "kernels/" + rel.generic_string();
+    if (fs::is_symlink(full, ec)) {
+      fs::path target = fs::weakly_canonical(full, ec);
+      fs::path root = fs::weakly_canonical(dir, ec);
+      auto rel_target = target.lexically_relative(root);
+      if (rel_target.empty() || starts_with(rel_target.generic_string(), "..")) {
+        *err = name + " is a symbolic link to " + target.string() + ", outside the workdir; copy the file instead";
+        return false;
+      }
+    }
+    w.files.push_back(name);
+    std::string ext = rel.extension().string();
+    if (ext == ".cu") {
+      w.units.push_back({name, UnitKind::Cuda});
+    } else if (ext == ".cpp" || ext == ".cc" || ext == ".cxx") {
+      w.units.push_back({name, ends_with(rel.stem().string(), "_binding") ? UnitKind::Binding : UnitKind::Host});
+    }
+  }
+  // Sources outside kernels/ are not built.
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string n = entry.path().filename().string();
+    std::string ext = entry.path().extension().string();
+    bool fixed = n == "binding.cpp";
+    if (!fixed && (ext == ".cu" || ext == ".cpp")) w.warnings.push_back("ignored " + n + ": sources belong in kernels/");
+  }
+
+  static const std::regex kFast(R"(#\s*include\s*[<"]anvil/binding\.h[>"])");
+  static const std::regex kCompat(R"(#\s*include\s*[<"](\.\./)?binding_registry\.h[>"])");
+  std::vector<std::string> fast, compat, neither;
+  bool any_cu = false;
+  for (const auto& u : w.units) {
+    if (u.kind == UnitKind::Cuda) any_cu = true;
+    if (u.kind != UnitKind::Binding) continue;
+    auto text = read_file(dir / u.rel);
+    if (!text) {
+      *err = "cannot read " + u.rel;
+      return false;
+    }
+    bool f = std::regex_search(*text, kFast), c = std::regex_search(*text, kCompat);
+    if (f && c) {
+      *err = u.rel + " includes both <anvil/binding.h> and binding_registry.h: pick one binding mode";
+      return false;
+    }
+    (f ? fast : c ? compat : neither).push_back(u.rel);
+  }
+  if (fast.empty() && compat.empty()) {
+    *err = neither.empty()
+               ? "no kernels/*_binding.cpp in " + dir_in.string() +
+                     ": each kernel needs a binding file that registers it, either with #include <anvil/binding.h> "
+                     "and ANVIL_REGISTER(fn) (fast mode) or with #include \"../binding_registry.h\" and "
+                     "REGISTER_BINDING(name, fn) (CUDA-Agent mode)"
+               : neither[0] + " includes neither <anvil/binding.h> (fast mode) nor \"../binding_registry.h\" "
+                              "(CUDA-Agent mode): one of them is required";
+    return false;
+  }
+  if (!fast.empty() && !compat.empty()) {
+    *err = "bindings mix modes: " + join(fast, ", ") + " use <anvil/binding.h> but " + join(compat, ", ") +
+           " use binding_registry.h; use one mode for the whole workdir";
+    return false;
+  }
+  if (!neither.empty()) {
+    *err = neither[0] + " includes neither <anvil/binding.h> nor \"../binding_registry.h\"; every *_binding.cpp "
+                        "must use the workdir's binding mode";
+    return false;
+  }
+  w.mode = fast.empty() ? BindingMode::Compat : BindingMode::Fast;
+  w.device = any_cu ? Device::Cuda : Device::Cpu;
+  if (!fs::exists(dir / "model_new.py", ec)) {
+    w.warnings.push_back("no model_new.py: it must define class ModelNew(nn.Module) that imports cuda_extension");
+  }
+  *out = std::move(w);
+  return true;
+}
+
+}  // namespace anvil

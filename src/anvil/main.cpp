@@ -1,0 +1,74 @@
+// anvil: the command-line program. It parses arguments and calls one of the
+// library's commands (src/anvil/commands.h); the work is all in the library.
+#include <CLI/CLI.hpp>
+
+#include "anvil/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"anvil: build, verify and judge CUDA kernel candidates for PyTorch modules"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "anvil 0.1.0");
+  int status = 0;
+
+  anvil::InitArgs init;
+  auto* init_cmd = app.add_subcommand("init", "create a ready candidate workdir for a task");
+  init_cmd->add_option("--task", init.task, "task: FILE or DATASET#ROW")->required();
+  init_cmd->add_option("dir", init.dir, "the workdir to create")->required();
+  init_cmd->add_flag("--force", init.force, "write into an existing directory");
+  init_cmd->add_flag("!--no-check", init.check, "do not import the task first");
+  init_cmd->callback([&] { status = anvil::cmd_init(init); });
+
+  anvil::BuildArgs build;
+  auto* build_cmd = app.add_subcommand("build", "build DIR/cuda_extension.so from DIR/kernels (cached)");
+  build_cmd->add_option("dir", build.dir, "the candidate workdir")->required();
+  build_cmd->add_option("--arch", build.opts.arch, "target architecture, e.g. sm_90a (default: the GPU's)");
+  build_cmd->add_option("-j,--jobs", build.opts.jobs, "parallel compiles (default: all cores)");
+  build_cmd->add_flag("--explain", build.opts.explain, "say why each unit was rebuilt or not");
+  build_cmd->add_flag("-v,--verbose", build.opts.verbose, "keep compile commands in the log");
+  build_cmd->add_flag("--json", build.json, "print the build report as JSON");
+  build_cmd->callback([&] { status = anvil::cmd_build(build); });
+
+  anvil::BuildSourcesArgs bs;
+  std::vector<std::string> sources;
+  auto* bs_cmd = app.add_subcommand("build-sources", "build a torch extension from loose sources (load_inline)");
+  bs_cmd->add_option("--name", bs.spec.name, "module name")->required();
+  bs_cmd->add_option("--out", bs.spec.out_dir, "output directory")->required();
+  bs_cmd->add_option("--cflag", bs.spec.cflags, "extra host compiler flag")->allow_extra_args(false);
+  bs_cmd->add_option("--cuda-cflag", bs.spec.cuda_cflags, "extra nvcc flag")->allow_extra_args(false);
+  bs_cmd->add_option("--ldflag", bs.spec.ldflags, "extra link flag")->allow_extra_args(false);
+  bs_cmd->add_option("--include", bs.spec.include_dirs, "extra include directory")->allow_extra_args(false);
+  bs_cmd->add_option("--arch", bs.opts.arch, "target architecture");
+  bs_cmd->add_option("sources", sources, "sources (.cpp, .cu)")->required();
+  bs_cmd->callback([&] {
+    for (const auto& s : sources) bs.spec.sources.emplace_back(s);
+    status = anvil::cmd_build_sources(bs);
+  });
+
+  anvil::TaskShowArgs show;
+  auto* task_cmd = app.add_subcommand("task", "inspect tasks");
+  task_cmd->require_subcommand(1);
+  auto* show_cmd = task_cmd->add_subcommand("show", "import a task and describe it");
+  show_cmd->add_option("task", show.task, "FILE or DATASET#ROW")->required();
+  show_cmd->add_flag("--json", show.json, "print JSON");
+  show_cmd->add_flag("!--no-forward", show.forward, "do not run the reference forward");
+  show_cmd->callback([&] { status = anvil::cmd_task_show(show); });
+
+  bool env_json = false, env_refresh = false;
+  auto* env_cmd = app.add_subcommand("env", "show the build environment (compilers, torch, GPUs)");
+  env_cmd->add_flag("--json", env_json, "print JSON");
+  env_cmd->add_flag("--refresh", env_refresh, "probe again instead of using the cached probe");
+  env_cmd->callback([&] { status = anvil::cmd_env(env_json, env_refresh); });
+
+  auto* cache_cmd = app.add_subcommand("cache", "inspect or clear the build cache");
+  cache_cmd->require_subcommand(1);
+  cache_cmd->add_subcommand("stats", "sizes of the cache's parts")->callback([&] { status = anvil::cmd_cache("stats"); });
+  cache_cmd->add_subcommand("clear", "remove every cache entry")->callback([&] { status = anvil::cmd_cache("clear"); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return status;
+}

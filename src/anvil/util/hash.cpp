@@ -1,0 +1,61 @@
+#include "anvil/util/hash.h"
+
+#include <openssl/evp.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "anvil/util/fs.h"
+
+namespace anvil {
+
+struct Hasher::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+};
+
+Hasher::Hasher() : impl_(std::make_unique<Impl>()) {
+  impl_->ctx = EVP_MD_CTX_new();
+  if (impl_->ctx == nullptr || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("Hasher: cannot initialise SHA-256");
+  }
+}
+
+Hasher::~Hasher() { EVP_MD_CTX_free(impl_->ctx); }
+
+void Hasher::update(const void* data, size_t size) { EVP_DigestUpdate(impl_->ctx, data, size); }
+
+Hasher& Hasher::add(std::string_view label, std::string_view data) {
+  // label '\0' length '\0' data: unambiguous for any bytes in data.
+  std::string header = std::string(label) + '\0' + std::to_string(data.size()) + '\0';
+  update(header.data(), header.size());
+  update(data.data(), data.size());
+  return *this;
+}
+
+std::string Hasher::hex() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, digest, &len);
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(len * 2);
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kDigits[digest[i] >> 4];
+    out += kDigits[digest[i] & 15];
+  }
+  return out;
+}
+
+std::string sha256_hex(std::string_view data) {
+  Hasher h;
+  h.add("", data);
+  return h.hex();
+}
+
+std::optional<std::string> hash_file(const std::filesystem::path& path) {
+  auto content = read_file(path);
+  if (!content) return std::nullopt;
+  return sha256_hex(*content);
+}
+
+}  // namespace anvil

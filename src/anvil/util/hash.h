@@ -1,0 +1,39 @@
+// hash.h: content hashing for cache keys (SHA-256 through OpenSSL).
+//
+// Inputs are delimited, as ccache does: add("a"); add("bc") and add("ab");
+// add("c") give different digests, so two different input lists never collide
+// by concatenation.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace anvil {
+
+class Hasher {
+ public:
+  Hasher();
+  ~Hasher();
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+
+  // Adds a labelled, length-delimited field.
+  Hasher& add(std::string_view label, std::string_view data);
+  // Hex digest (64 characters). The hasher may not be used afterwards.
+  std::string hex();
+
+ private:
+  void update(const void* data, size_t size);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// SHA-256 hex digest of a byte string.
+std::string sha256_hex(std::string_view data);
+// SHA-256 hex digest of a file's content; nullopt if it cannot be read.
+std::optional<std::string> hash_file(const std::filesystem::path& path);
+
+}  // namespace anvil

@@ -1,0 +1,79 @@
+#include "anvil/util/strings.h"
+
+#include <cstdio>
+
+namespace anvil {
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t end = s.find(sep, start);
+    if (end == std::string_view::npos) {
+      out.emplace_back(s.substr(start));
+      return out;
+    }
+    out.emplace_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
+std::vector<std::string> split_lines(std::string_view s) {
+  std::vector<std::string> out = split(s, '\n');
+  if (!out.empty() && out.back().empty()) out.pop_back();
+  for (auto& line : out) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+  }
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  if (from.empty()) return s;
+  size_t pos = 0;
+  while ((pos = s.find(from, pos)) != std::string::npos) {
+    s.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+  return s;
+}
+
+std::string tail_lines(std::string_view s, size_t max_lines) {
+  auto lines = split_lines(s);
+  if (lines.size() <= max_lines) return std::string(s);
+  std::vector<std::string> last(lines.end() - static_cast<long>(max_lines), lines.end());
+  return join(last, "\n") + "\n";
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (s < 1.0) {
+    std::snprintf(buf, sizeof buf, "%.0f ms", s * 1000.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f s", s);
+  }
+  return buf;
+}
+
+}  // namespace anvil

@@ -1,0 +1,23 @@
+// strings.h: small string helpers.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace anvil {
+
+std::vector<std::string> split(std::string_view s, char sep);
+std::vector<std::string> split_lines(std::string_view s);
+std::string trim(std::string_view s);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+bool starts_with(std::string_view s, std::string_view prefix);
+bool ends_with(std::string_view s, std::string_view suffix);
+// Replaces every occurrence of `from` (non-empty) with `to`.
+std::string replace_all(std::string s, std::string_view from, std::string_view to);
+// The last `max_lines` lines of `s`.
+std::string tail_lines(std::string_view s, size_t max_lines);
+// "1.23 s" / "45 ms"
+std::string format_seconds(double s);
+
+}  // namespace anvil

@@ -1,0 +1,215 @@
+#include "anvil/util/subprocess.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace anvil {
+
+std::string SubprocessResult::describe() const {
+  if (!started) return "could not start: " + error;
+  if (timed_out) return "timed out after " + std::to_string(static_cast<int>(seconds + 0.5)) + " s";
+  if (signal != 0) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+  return "exit code " + std::to_string(exit_code);
+}
+
+std::filesystem::path find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    return ::access(name.c_str(), X_OK) == 0 ? std::filesystem::path(name) : std::filesystem::path();
+  }
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string dir = p.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    std::filesystem::path candidate = std::filesystem::path(dir) / name;
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  return {};
+}
+
+namespace {
+void set_cloexec_nonblock(int fd) {
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+}  // namespace
+
+SubprocessResult run_subprocess(const std::vector<std::string>& argv, const SubprocessOptions& opts) {
+  SubprocessResult r;
+  if (argv.empty()) {
+    r.error = "empty command";
+    return r;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+
+  // Everything the child needs is prepared before fork: no allocation after it.
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    if (opts.env.count(key) == 0) envs.push_back(kv);
+  }
+  for (const auto& [k, v] : opts.env) envs.push_back(k + "=" + v);
+  std::vector<char*> cenv;
+  for (auto& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  std::filesystem::path exe = find_program(argv[0]);
+  if (exe.empty()) {
+    r.error = "program not found: " + argv[0];
+    return r;
+  }
+  std::string exe_s = exe.string();
+  std::string cwd_s = opts.cwd.string();
+
+  int out_pipe[2], err_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1}, exec_pipe[2];
+  if (pipe(out_pipe) != 0 || pipe(exec_pipe) != 0 || (!opts.merge_stderr && pipe(err_pipe) != 0) ||
+      (opts.stdin_data && pipe(in_pipe) != 0)) {
+    r.error = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  fcntl(exec_pipe[1], F_SETFD, FD_CLOEXEC);
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    r.error = std::string("fork: ") + std::strerror(errno);
+    return r;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (opts.stdin_data) {
+      dup2(in_pipe[0], 0);
+    } else {
+      int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, 0);
+    }
+    dup2(out_pipe[1], 1);
+    dup2(opts.merge_stderr ? out_pipe[1] : err_pipe[1], 2);
+    if (!cwd_s.empty() && chdir(cwd_s.c_str()) != 0) {
+      int e = errno;
+      (void)!write(exec_pipe[1], &e, sizeof e);
+      _exit(127);
+    }
+    // Close every other descriptor the parent may hold.
+    for (int fd = 3; fd < 1024; ++fd) {
+      if (fd != exec_pipe[1]) close(fd);
+    }
+    execve(exe_s.c_str(), cargv.data(), cenv.data());
+    int e = errno;
+    (void)!write(exec_pipe[1], &e, sizeof e);
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(out_pipe[1]);
+  close(exec_pipe[1]);
+  if (err_pipe[1] >= 0) close(err_pipe[1]);
+  if (in_pipe[0] >= 0) close(in_pipe[0]);
+
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  close(exec_pipe[0]);
+  if (got == sizeof exec_errno) {
+    waitpid(pid, nullptr, 0);
+    close(out_pipe[0]);
+    if (err_pipe[0] >= 0) close(err_pipe[0]);
+    if (in_pipe[1] >= 0) close(in_pipe[1]);
+    r.error = "cannot run " + exe_s + (cwd_s.empty() ? "" : " in " + cwd_s) + ": " + std::strerror(exec_errno);
+    return r;
+  }
+  r.started = true;
+
+  set_cloexec_nonblock(out_pipe[0]);
+  if (err_pipe[0] >= 0) set_cloexec_nonblock(err_pipe[0]);
+  size_t in_off = 0;
+  if (in_pipe[1] >= 0) {
+    set_cloexec_nonblock(in_pipe[1]);
+    signal(SIGPIPE, SIG_IGN);
+  }
+  int fds[3] = {out_pipe[0], err_pipe[0], in_pipe[1]};
+  std::string* sinks[2] = {&r.output, &r.err_output};
+  auto deadline = t0 + opts.timeout;
+  char buf[65536];
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    struct pollfd pfds[3];
+    int n = 0, map[3];
+    for (int i = 0; i < 3; ++i) {
+      if (fds[i] < 0) continue;
+      pfds[n] = {fds[i], static_cast<short>(i == 2 ? POLLOUT : POLLIN), 0};
+      map[n++] = i;
+    }
+    int wait_ms = -1;
+    if (opts.timeout.count() > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        r.timed_out = true;
+        kill(-pid, SIGKILL);
+        break;
+      }
+      wait_ms = static_cast<int>(left.count());
+    }
+    int pr = poll(pfds, n, wait_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) continue;
+    for (int k = 0; k < n; ++k) {
+      int i = map[k];
+      if (pfds[k].revents == 0) continue;
+      if (i == 2) {
+        const std::string& data = *opts.stdin_data;
+        ssize_t w = write(fds[2], data.data() + in_off, data.size() - in_off);
+        if (w > 0) in_off += static_cast<size_t>(w);
+        if (w < 0 && errno != EAGAIN && errno != EINTR) in_off = data.size();
+        if (in_off >= data.size()) {
+          close(fds[2]);
+          fds[2] = -1;
+        }
+        continue;
+      }
+      ssize_t rd = read(fds[i], buf, sizeof buf);
+      if (rd > 0) {
+        std::string& sink = *sinks[i];
+        size_t room = opts.max_output > sink.size() ? opts.max_output - sink.size() : 0;
+        sink.append(buf, std::min(room, static_cast<size_t>(rd)));
+      } else if (rd == 0 || (errno != EAGAIN && errno != EINTR)) {
+        close(fds[i]);
+        fds[i] = -1;
+      }
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (fds[i] >= 0) close(fds[i]);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  // Nothing of the group may outlive the call (a backgrounded grandchild, say).
+  kill(-pid, SIGKILL);
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  if (r.timed_out) r.signal = 0;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace anvil
