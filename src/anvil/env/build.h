@@ -70,4 +70,7 @@ struct SourcesSpec {
 };
 BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const BuildOptions& opts);
 
+// The paths a make-style depfile ("out.o: a.cu b.h \\\n c.h") lists.
+std::vector<std::string> parse_depfile(const std::string& text);
+
 }  // namespace anvil

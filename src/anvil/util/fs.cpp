@@ -117,7 +117,7 @@ std::vector<fs::path> list_files(const fs::path& root) {
   if (!fs::is_directory(root, ec)) return out;
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
-    if (it->is_regular_file(ec) || it->is_symlink(ec)) out.push_back(fs::relative(it->path(), root, ec));
+    if (it->is_regular_file(ec) || it->is_symlink(ec)) out.push_back(it->path().lexically_relative(root));
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -1,0 +1,88 @@
+// Tests of the compiler-output cleaner: the text a model sees is a contract.
+#include "anvil/env/diagnostics.h"
+
+#include <gtest/gtest.h>
+
+namespace anvil {
+namespace {
+
+TEST(Diagnostics, GccErrorWithSourceLineAndStagePathStripped) {
+  std::string raw =
+      "/cache/tmp/stage-ab12/kernels/k.cpp: In function 'void f()':\n"
+      "/cache/tmp/stage-ab12/kernels/k.cpp:7:5: error: 'undeclared_thing' was not declared in this scope\n"
+      "    7 |     undeclared_thing = 1;\n"
+      "      |     ^~~~~~~~~~~~~~~~\n"
+      "/cache/tmp/stage-ab12/kernels/k.cpp:9:1: note: some note\n";
+  DiagnosticOptions o;
+  o.strip_prefixes = {"/cache/tmp/stage-ab12"};
+  EXPECT_EQ(format_diagnostics(raw, o),
+            "kernels/k.cpp:7: error: 'undeclared_thing' was not declared in this scope\n"
+            "    undeclared_thing = 1;\n");
+}
+
+TEST(Diagnostics, NvccFormatAndDeduplication) {
+  std::string raw =
+      "kernels/a.cu(12): error: identifier \"blockIdy\" is undefined\n"
+      "    int i = blockIdy.x;\n"
+      "            ^\n"
+      "\n"
+      "kernels/a.cu(12): error: identifier \"blockIdy\" is undefined\n"
+      "    int i = blockIdy.x;\n"
+      "            ^\n"
+      "2 errors detected in the compilation of \"kernels/a.cu\".\n";
+  DiagnosticOptions o;
+  EXPECT_EQ(format_diagnostics(raw, o),
+            "kernels/a.cu:12: error: identifier \"blockIdy\" is undefined\n"
+            "    int i = blockIdy.x;\n");
+}
+
+TEST(Diagnostics, LinkerUndefinedReference) {
+  std::string raw =
+      "/usr/bin/ld: /cache/objects/ab/abcd.o: in function `run(anvil::Tensor)':\n"
+      "k_binding.cpp:(.text+0x2a): undefined reference to `missing_launch'\n"
+      "collect2: error: ld returned 1 exit status\n";
+  DiagnosticOptions o;
+  EXPECT_EQ(format_diagnostics(raw, o),
+            "error: link error: undefined reference to 'missing_launch' (called from 'run(anvil::Tensor)')\n");
+}
+
+TEST(Diagnostics, TorchHeaderInFastModeGetsAHint) {
+  std::string raw = "kernels/x_binding.cpp:1:10: fatal error: torch/extension.h: No such file or directory\n";
+  auto d = parse_diagnostics(raw, {});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].severity, "fatal error");
+  EXPECT_NE(d[0].message.find("include <anvil/binding.h> instead"), std::string::npos);
+}
+
+TEST(Diagnostics, CappedWithACountOfTheRest) {
+  std::string raw;
+  for (int i = 1; i <= 30; ++i) raw += "kernels/k.cu(" + std::to_string(i) + "): error: bad thing " + std::to_string(i) + "\n";
+  DiagnosticOptions o;
+  o.max_diagnostics = 5;
+  o.full_log = "build/build.log";
+  std::string text = format_diagnostics(raw, o);
+  EXPECT_NE(text.find("kernels/k.cu:5: error: bad thing 5\n"), std::string::npos);
+  EXPECT_EQ(text.find("bad thing 6\n"), std::string::npos);
+  EXPECT_NE(text.find("... 25 more errors (full log: build/build.log)"), std::string::npos);
+}
+
+TEST(Diagnostics, WarningsOnlyWhenNoErrors) {
+  std::string raw = "kernels/k.cpp:3:1: warning: unused variable 'x'\nkernels/k.cpp:4:1: error: expected ';'\n";
+  auto d = parse_diagnostics(raw, {});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].line, 4);
+}
+
+TEST(Diagnostics, UnparsedOutputFallsBackToItsTail) {
+  std::string raw = "something odd happened\nand the compiler died\n";
+  EXPECT_EQ(format_diagnostics(raw, {}), raw);
+}
+
+TEST(Diagnostics, PtxasError) {
+  auto d = parse_diagnostics("ptxas error   : Entry function '_Z1kv' uses too much shared data (0x20000 bytes, 0xc000 max)\n", {});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].message, "ptxas: Entry function '_Z1kv' uses too much shared data (0x20000 bytes, 0xc000 max)");
+}
+
+}  // namespace
+}  // namespace anvil
