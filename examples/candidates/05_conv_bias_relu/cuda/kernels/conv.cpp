@@ -1,9 +1,11 @@
 // conv.cpp: host code, the fp32 NCHW convolution through cuDNN's legacy API.
 //
 // Descriptors and the algorithm are chosen once per shape and device and kept in a small cache, so a
-// call costs one cudnnConvolutionForward. The algorithm is cuDNN's heuristic first choice among
-// those that run in plain fp32 FMA math (no TF32), as PyTorch picks with TF32 off and
-// cudnn.benchmark off. Functions return a cudnnStatus_t (0: success).
+// call costs one cudnnConvolutionForward. The algorithm is cuDNN's heuristic first choice among those
+// that run in plain fp32 FMA math (no TF32). (cudnnFindConvolutionForwardAlgorithm was tried: its
+// one-shot timings are noisy and it picked no faster algorithm for task 05's shape on an H100.)
+// PyTorch reaches faster engines through cuDNN's graph API, which this legacy-API example forgoes.
+// Functions return a cudnnStatus_t (0: success).
 #include <array>
 #include <cstdint>
 #include <map>
@@ -31,6 +33,17 @@ struct ConvPlan {
     if (status_ != CUDNN_STATUS_SUCCESS) return status_; \
   } while (0)
 
+// The first usable candidate: it ran, and in fp32 FMA math.
+bool pick_algo(const cudnnConvolutionFwdAlgoPerf_t* perf, int count, cudnnConvolutionFwdAlgo_t* algo) {
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH) {
+      *algo = perf[i].algo;
+      return true;
+    }
+  }
+  return false;
+}
+
 cudnnStatus_t make_plan(cudnnHandle_t handle, const int64_t* shape, ConvPlan* p) {
   int n = static_cast<int>(shape[0]), c = static_cast<int>(shape[1]), h = static_cast<int>(shape[2]),
       w = static_cast<int>(shape[3]), k = static_cast<int>(shape[4]), r = static_cast<int>(shape[5]),
@@ -51,13 +64,8 @@ cudnnStatus_t make_plan(cudnnHandle_t handle, const int64_t* shape, ConvPlan* p)
   int returned = 0;
   CONV_TRY(cudnnGetConvolutionForwardAlgorithm_v7(handle, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                   &returned, perf));
-  for (int i = 0; i < returned; ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH) {
-      p->algo = perf[i].algo;
-      return cudnnGetConvolutionForwardWorkspaceSize(handle, p->x, p->w, p->conv, p->y, p->algo, &p->workspace);
-    }
-  }
-  return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!pick_algo(perf, returned, &p->algo)) return CUDNN_STATUS_NOT_SUPPORTED;
+  return cudnnGetConvolutionForwardWorkspaceSize(handle, p->x, p->w, p->conv, p->y, p->algo, &p->workspace);
 }
 
 void destroy_plan(ConvPlan* p) {
