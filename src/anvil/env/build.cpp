@@ -502,9 +502,12 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
   rk.add("format", kRuntimeFormat).add("env", env.fingerprint);
   b.runtime_key_ = rk.hex().substr(0, 32);
   std::vector<std::string> compat_flags;  // the flags of compat binding units (and so of the PCH)
+  std::mutex setup_mu;
   auto make_pch = [&](const std::string& name, const std::string& header, const std::vector<std::string>& flags) {
     fs::path out = b.runtime_dir() / (name + ".gch");
-    return ensure_artifact(b, out, name, [&](const fs::path& work, std::string* log) {
+    std::string log_here;
+    double seconds_here = 0;
+    bool ok = ensure_artifact(b, out, name, [&](const fs::path& work, std::string* log) {
       std::string e;
       write_file_atomic(work / name, header, &e);
       write_file_atomic(b.runtime_dir() / name, header, &e);  // -include needs the header beside the .gch
@@ -516,14 +519,26 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       SubprocessResult r = run_subprocess(argv, so);
       if (!r.ok()) *log += "precompiling " + name + " failed (" + r.describe() + "):\n" + r.output;
       return r.ok();
-    }, &setup_log, &pch_seconds);
+    }, &log_here, &seconds_here);
+    std::lock_guard<std::mutex> g(setup_mu);
+    setup_log += log_here;
+    pch_seconds += seconds_here;
+    return ok;
   };
-  // Units that use a PCH get "-include <runtime>/<name>" appended to their flags.
-  for (auto& u : plan.units) {
+  // Units that use a PCH get "-include <runtime>/<name>" appended to their
+  // flags now; the PCH itself is made only when such a unit misses the cache,
+  // inside its job, so units without one (nvcc) start at once.
+  struct PchNeed {
+    std::string name, header;
+    std::vector<std::string> flags;
+  };
+  std::vector<std::optional<PchNeed>> pch_needs(plan.units.size());
+  for (size_t i = 0; i < plan.units.size(); ++i) {
+    Unit& u = plan.units[i];
     for (const std::string marker : {"compat_pch.h", "extension_pch.h"}) {
       bool wants = false;
       for (const auto& f : u.flags) wants |= f == "@" + marker;
-      if (!wants || !setup_ok) continue;
+      if (!wants) continue;
       std::vector<std::string> flags;
       for (const auto& f : u.flags) {
         if (f != "@" + marker) flags.push_back(f);
@@ -534,10 +549,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       ph.add("header", header);
       for (const auto& f : flags) ph.add("flag", f);
       std::string pch = marker.substr(0, marker.size() - 2) + "-" + ph.hex().substr(0, 16) + ".h";
-      if (!make_pch(pch, header, flags)) {
-        setup_ok = false;
-        break;
-      }
+      pch_needs[i] = PchNeed{pch, header, flags};
       flags.push_back("-include");
       flags.push_back((b.runtime_dir() / pch).string());
       flags.push_back("-Winvalid-pch");
@@ -603,6 +615,9 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
         FileLock lock(b.locks() / (st.base.substr(0, 24) + ".lock"));
         if (b.lookup(plan, &st)) {
           ur.cached = true;  // another process compiled it while we waited
+        } else if (pch_needs[i] && !make_pch(pch_needs[i]->name, pch_needs[i]->header, pch_needs[i]->flags)) {
+          ur.ok = false;
+          outputs[i] = u.rel + ": precompiling torch headers failed (see the log)\n";
         } else {
           ur.ok = b.compile(plan, u, &st, &outputs[i]);
         }
