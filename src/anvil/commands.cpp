@@ -50,10 +50,13 @@ std::string model_new_stub(const std::string& signature) {
 }
 
 void print_task_error(const nlohmann::json& probe) {
-  std::fprintf(stderr, "task_error: %s: %s\n", probe.value("file", std::string("?")).c_str(),
-               probe.value("cause", std::string("unknown cause")).c_str());
-  std::string detail = probe.value("detail", std::string());
-  if (!detail.empty()) std::fprintf(stderr, "%s\n", detail.c_str());
+  std::string file = probe.value("file", std::string("?"));
+  std::string cause = probe.value("cause", std::string("unknown cause"));
+  // The probe's causes already name the file.
+  std::fprintf(stderr, "task_error: %s\n", cause.find(file) == std::string::npos ? (file + ": " + cause).c_str()
+                                                                                 : cause.c_str());
+  std::string detail = trim(probe.value("detail", std::string()));
+  if (!detail.empty() && detail != trim(cause)) std::fprintf(stderr, "%s\n", detail.c_str());
 }
 
 }  // namespace

@@ -836,6 +836,7 @@ BuildReport build_workdir(const Environment& env, const fs::path& dir, const Bui
   if (plan.cuda) {
     report.arch = resolve_arch(env, opts, &report.warnings);
     if (!gencode_flags(report.arch, &gencode, &err)) return environment_error(report, err);
+    if (std::string e = check_nvcc_for_arch(env.nvcc.version, report.arch); !e.empty()) return environment_error(report, e);
   }
   for (const auto& f : w.files) plan.stage_files.push_back(f);
   bool compat = w.mode == BindingMode::Compat;

@@ -286,3 +286,19 @@ TEST(Arch, CapabilityAndGencode) {
 
 }  // namespace
 }  // namespace anvil
+
+namespace anvil {
+namespace {
+
+TEST(NvccVersion, ReleaseAndArchCheck) {
+  EXPECT_EQ(cuda_release("Cuda compilation tools, release 13.0, V13.0.88"), 130);
+  EXPECT_EQ(cuda_release("nonsense"), 0);
+  EXPECT_EQ(check_nvcc_for_arch("Cuda compilation tools, release 13.0, V13.0.88", "sm_90a"), "");
+  EXPECT_EQ(check_nvcc_for_arch("Cuda compilation tools, release 11.8, V11.8.89", "sm_90a"),
+            "nvcc is CUDA 11.8, too old for sm_90a (needs CUDA 12.0 or newer): install a newer CUDA toolkit and put "
+            "its nvcc first on PATH, or set CUDA_HOME");
+  EXPECT_EQ(check_nvcc_for_arch("Cuda compilation tools, release 11.8, V11.8.89", "sm_80"), "");
+}
+
+}  // namespace
+}  // namespace anvil

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 #include <stdexcept>
@@ -300,6 +301,32 @@ std::string arch_for_capability(const std::string& capability) {
   // Architecture-specific features (wgmma, setmaxnreg, tcgen05) need the "a" target.
   if (major == 9 || major == 10 || major == 12) return base + "a";
   return base;
+}
+
+int cuda_release(const std::string& nvcc_version) {
+  static const std::regex kRelease("release ([0-9]+)\\.([0-9]+)");
+  std::smatch m;
+  if (!std::regex_search(nvcc_version, m, kRelease)) return 0;
+  return std::stoi(m[1].str()) * 10 + std::stoi(m[2].str());
+}
+
+std::string check_nvcc_for_arch(const std::string& nvcc_version, const std::string& arch) {
+  int release = cuda_release(nvcc_version);
+  if (release == 0) return "";  // unknown: let nvcc itself decide
+  static const std::regex kArch("sm_([0-9]+)");
+  int needed = 0;  // the first release that knows the architecture
+  for (const auto& one : split(arch, ',')) {
+    std::smatch m;
+    std::string a = trim(one);
+    if (!std::regex_search(a, m, kArch)) continue;
+    int sm = std::stoi(m[1].str());
+    int n = sm >= 120 ? 128 : sm >= 100 ? 128 : sm >= 90 ? (ends_with(a, "a") ? 120 : 118) : sm >= 89 ? 118 : 110;
+    needed = std::max(needed, n);
+  }
+  if (release >= needed) return "";
+  auto ver = [](int r) { return std::to_string(r / 10) + "." + std::to_string(r % 10); };
+  return "nvcc is CUDA " + ver(release) + ", too old for " + arch + " (needs CUDA " + ver(needed) +
+         " or newer): install a newer CUDA toolkit and put its nvcc first on PATH, or set CUDA_HOME";
 }
 
 bool gencode_flags(const std::string& arch, std::vector<std::string>* flags, std::string* err) {

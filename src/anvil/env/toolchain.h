@@ -91,6 +91,13 @@ Environment load_environment(const EnvOptions& opts = {});
 
 // "sm_90a" for compute capability 9.0, "sm_100a" for 10.0, "sm_86" for 8.6.
 std::string arch_for_capability(const std::string& capability);
+// The CUDA release of an `nvcc --version` line ("... release 13.0, V13.0.88"),
+// as major*10+minor (130); 0 if it cannot be read.
+int cuda_release(const std::string& nvcc_version);
+// An error if nvcc cannot build for `arch` (sm_90a needs CUDA 12.0 or newer),
+// with what to install; empty if it can.
+std::string check_nvcc_for_arch(const std::string& nvcc_version, const std::string& arch);
+
 // nvcc flags for an architecture list such as "sm_90a" or "sm_80,sm_90a".
 // Returns false for a malformed name.
 bool gencode_flags(const std::string& arch, std::vector<std::string>* flags, std::string* err);
