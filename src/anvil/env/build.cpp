@@ -42,10 +42,11 @@ constexpr const char* kRuntimeFormat = "anvil-runtime-v1";
 constexpr size_t kMaxManifestEntries = 16;
 constexpr auto kCompileTimeout = std::chrono::minutes(10);
 // Compat bindings include torch and pybind11 through a precompiled header.
-// Measured on a torch binding TU with the PCH: -O2 3.9 s, -O1 5.0 s (less
-// inlining leaves more code to emit), -O3 4.0 s; -O0 cannot use a PCH made
-// with optimization. (g++ 12, 2 cores, 2026-11-22.)
-constexpr const char* kCompatBindingOpt = "-O2";
+// g++ spends ~5 s just restoring that header state (an empty TU with the PCH:
+// 4.7 s at -O0, 4.9 s at -O1, 5.9 s at -O2); the binding TU itself took 5.3 /
+// 5.2 / 6.6 s (g++ 12, 2 quiet cores, 2026-11-22). -O1 is the fastest that
+// still optimizes the binding glue.
+constexpr const char* kCompatBindingOpt = "-O1";
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
