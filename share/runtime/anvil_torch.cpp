@@ -148,6 +148,9 @@ int host_alloc(void* ctx, const int64_t* sizes, int32_t ndim, int32_t dtype, int
       stride *= sizes[d];
     }
     return 0;
+  } catch (const c10::Error& e) {
+    std::snprintf(err, errlen, "%s", e.what_without_backtrace());  // torch's backtrace helps nobody here
+    return 1;
   } catch (const std::exception& e) {
     std::snprintf(err, errlen, "%s", e.what());
     return 1;

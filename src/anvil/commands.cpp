@@ -187,6 +187,30 @@ int cmd_task_show(const TaskShowArgs& a) {
   return probe.value("ok", false) ? 0 : 1;
 }
 
+int cmd_eval(const EvalArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  EvalResult r = evaluate(env, a.opts);
+  if (!r.evaluated) {
+    if (a.json) {
+      std::printf("%s\n", nlohmann::json{{"schema", "anvil.eval/1"}, {"evaluated", false}, {"error", r.error}}.dump(2).c_str());
+    }
+    std::fprintf(stderr, "anvil eval: could not evaluate: %s\n", r.error.c_str());
+    return 2;
+  }
+  std::string text = r.json.dump(2) + "\n";
+  if (!a.out.empty()) {
+    std::string err;
+    if (!write_file_atomic(a.out, text, &err)) std::fprintf(stderr, "anvil eval: %s\n", err.c_str());
+  }
+  if (a.json) {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    std::fputs(r.summary().c_str(), stdout);
+  }
+  return 0;
+}
+
 int cmd_env(bool json, bool refresh) {
   Environment env;
   try {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "anvil/env/build.h"
+#include "anvil/env/eval.h"
 
 namespace anvil {
 
@@ -38,6 +39,14 @@ struct TaskShowArgs {
   bool forward = true;
 };
 int cmd_task_show(const TaskShowArgs& a);
+
+struct EvalArgs {
+  EvalOptions opts;
+  bool json = false;
+  std::string out;  // also write the JSON result here
+};
+// 0: evaluated, whatever the outcome; 2: could not evaluate.
+int cmd_eval(const EvalArgs& a);
 
 int cmd_env(bool json, bool refresh);
 int cmd_cache(const std::string& action);

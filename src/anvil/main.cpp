@@ -44,6 +44,41 @@ int main(int argc, char** argv) {
     status = anvil::cmd_build_sources(bs);
   });
 
+  anvil::EvalArgs ev;
+  int timeout_s = 600;
+  uint32_t seed = 0;
+  bool no_flush = false, no_kernel_sum = false, no_baseline_cache = false;
+  auto* eval_cmd = app.add_subcommand("eval", "judge a candidate against its task: verify, time, reward");
+  eval_cmd->add_option("--task", ev.opts.task, "task: FILE or DATASET#ROW")->required();
+  eval_cmd->add_option("--candidate", ev.opts.candidate, "a workdir, or a KernelBench model_new.py")->required();
+  eval_cmd->add_flag("--json", ev.json, "print the JSON result (schema anvil.eval/1)");
+  eval_cmd->add_option("--out", ev.out, "also write the JSON result to this file");
+  eval_cmd->add_option("--preset", ev.opts.preset, "tolerances: strict (default) or paper (atol=rtol=1e-2)");
+  eval_cmd->add_option("--trials", ev.opts.trials, "input sets checked (default 5)");
+  auto* seed_opt = eval_cmd->add_option("--seed", seed, "base seed (default: random, recorded in the result)");
+  eval_cmd->add_option("--warmup", ev.opts.warmup, "warm-up calls before timing (default 5)");
+  eval_cmd->add_option("--calls", ev.opts.calls, "timed calls (default 30)");
+  eval_cmd->add_option("--input-sets", ev.opts.input_sets, "input sets rotated while timing (default 4)");
+  eval_cmd->add_flag("--no-flush", no_flush, "do not flush L2 before each timed call");
+  eval_cmd->add_flag("--no-kernel-sum", no_kernel_sum, "skip the profiler's kernel-time sum");
+  eval_cmd->add_option("--timing", ev.opts.timing, "what the reward uses: events (default) or kernel-sum");
+  eval_cmd->add_option("--compile-mode", ev.opts.compile_mode,
+                       "torch.compile mode for the baseline: default, reduce-overhead, max-autotune, ... or none");
+  eval_cmd->add_flag("--tf32", ev.opts.allow_tf32, "allow TF32 in matmul and cuDNN (default: off, for all three)");
+  eval_cmd->add_flag("--no-baseline-cache", no_baseline_cache, "measure eager and compile again");
+  eval_cmd->add_option("--timeout", timeout_s, "wall-clock limit of the run, seconds (default 600)");
+  eval_cmd->add_option("--gpu", ev.opts.gpu, "GPU index (default 0)");
+  eval_cmd->add_option("--device", ev.opts.device, "cuda or cpu (default: from the candidate)");
+  eval_cmd->add_option("--arch", ev.opts.build.arch, "target architecture for the build");
+  eval_cmd->callback([&] {
+    if (*seed_opt) ev.opts.seed = seed;
+    ev.opts.flush_l2 = !no_flush;
+    ev.opts.kernel_sum = !no_kernel_sum;
+    ev.opts.use_baseline_cache = !no_baseline_cache;
+    ev.opts.timeout = std::chrono::seconds(timeout_s);
+    status = anvil::cmd_eval(ev);
+  });
+
   anvil::TaskShowArgs show;
   auto* task_cmd = app.add_subcommand("task", "inspect tasks");
   task_cmd->require_subcommand(1);

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 extern char** environ;
 
@@ -44,7 +47,30 @@ std::filesystem::path find_program(const std::string& name) {
   return {};
 }
 
+bool network_isolation_available() {
+  static std::once_flag once;
+  static bool available = false;
+  std::call_once(once, [] {
+    pid_t pid = fork();
+    if (pid == 0) _exit(unshare(CLONE_NEWNET) == 0 ? 0 : 1);
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid) available = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  });
+  return available;
+}
+
 namespace {
+size_t rss_bytes(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/statm", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return 0;
+  unsigned long size = 0, resident = 0;
+  int n = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
 void set_cloexec_nonblock(int fd) {
   fcntl(fd, F_SETFD, FD_CLOEXEC);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -81,9 +107,9 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
   std::string exe_s = exe.string();
   std::string cwd_s = opts.cwd.string();
 
-  int out_pipe[2], err_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1}, exec_pipe[2];
+  int out_pipe[2], err_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1}, fd3_pipe[2] = {-1, -1}, exec_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(exec_pipe) != 0 || (!opts.merge_stderr && pipe(err_pipe) != 0) ||
-      (opts.stdin_data && pipe(in_pipe) != 0)) {
+      (opts.stdin_data && pipe(in_pipe) != 0) || (opts.capture_fd3 && pipe(fd3_pipe) != 0)) {
     r.error = std::string("pipe: ") + std::strerror(errno);
     return r;
   }
@@ -104,13 +130,29 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
     }
     dup2(out_pipe[1], 1);
     dup2(opts.merge_stderr ? out_pipe[1] : err_pipe[1], 2);
+    if (fd3_pipe[1] >= 0) {
+      if (fd3_pipe[1] == 3) {
+        fcntl(3, F_SETFD, 0);
+      } else {
+        dup2(fd3_pipe[1], 3);
+      }
+    }
+    for (const auto& [resource, value] : opts.rlimits) {
+      struct rlimit rl = {static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
+      setrlimit(resource, &rl);
+    }
+    if (opts.new_network && unshare(CLONE_NEWNET) != 0) {
+      int e = errno;
+      (void)!write(exec_pipe[1], &e, sizeof e);
+      _exit(127);
+    }
     if (!cwd_s.empty() && chdir(cwd_s.c_str()) != 0) {
       int e = errno;
       (void)!write(exec_pipe[1], &e, sizeof e);
       _exit(127);
     }
     // Close every other descriptor the parent may hold.
-    for (int fd = 3; fd < 1024; ++fd) {
+    for (int fd = opts.capture_fd3 ? 4 : 3; fd < 1024; ++fd) {
       if (fd != exec_pipe[1]) close(fd);
     }
     execve(exe_s.c_str(), cargv.data(), cenv.data());
@@ -122,6 +164,7 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
   close(out_pipe[1]);
   close(exec_pipe[1]);
   if (err_pipe[1] >= 0) close(err_pipe[1]);
+  if (fd3_pipe[1] >= 0) close(fd3_pipe[1]);
   if (in_pipe[0] >= 0) close(in_pipe[0]);
 
   int exec_errno = 0;
@@ -135,6 +178,7 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
     close(out_pipe[0]);
     if (err_pipe[0] >= 0) close(err_pipe[0]);
     if (in_pipe[1] >= 0) close(in_pipe[1]);
+    if (fd3_pipe[0] >= 0) close(fd3_pipe[0]);
     r.error = "cannot run " + exe_s + (cwd_s.empty() ? "" : " in " + cwd_s) + ": " + std::strerror(exec_errno);
     return r;
   }
@@ -142,19 +186,27 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
 
   set_cloexec_nonblock(out_pipe[0]);
   if (err_pipe[0] >= 0) set_cloexec_nonblock(err_pipe[0]);
+  if (fd3_pipe[0] >= 0) set_cloexec_nonblock(fd3_pipe[0]);
   size_t in_off = 0;
   if (in_pipe[1] >= 0) {
     set_cloexec_nonblock(in_pipe[1]);
     signal(SIGPIPE, SIG_IGN);
   }
-  int fds[3] = {out_pipe[0], err_pipe[0], in_pipe[1]};
-  std::string* sinks[2] = {&r.output, &r.err_output};
+  // fds: 0 stdout, 1 stderr, 2 stdin (write), 3 the report pipe.
+  int fds[4] = {out_pipe[0], err_pipe[0], in_pipe[1], fd3_pipe[0]};
+  std::string* sinks[4] = {&r.output, &r.err_output, nullptr, &r.fd3_output};
+  auto next_rss_check = std::chrono::steady_clock::now();
+  // Once the child itself has exited, descendants that still hold its pipes
+  // (a compiler's helpers, a backgrounded process) get a short grace period.
+  bool reaped = false;
+  int status = 0;
+  std::chrono::steady_clock::time_point drain_until;
   auto deadline = t0 + opts.timeout;
   char buf[65536];
-  while (fds[0] >= 0 || fds[1] >= 0) {
-    struct pollfd pfds[3];
-    int n = 0, map[3];
-    for (int i = 0; i < 3; ++i) {
+  while (fds[0] >= 0 || fds[1] >= 0 || fds[3] >= 0) {
+    struct pollfd pfds[4];
+    int n = 0, map[4];
+    for (int i = 0; i < 4; ++i) {
       if (fds[i] < 0) continue;
       pfds[n] = {fds[i], static_cast<short>(i == 2 ? POLLOUT : POLLIN), 0};
       map[n++] = i;
@@ -168,6 +220,31 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
         break;
       }
       wait_ms = static_cast<int>(left.count());
+    }
+    if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
+      reaped = true;
+      drain_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    }
+    if (reaped) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(drain_until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      wait_ms = wait_ms < 0 ? static_cast<int>(left.count()) : std::min(wait_ms, static_cast<int>(left.count()));
+    } else {
+      wait_ms = wait_ms < 0 ? 200 : std::min(wait_ms, 200);  // poll for the child's exit
+    }
+    if (opts.max_rss_bytes > 0 && !reaped) {
+      auto now = std::chrono::steady_clock::now();
+      if (now >= next_rss_check) {
+        size_t rss = rss_bytes(pid);
+        r.peak_rss_bytes = std::max(r.peak_rss_bytes, rss);
+        if (rss > opts.max_rss_bytes) {
+          r.memory_exceeded = true;
+          kill(-pid, SIGKILL);
+          break;
+        }
+        next_rss_check = now + std::chrono::milliseconds(100);
+      }
+      wait_ms = wait_ms < 0 ? 100 : std::min(wait_ms, 100);
     }
     int pr = poll(pfds, n, wait_ms);
     if (pr < 0 && errno == EINTR) continue;
@@ -197,11 +274,12 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
       }
     }
   }
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     if (fds[i] >= 0) close(fds[i]);
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (!reaped) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   // Nothing of the group may outlive the call (a backgrounded grandchild, say).
   kill(-pid, SIGKILL);

@@ -21,6 +21,11 @@ struct SubprocessOptions {
   size_t max_output = 16 << 20;           // bytes of output kept (the rest is dropped)
   std::optional<std::string> stdin_data;  // written to the child's stdin, then closed
   bool merge_stderr = true;               // stderr into the same capture as stdout
+  // Isolation for untrusted children (the evaluation runner):
+  bool capture_fd3 = false;     // give the child a pipe on fd 3 and collect what it writes
+  bool new_network = false;     // run in a fresh network namespace (no network); see network_isolation_available
+  std::vector<std::pair<int, long>> rlimits;  // (RLIMIT_*, value) set in the child
+  size_t max_rss_bytes = 0;     // kill the group when the child's resident memory exceeds this (0: no limit)
 };
 
 struct SubprocessResult {
@@ -31,6 +36,9 @@ struct SubprocessResult {
   bool timed_out = false;
   std::string output;    // stdout (and stderr when merged)
   std::string err_output;  // stderr when not merged
+  std::string fd3_output;  // what the child wrote to fd 3 (capture_fd3)
+  bool memory_exceeded = false;  // killed for exceeding max_rss_bytes
+  size_t peak_rss_bytes = 0;     // the child's largest resident set seen (polled)
   double seconds = 0;
 
   bool ok() const { return started && !timed_out && signal == 0 && exit_code == 0; }
@@ -39,6 +47,10 @@ struct SubprocessResult {
 };
 
 SubprocessResult run_subprocess(const std::vector<std::string>& argv, const SubprocessOptions& opts = {});
+
+// Whether this process may create network namespaces (root, or user
+// namespaces allowed). Probed once with a throwaway child.
+bool network_isolation_available();
 
 // Finds a program on PATH (or checks a path with a slash); empty if not found.
 std::filesystem::path find_program(const std::string& name);

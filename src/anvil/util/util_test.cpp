@@ -1,6 +1,8 @@
 // Tests of the utilities: hashing, subprocesses, strings, atomic files.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <chrono>
 
 #include "anvil/util/fs.h"
@@ -70,6 +72,54 @@ TEST(Subprocess, TimeoutKillsTheWholeGroup) {
   EXPECT_TRUE(r.timed_out);
   EXPECT_LT(s, 5.0);
   EXPECT_NE(r.describe().find("timed out"), std::string::npos);
+}
+
+TEST(Subprocess, BackgroundedGrandchildDoesNotHoldTheCall) {
+  auto t0 = std::chrono::steady_clock::now();
+  SubprocessResult r = run_subprocess({"sh", "-c", "sleep 30 & echo done"});
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(r.ok());
+  EXPECT_NE(r.output.find("done"), std::string::npos);
+  EXPECT_LT(s, 5.0);
+}
+
+TEST(Subprocess, ReportPipeOnFd3) {
+  SubprocessOptions o;
+  o.capture_fd3 = true;
+  SubprocessResult r = run_subprocess({"sh", "-c", "echo noise; echo '{\"ok\": 1}' >&3"}, o);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.fd3_output, "{\"ok\": 1}\n");
+  EXPECT_EQ(r.output, "noise\n");
+}
+
+TEST(Subprocess, MemoryLimitKillsTheChild) {
+  SubprocessOptions o;
+  o.max_rss_bytes = 200u << 20;
+  o.timeout = std::chrono::seconds(60);
+  // python3 is on every machine that runs the tests; it grows to 1 GiB.
+  SubprocessResult r = run_subprocess({"python3", "-c", "import time; x = bytearray(1 << 30); time.sleep(30)"}, o);
+  EXPECT_TRUE(r.memory_exceeded);
+  EXPECT_FALSE(r.ok());
+  EXPECT_GT(r.peak_rss_bytes, 200u << 20);
+}
+
+TEST(Subprocess, FileSizeLimit) {
+  SubprocessOptions o;
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "fsize");
+  o.rlimits = {{RLIMIT_FSIZE, 1 << 20}};
+  SubprocessResult r = run_subprocess({"sh", "-c", "head -c 4000000 /dev/zero > " + (dir / "big").string()}, o);
+  EXPECT_FALSE(r.ok());
+  EXPECT_LE(fs::file_size(dir / "big"), 1u << 20);
+  remove_tree(dir);
+}
+
+TEST(Subprocess, NoNetworkInANewNamespace) {
+  if (!network_isolation_available()) GTEST_SKIP() << "network namespaces are not permitted here";
+  SubprocessOptions o;
+  o.new_network = true;
+  SubprocessResult r = run_subprocess({"sh", "-c", "cat /proc/net/dev | wc -l"}, o);
+  ASSERT_TRUE(r.ok()) << r.describe();
+  EXPECT_EQ(trim(r.output), "3");  // two header lines and lo: no other interface
 }
 
 TEST(Subprocess, MissingProgram) {

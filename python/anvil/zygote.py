@@ -1,0 +1,143 @@
+"""A warm runner: a process with torch imported that forks one child per evaluation.
+
+    python -m anvil.zygote --socket PATH
+
+Importing torch costs seconds; an RL run evaluates millions of candidates, so a
+zygote per GPU imports it once (never touching CUDA, which does not survive a
+fork) and each evaluation runs in a fresh forked child: its own process group,
+limits and network namespace, with CUDA initialised anew. The child runs
+`anvil.runner` exactly as a freshly started runner would (request on stdin,
+report on fd 3), so the two paths judge alike.
+
+Protocol (one connection per evaluation, JSON lines over a Unix socket):
+  client -> {"request": {...runner request...}, "cwd": DIR, "env": {NAME: VALUE},
+             "report_path": FILE, "output_path": FILE, "rlimits": {"fsize": N, "core": 0},
+             "network": false}
+  zygote -> {"pid": PID}                          as soon as the child exists
+  zygote -> {"pid": PID, "exit_code": N, "signal": S}  when it has ended
+The client enforces the timeout and memory limit by killing the child's process
+group; the zygote only reaps and reports.
+"""
+import argparse
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+import threading
+
+CLONE_NEWNET = 0x40000000
+
+
+def _unshare_network():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+
+
+def _child(msg):
+    """Runs in the forked child; never returns."""
+    code = 70
+    try:
+        os.setpgid(0, 0)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        limits = msg.get("rlimits", {})
+        if "fsize" in limits:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize"], limits["fsize"]))
+        if "core" in limits:
+            resource.setrlimit(resource.RLIMIT_CORE, (limits["core"], limits["core"]))
+        if msg.get("network"):
+            _unshare_network()
+        os.environ.update(msg.get("env", {}))
+        os.chdir(msg["cwd"])
+        # The runner's own file descriptors: stdin = the request, 1/2 = output, 3 = report.
+        rfd, wfd = os.pipe()
+        os.write(wfd, json.dumps(msg["request"]).encode())
+        os.close(wfd)
+        os.dup2(rfd, 0)
+        out = os.open(msg["output_path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        rep = os.open(msg["report_path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(rep, 3)
+        for fd in (rfd, out, rep):
+            if fd > 3:
+                os.close(fd)
+        sys.stdin = os.fdopen(0, "r")
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        from anvil import runner
+
+        code = runner.main() or 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException as e:  # the runner reports its own failures; this is a zygote fault
+        try:
+            os.write(2, f"anvil.zygote: child failed: {type(e).__name__}: {e}\n".encode())
+        except OSError:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os._exit(code)
+
+
+def _serve_one(conn):
+    with conn:
+        f = conn.makefile("rwb", buffering=0)
+        line = f.readline()
+        if not line:
+            return
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError as e:
+            f.write((json.dumps({"error": f"bad request: {e}"}) + "\n").encode())
+            return
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            _child(msg)
+        f.write((json.dumps({"pid": pid}) + "\n").encode())
+        _, status = os.waitpid(pid, 0)
+        result = {"pid": pid, "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
+                  "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0}
+        try:
+            f.write((json.dumps(result) + "\n").encode())
+        except OSError:
+            pass  # the client gave up; the child is reaped all the same
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--socket", required=True)
+    a = ap.parse_args(argv)
+    # Everything the runner imports, imported once here (no CUDA initialisation).
+    import torch  # noqa: F401
+    import torch.nn  # noqa: F401
+    import anvil.runner  # noqa: F401
+    import anvil.compare  # noqa: F401
+    import anvil.timing  # noqa: F401
+    try:
+        import torch._dynamo  # noqa: F401  (the compile baseline)
+    except Exception:
+        pass
+    assert not torch.cuda.is_initialized(), "the zygote must not initialise CUDA before forking"
+    if os.path.exists(a.socket):
+        os.unlink(a.socket)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(a.socket)
+    srv.listen(64)
+    print(json.dumps({"ready": a.socket, "pid": os.getpid()}), flush=True)
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=_serve_one, args=(conn,), daemon=True).start()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

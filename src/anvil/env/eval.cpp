@@ -1,0 +1,423 @@
+#include "anvil/env/eval.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+
+#include "anvil/env/task.h"
+#include "anvil/env/workdir.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/hash.h"
+#include "anvil/util/strings.h"
+#include "anvil/util/subprocess.h"
+
+namespace anvil {
+
+namespace {
+
+constexpr const char* kSchema = "anvil.eval/1";
+constexpr const char* kBaselineFormat = "anvil-baseline-v1";
+constexpr double kFaster = 1.0 / 0.95;  // "more than 5% faster": (t0 - t) / t0 > 0.05
+constexpr size_t kTailLines = 30;
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::optional<double> number_at(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
+// Copies the candidate (without build outputs) into `dst`.
+bool copy_candidate(const fs::path& src, const fs::path& dst, std::string* err) {
+  std::error_code ec;
+  fs::create_directories(dst, ec);
+  for (const fs::path& rel : list_files(src)) {
+    std::string first = rel.begin()->string();
+    std::string name = rel.filename().string();
+    if (first == "build" || first == "__pycache__" || first == ".git" || name == "cuda_extension.so") continue;
+    if (fs::is_symlink(src / rel, ec)) continue;  // build_workdir rejects symlinks that leave the workdir
+    fs::create_directories((dst / rel).parent_path(), ec);
+    if (!copy_file_atomic(src / rel, dst / rel, err)) return false;
+  }
+  return true;
+}
+
+std::string baseline_key(const Environment& env, const std::string& task_hash, const nlohmann::json& request,
+                         const std::string& device) {
+  Hasher h;
+  std::string gpu = env.gpus.empty() ? "cpu" : env.gpus[0].name;
+  h.add("format", kBaselineFormat)
+      .add("task", task_hash)
+      .add("device", device)
+      .add("gpu", device == "cuda" ? gpu : "cpu")
+      .add("driver", env.driver)
+      .add("torch", env.torch.version + "|" + env.torch.cuda)
+      .add("flags", request["flags"].dump())
+      .add("timing", request["timing"].dump());
+  return h.hex();
+}
+
+std::string clean_tail(const std::string& text, const fs::path& private_dir) {
+  std::string t = replace_all(text, private_dir.string() + "/candidate", "<candidate>");
+  t = replace_all(t, private_dir.string() + "/harness", "<harness>");
+  return tail_lines(t, kTailLines);
+}
+
+}  // namespace
+
+int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile) {
+  if (!correct) return -1;
+  bool eager = speedup_eager && *speedup_eager > kFaster;
+  bool compile = speedup_compile && *speedup_compile > kFaster;
+  if (eager && compile) return 3;
+  if (eager) return 2;
+  return 1;
+}
+
+nlohmann::json tolerance_preset(const std::string& preset) {
+  if (preset == "strict") {
+    return {{"preset", "strict"},
+            {"float32", {{"atol", 1e-4}, {"rtol", 1e-4}, {"norm", 1e-5}}},
+            {"float16", {{"atol", 1e-2}, {"rtol", 1e-2}, {"norm", 1e-3}}},
+            {"bfloat16", {{"atol", 1e-2}, {"rtol", 1e-2}, {"norm", 1e-2}}},
+            {"float64", {{"atol", 1e-7}, {"rtol", 1e-7}, {"norm", 1e-9}}}};
+  }
+  if (preset == "paper") {  // CUDA-Agent's verification: assert_close(atol=1e-2, rtol=1e-2)
+    nlohmann::json loose = {{"atol", 1e-2}, {"rtol", 1e-2}, {"norm", nullptr}};
+    return {{"preset", "paper"}, {"float32", loose}, {"float16", loose}, {"bfloat16", loose}, {"float64", loose}};
+  }
+  throw std::invalid_argument("unknown tolerance preset '" + preset + "' (use strict or paper)");
+}
+
+std::string EvalResult::summary() const {
+  if (!evaluated) return "could not evaluate: " + error + "\n";
+  const auto& j = json;
+  std::string s = j["task"].value("name", std::string("?")) + ": " + j.value("outcome", std::string("?")) +
+                  ", reward " + std::to_string(j.value("reward", -1));
+  const auto& t = j["timing"];
+  auto ms = [](const nlohmann::json& v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g ms", v.get<double>());
+    return std::string(buf);
+  };
+  auto x = [](const nlohmann::json& v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fx", v.get<double>());
+    return std::string(buf);
+  };
+  if (t.is_object() && t.contains("candidate_ms") && t["candidate_ms"].is_number()) {
+    s += " | candidate " + ms(t["candidate_ms"]);
+    if (t["eager_ms"].is_number()) s += ", eager " + ms(t["eager_ms"]) + " (" + x(t["speedup_eager"]) + ")";
+    if (t["compile_ms"].is_number()) s += ", compile " + ms(t["compile_ms"]) + " (" + x(t["speedup_compile"]) + ")";
+    s += " [" + t.value("method", std::string()) + "]";
+  }
+  const auto& v = j["verify"];
+  if (v.is_object() && v.contains("passed")) {
+    s += " | " + std::to_string(v.value("passed", 0)) + "/" + std::to_string(v.value("trials", 0)) +
+         " trials passed (" + v.value("preset", std::string()) + ")";
+  }
+  s += "\n";
+  std::string msg = j.value("message", std::string());
+  if (!msg.empty()) s += msg + (ends_with(msg, "\n") ? "" : "\n");
+  return s;
+}
+
+EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
+  auto t0 = Clock::now();
+  EvalResult res;
+  nlohmann::json& j = res.json;
+  j = {{"schema", kSchema},
+       {"task", nullptr},
+       {"candidate", {{"path", opts.candidate}}},
+       {"outcome", nullptr},
+       {"reward", -1},
+       {"correct", false},
+       {"message", ""},
+       {"verify", nullptr},
+       {"timing", nullptr},
+       {"build", nullptr},
+       {"env", nullptr},
+       {"isolation", nullptr},
+       {"seconds", nullptr},
+       {"output_tail", ""}};
+  auto fail = [&](const std::string& why) {
+    res.evaluated = false;
+    res.error = why;
+    return res;
+  };
+  auto finish = [&](const std::string& outcome, const std::string& message) {
+    j["outcome"] = outcome;
+    j["message"] = message;
+    j["reward"] = outcome == "ok" ? j["reward"].get<int>() : -1;
+    if (outcome != "ok") j["correct"] = false;
+    res.evaluated = true;
+    return res;
+  };
+
+  nlohmann::json tolerance;
+  try {
+    tolerance = tolerance_preset(opts.preset);
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  if (opts.timing != "events" && opts.timing != "kernel-sum") {
+    return fail("unknown timing method '" + opts.timing + "' (use events or kernel-sum)");
+  }
+  if (opts.trials < 1 || opts.calls < 1 || opts.warmup < 0 || opts.input_sets < 1) {
+    return fail("trials, calls and input sets must be at least 1");
+  }
+  if (!env.torch.present) return fail(env.probe_error);
+
+  // The task.
+  std::string err;
+  auto task = load_task(env, opts.task, &err);
+  if (!task) {
+    j["task"] = {{"spec", opts.task}, {"name", opts.task}, {"hash", nullptr}};
+    return finish("task_error", err);
+  }
+  j["task"] = {{"spec", task->spec}, {"name", task->name}, {"hash", task->hash}};
+
+  // The candidate: a private copy, built through the cache.
+  std::error_code ec;
+  fs::path cand(opts.candidate);
+  bool is_dir = fs::is_directory(cand, ec);
+  bool is_file = !is_dir && fs::is_regular_file(cand, ec);
+  if (!is_dir && !is_file) return fail("candidate " + opts.candidate + " does not exist");
+  std::string kind = is_dir ? "workdir" : "file";
+  fs::path private_dir;
+  try {
+    private_dir = make_temp_dir(env.cache / "tmp", "eval");
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() { remove_tree(dir); }
+  } cleanup{private_dir};
+  fs::path work = private_dir / "candidate";
+  fs::path harness = private_dir / "harness";
+  if (is_dir) {
+    if (!copy_candidate(cand, work, &err)) return fail("cannot copy the candidate: " + err);
+  } else {
+    fs::create_directories(work, ec);
+    if (!copy_file_atomic(cand, work / "model_new.py", &err)) return fail("cannot copy the candidate: " + err);
+  }
+  if (!write_file_atomic(harness / "model.py", task->code, &err, 0444)) return fail(err);
+
+  std::string device = opts.device;
+  double build_seconds = 0;
+  if (is_dir) {
+    if (!fs::exists(work / "model_new.py", ec)) {
+      j["candidate"]["kind"] = kind;
+      return finish("load_error", "the candidate has no model_new.py: it must define class ModelNew(nn.Module) with "
+                                  "Model's constructor signature, calling cuda_extension's functions");
+    }
+    BuildReport b = build_workdir(env, work, opts.build);
+    build_seconds = b.seconds;
+    j["build"] = {{"ok", b.ok},           {"mode", b.mode},         {"device", b.device}, {"arch", b.arch},
+                  {"seconds", b.seconds}, {"compiled", b.compiled()}, {"units", b.units.size()},
+                  {"diagnostics", b.diagnostics}};
+    j["candidate"]["mode"] = b.mode;
+    if (!b.ok) {
+      j["candidate"]["kind"] = kind;
+      if (b.error_kind == "environment_error") return fail(b.error);
+      return finish("compile_error", b.error_kind == "compile_error" ? b.diagnostics : b.error);
+    }
+    if (device.empty()) device = b.device;
+  } else if (device.empty()) {
+    device = env.gpus.empty() ? "cpu" : "cuda";
+  }
+  j["candidate"]["kind"] = kind;
+  j["candidate"]["device"] = device;
+  if (device == "cuda" && env.gpus.empty()) {
+    return fail("no GPU found: " + opts.candidate + " is a CUDA candidate; evaluate it on a GPU host, or evaluate its "
+                "CPU variant here");
+  }
+  if (device != "cuda" && device != "cpu") return fail("unknown device '" + device + "' (use cuda or cpu)");
+
+  // The request.
+  uint32_t seed = opts.seed ? *opts.seed : static_cast<uint32_t>(std::random_device{}() & 0x7fffffff);
+  nlohmann::json measure = nlohmann::json::array({"candidate"});
+  nlohmann::json request = {
+      {"protocol", "anvil.runner/1"},
+      {"task_file", (harness / "model.py").string()},
+      {"candidate_dir", work.string()},
+      {"candidate_kind", kind},
+      {"device", device},
+      {"seed", seed},
+      {"trials", opts.trials},
+      {"tolerance", tolerance},
+      {"flags",
+       {{"allow_tf32", opts.allow_tf32}, {"cudnn_allow_tf32", opts.allow_tf32}, {"cudnn_benchmark", false},
+        {"cudnn_deterministic", false}}},
+      {"timing",
+       {{"measure", measure},
+        {"warmup", opts.warmup},
+        {"calls", opts.calls},
+        {"input_sets", opts.input_sets},
+        {"flush_l2", opts.flush_l2 && device == "cuda"},
+        {"kernel_sum", opts.kernel_sum && device == "cuda"},
+        {"compile_mode", opts.compile_mode}}}};
+
+  // Baselines: cached per task, GPU, driver, torch, CUDA, flags and timing method.
+  std::string bkey = baseline_key(env, task->hash, request, device);
+  fs::path bpath = env.cache / "baselines" / (bkey.substr(0, 2) + "/" + bkey + ".json");
+  nlohmann::json baselines;
+  if (opts.use_baseline_cache) {
+    if (auto text = read_file(bpath)) {
+      try {
+        baselines = nlohmann::json::parse(*text);
+      } catch (const std::exception&) {
+        baselines = nullptr;
+      }
+    }
+  }
+  bool have_eager = baselines.is_object() && baselines.contains("eager");
+  bool have_compile = baselines.is_object() && baselines.contains("compile");
+  bool want_compile = opts.compile_mode != "none";
+  if (!have_eager) request["timing"]["measure"].push_back("eager");
+  if (want_compile && !have_compile) request["timing"]["measure"].push_back("compile");
+
+  // The runner.
+  SubprocessOptions so;
+  so.cwd = work;
+  so.stdin_data = request.dump();
+  so.capture_fd3 = true;
+  so.merge_stderr = true;
+  so.max_output = 1 << 20;
+  std::chrono::seconds timeout = opts.timeout;
+  so.timeout = timeout;
+  so.max_rss_bytes = opts.memory_limit_bytes;
+  so.rlimits = {{RLIMIT_FSIZE, static_cast<long>(opts.file_size_limit_bytes)}, {RLIMIT_CORE, 0}};
+  so.new_network = network_isolation_available();
+  const char* pp = std::getenv("PYTHONPATH");
+  so.env["PYTHONPATH"] = (env.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
+  so.env["ANVIL_CACHE"] = env.cache.string();
+  so.env["ANVIL_PYTHON"] = env.python.string();
+  so.env["PYTHONUNBUFFERED"] = "1";
+  so.env["PYTHONDONTWRITEBYTECODE"] = "1";
+  std::error_code eec;
+  fs::path self = fs::read_symlink("/proc/self/exe", eec);
+  if (!eec) so.env["ANVIL_BIN"] = self.string();
+  if (device == "cuda") so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
+  j["isolation"] = {{"process", "own process group, killed whole on timeout"},
+                    {"network", so.new_network ? "none (own network namespace)" : "not isolated (namespaces unavailable)"},
+                    {"timeout_s", timeout.count()},
+                    {"memory_limit_bytes", opts.memory_limit_bytes},
+                    {"file_size_limit_bytes", opts.file_size_limit_bytes},
+                    {"gpu", device == "cuda" ? nlohmann::json(opts.gpu) : nlohmann::json(nullptr)}};
+  auto tr = Clock::now();
+  SubprocessResult r = run_subprocess({env.python.string(), "-m", "anvil.runner"}, so);
+  double run_seconds = since(tr);
+  j["output_tail"] = clean_tail(r.output, private_dir);
+  j["seconds"] = {{"build", build_seconds}, {"run", run_seconds}, {"total", since(t0)}};
+  if (!r.started) return fail("cannot start the runner (" + env.python.string() + "): " + r.error);
+
+  nlohmann::json report;
+  try {
+    if (!trim(r.fd3_output).empty()) report = nlohmann::json::parse(r.fd3_output);
+  } catch (const std::exception&) {
+    report = nullptr;  // a corrupt report is the same as none
+  }
+  if (report.is_object()) {
+    j["env"] = report.value("env", nlohmann::json());
+    j["verify"] = report.value("verify", nlohmann::json());
+    if (j["verify"].is_object()) {
+      j["verify"]["preset"] = opts.preset;
+      j["verify"]["seed"] = seed;
+      j["verify"]["trials"] = opts.trials;
+      j["verify"]["tolerance"] = tolerance;
+    }
+  }
+  if (r.timed_out) {
+    return finish("timeout", "the evaluation did not finish within " + std::to_string(timeout.count()) +
+                                 " s and was killed (a kernel or loop that never ends?)");
+  }
+  if (r.memory_exceeded) {
+    return finish("runtime_error", "the evaluation used more than " +
+                                       std::to_string(opts.memory_limit_bytes >> 30) + " GiB of memory and was killed");
+  }
+  if (!report.is_object()) {
+    std::string how = r.signal ? "was killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")"
+                               : "exited with code " + std::to_string(r.exit_code);
+    return finish("runtime_error", "the candidate's process " + how + " before the evaluation finished\n" +
+                                       tail_lines(j["output_tail"].get<std::string>(), 8));
+  }
+  if (!report["outcome"].is_null()) {
+    std::string outcome = report["outcome"].get<std::string>();
+    static const std::vector<std::string> known = {"task_error", "load_error", "runtime_error", "wrong_answer"};
+    if (std::find(known.begin(), known.end(), outcome) == known.end()) outcome = "runtime_error";
+    std::string message = report.value("message", std::string());
+    std::string detail = report.value("detail", std::string());
+    if (!detail.empty()) message += "\n" + tail_lines(detail, 12);
+    return finish(outcome, message);
+  }
+
+  // Correct: times, speedups, reward.
+  j["correct"] = true;
+  const nlohmann::json& timing = report.value("timing", nlohmann::json::object());
+  const char* field = opts.timing == "events" ? "median_ms" : "kernel_sum_ms";
+  nlohmann::json cand_t = timing.value("candidate", nlohmann::json());
+  nlohmann::json eager_t = have_eager ? baselines["eager"] : timing.value("eager", nlohmann::json());
+  nlohmann::json compile_t = !want_compile ? nlohmann::json(nullptr)
+                             : have_compile ? baselines["compile"]
+                                            : timing.value("compile", nlohmann::json());
+  if (have_eager) eager_t["cached"] = true;
+  if (have_compile && want_compile) compile_t["cached"] = true;
+  auto cand_ms = number_at(cand_t, field);
+  auto eager_ms = number_at(eager_t, field);
+  auto compile_ms = number_at(compile_t, field);
+  std::optional<double> se, sc;
+  if (cand_ms && *cand_ms > 0) {
+    if (eager_ms) se = *eager_ms / *cand_ms;
+    if (compile_ms) sc = *compile_ms / *cand_ms;
+  }
+  auto opt = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  j["timing"] = {{"method", opts.timing},
+                 {"candidate_ms", opt(cand_ms)},
+                 {"eager_ms", opt(eager_ms)},
+                 {"compile_ms", opt(compile_ms)},
+                 {"speedup_eager", opt(se)},
+                 {"speedup_compile", opt(sc)},
+                 {"compile_mode", opts.compile_mode},
+                 {"candidate", cand_t},
+                 {"eager", eager_t},
+                 {"compile", compile_t},
+                 {"calls", opts.calls},
+                 {"warmup", opts.warmup},
+                 {"input_sets", opts.input_sets},
+                 {"flush_l2", opts.flush_l2 && device == "cuda"}};
+  j["reward"] = milestone_reward(true, se, sc);
+  std::string note;
+  if (!cand_ms) note = "the candidate's time was not measured; no speed reward";
+  else if (!compile_ms && want_compile) note = "torch.compile baseline unavailable: " +
+                                               compile_t.value("error", std::string("not measured"));
+
+  // Store baselines that were measured now (never ones that failed).
+  if (opts.use_baseline_cache) {
+    nlohmann::json store = baselines.is_object() ? baselines : nlohmann::json::object();
+    bool changed = false;
+    if (!have_eager && number_at(eager_t, "median_ms")) {
+      store["eager"] = eager_t;
+      changed = true;
+    }
+    if (want_compile && !have_compile && number_at(compile_t, "median_ms")) {
+      store["compile"] = compile_t;
+      changed = true;
+    }
+    if (changed) {
+      store["task"] = task->name;
+      store["env"] = j["env"];
+      write_file_atomic(bpath, store.dump(1), &err);
+    }
+  }
+  j["seconds"]["total"] = since(t0);
+  return finish("ok", note);
+}
+
+}  // namespace anvil

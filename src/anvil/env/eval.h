@@ -1,0 +1,70 @@
+// eval.h: the reward oracle: one candidate, judged against its task.
+//
+// A private copy of the candidate is built (through the cached build
+// service), then verified and timed by a runner process (python -m
+// anvil.runner, docs/runner-protocol.md) pinned to one GPU, in its own process
+// group, with a wall-clock timeout, memory and file-size limits and no
+// network. Whatever the candidate does (crash, hang, exit, lie about its
+// inputs) becomes an explicit outcome. Baseline times (eager, torch.compile)
+// are cached per task, GPU, driver, torch, CUDA and flags, so re-evaluating a
+// task costs only the candidate's time. The reward is computed here, never
+// by code the candidate can reach.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "anvil/env/build.h"
+#include "anvil/env/toolchain.h"
+
+namespace anvil {
+
+struct EvalOptions {
+  std::string task;       // FILE or DATASET#ROW
+  std::string candidate;  // a workdir, or a KernelBench single file (model_new.py)
+  std::string device;     // "cuda", "cpu"; empty: cuda for CUDA candidates, cpu for CPU variants
+  int gpu = 0;            // which GPU (CUDA_VISIBLE_DEVICES for the runner)
+  std::string preset = "strict";  // tolerance preset: strict | paper
+  int trials = 5;
+  std::optional<uint32_t> seed;   // default: a fresh random seed, recorded in the result
+  // Timing.
+  int warmup = 5;
+  int calls = 30;
+  int input_sets = 4;
+  bool flush_l2 = true;
+  bool kernel_sum = true;              // also measure the profiler's kernel-time sum
+  std::string timing = "events";       // what the reward uses: events | kernel-sum
+  std::string compile_mode = "default";  // torch.compile mode; "none" skips the compile baseline
+  bool allow_tf32 = false;             // the reference's semantics by default
+  bool use_baseline_cache = true;
+  // Isolation.
+  std::chrono::seconds timeout{600};
+  size_t memory_limit_bytes = 64ull << 30;  // resident memory of the runner
+  size_t file_size_limit_bytes = 4ull << 30;
+  BuildOptions build;
+};
+
+struct EvalResult {
+  nlohmann::json json;  // the documented result (schema anvil.eval/1)
+  bool evaluated = false;  // false: anvil could not evaluate (environment, usage)
+  std::string error;       // why not, when !evaluated
+  std::string summary() const;  // a few human lines
+};
+
+EvalResult evaluate(const Environment& env, const EvalOptions& opts);
+
+// The milestone reward: -1 unless correct; 1 correct; 2 more than 5% faster
+// than eager; 3 more than 5% faster than eager and torch.compile. A missing
+// baseline (not measured) never counts as beaten.
+int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile);
+
+// Tolerances of a preset, as the runner protocol's "tolerance" object; throws
+// std::invalid_argument for an unknown preset.
+nlohmann::json tolerance_preset(const std::string& preset);
+
+}  // namespace anvil

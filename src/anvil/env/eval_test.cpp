@@ -1,0 +1,178 @@
+// Evaluation tests on the CPU variants: the whole path (private copy, build,
+// isolated runner, verification, timing, reward) with the real runner process.
+// The torch.compile baseline is skipped (--compile-mode none) except in one
+// test, to keep the suite fast.
+#include "anvil/env/eval.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "anvil/util/fs.h"
+#include "anvil/util/hash.h"
+
+namespace anvil {
+namespace {
+
+const std::string kSource = ANVIL_SOURCE_DIR;
+const std::string kTask = kSource + "/examples/tasks/01_elementwise_chain.py";
+
+class EvalTest : public ::testing::Test {
+ protected:
+  static Environment& env() {
+    static Environment e = [] {
+      if (!std::getenv("ANVIL_CACHE")) setenv("ANVIL_CACHE", ANVIL_TEST_CACHE_DIR, 1);
+      return load_environment();
+    }();
+    return e;
+  }
+  void SetUp() override { ASSERT_TRUE(env().torch.present) << env().probe_error; }
+
+  static EvalOptions options(const std::string& candidate, const std::string& task = kTask) {
+    EvalOptions o;
+    o.task = task;
+    o.candidate = kSource + "/" + candidate;
+    o.compile_mode = "none";
+    o.calls = 5;
+    o.warmup = 1;
+    o.input_sets = 2;
+    o.trials = 3;
+    o.seed = 7;
+    o.timeout = std::chrono::seconds(120);
+    return o;
+  }
+  static nlohmann::json run(const EvalOptions& o) {
+    EvalResult r = evaluate(env(), o);
+    EXPECT_TRUE(r.evaluated) << r.error;
+    return r.json;
+  }
+};
+
+TEST_F(EvalTest, CorrectCandidateIsRewarded) {
+  nlohmann::json j = run(options("examples/candidates/01_elementwise_chain/cpu"));
+  ASSERT_EQ(j["outcome"], "ok") << j.dump(2);
+  EXPECT_TRUE(j["correct"].get<bool>());
+  EXPECT_GE(j["reward"].get<int>(), 1);
+  EXPECT_EQ(j["verify"]["passed"], 3);
+  EXPECT_EQ(j["verify"]["seed"], 7);
+  EXPECT_EQ(j["candidate"]["device"], "cpu");
+  EXPECT_GT(j["timing"]["candidate_ms"].get<double>(), 0);
+  EXPECT_GT(j["timing"]["eager_ms"].get<double>(), 0);
+  EXPECT_TRUE(j["timing"]["compile_ms"].is_null());
+  double expect = j["timing"]["eager_ms"].get<double>() / j["timing"]["candidate_ms"].get<double>();
+  EXPECT_DOUBLE_EQ(j["timing"]["speedup_eager"].get<double>(), expect);
+  EXPECT_EQ(j["reward"], milestone_reward(true, expect, std::nullopt));
+}
+
+TEST_F(EvalTest, BaselinesAreCachedPerTask) {
+  EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu");
+  o.calls = 6;  // a timing configuration of its own: its own baseline entry
+  nlohmann::json first = run(o);
+  ASSERT_EQ(first["outcome"], "ok") << first.dump(2);
+  nlohmann::json second = run(o);
+  ASSERT_EQ(second["outcome"], "ok");
+  EXPECT_TRUE(second["timing"]["eager"].value("cached", false));
+  EXPECT_EQ(second["timing"]["eager_ms"], first["timing"]["eager_ms"]);
+  o.use_baseline_cache = false;
+  nlohmann::json fresh = run(o);
+  EXPECT_FALSE(fresh["timing"]["eager"].value("cached", false));
+}
+
+TEST_F(EvalTest, WrongMathIsWrongAnswerWithAReport) {
+  nlohmann::json j = run(options("examples/broken/wrong_math/cpu"));
+  EXPECT_EQ(j["outcome"], "wrong_answer");
+  EXPECT_EQ(j["reward"], -1);
+  std::string msg = j["message"];
+  EXPECT_NE(msg.find("trial 0 (seed 8)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("max abs error"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("atol=0.0001"), std::string::npos) << msg;
+}
+
+TEST_F(EvalTest, CompileErrorCarriesTheDiagnostics) {
+  nlohmann::json j = run(options("examples/broken/compile_error/cpu"));
+  EXPECT_EQ(j["outcome"], "compile_error");
+  EXPECT_NE(j["message"].get<std::string>().find("kernels/elementwise_chain.cpp:"), std::string::npos);
+}
+
+TEST_F(EvalTest, SegfaultIsARuntimeErrorAndTheNextEvaluationIsUnaffected) {
+  nlohmann::json crash = run(options("examples/broken/crash/cpu"));
+  EXPECT_EQ(crash["outcome"], "runtime_error");
+  EXPECT_NE(crash["message"].get<std::string>().find("signal 11"), std::string::npos) << crash["message"];
+  nlohmann::json after = run(options("examples/candidates/01_elementwise_chain/cpu"));
+  EXPECT_EQ(after["outcome"], "ok");
+}
+
+TEST_F(EvalTest, HangIsATimeout) {
+  EvalOptions o = options("examples/broken/hang/cpu");
+  o.timeout = std::chrono::seconds(15);
+  nlohmann::json j = run(o);
+  EXPECT_EQ(j["outcome"], "timeout");
+  EXPECT_LT(j["seconds"]["run"].get<double>(), 30);
+  nlohmann::json after = run(options("examples/candidates/01_elementwise_chain/cpu"));
+  EXPECT_EQ(after["outcome"], "ok");
+}
+
+TEST_F(EvalTest, InputMutationIsCaught) {
+  nlohmann::json j = run(options("examples/broken/mutates_input/cpu"));
+  EXPECT_EQ(j["outcome"], "wrong_answer");
+  EXPECT_NE(j["message"].get<std::string>().find("modified input"), std::string::npos) << j["message"];
+}
+
+TEST_F(EvalTest, ExitInCandidateCodeIsARuntimeError) {
+  nlohmann::json j = run(options("examples/broken/exits/cpu"));
+  EXPECT_EQ(j["outcome"], "runtime_error");
+  EXPECT_NE(j["message"].get<std::string>().find("exited with code 3"), std::string::npos) << j["message"];
+}
+
+TEST_F(EvalTest, SlowCandidateIsCorrectButNotFaster) {
+  nlohmann::json j = run(options("examples/broken/slow/cpu"));
+  ASSERT_EQ(j["outcome"], "ok") << j["message"];
+  EXPECT_EQ(j["reward"], 1);
+  EXPECT_LT(j["timing"]["speedup_eager"].get<double>(), 1.0 / 0.95);
+}
+
+TEST_F(EvalTest, BrokenTaskIsATaskError) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-eval-test");
+  std::string e;
+  write_file_atomic(dir / "bad.py", "import torch\nraise RuntimeError('no such op')\n", &e);
+  nlohmann::json j = run(options("examples/candidates/01_elementwise_chain/cpu", (dir / "bad.py").string()));
+  EXPECT_EQ(j["outcome"], "task_error");
+  EXPECT_NE(j["message"].get<std::string>().find("no such op"), std::string::npos) << j["message"];
+  remove_tree(dir);
+}
+
+TEST_F(EvalTest, CudaCandidateWithoutAGpuIsNotEvaluated) {
+  if (!env().gpus.empty()) GTEST_SKIP() << "this machine has a GPU";
+  EvalResult r = evaluate(env(), options("examples/candidates/01_elementwise_chain/cuda"));
+  EXPECT_FALSE(r.evaluated);
+  EXPECT_NE(r.error.find("no GPU found"), std::string::npos) << r.error;
+}
+
+TEST_F(EvalTest, CompileBaselineOnTheCpu) {
+  EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu");
+  o.compile_mode = "default";
+  o.timeout = std::chrono::seconds(600);
+  nlohmann::json j = run(o);
+  ASSERT_EQ(j["outcome"], "ok") << j.dump(2);
+  EXPECT_TRUE(j["timing"]["compile_ms"].is_number()) << j["timing"].dump(2);
+}
+
+TEST(Reward, Milestones) {
+  const double just = 1.0 / 0.95;
+  EXPECT_EQ(milestone_reward(false, 10.0, 10.0), -1);
+  EXPECT_EQ(milestone_reward(true, std::nullopt, std::nullopt), 1);
+  EXPECT_EQ(milestone_reward(true, just, 2.0), 1);  // exactly 5% is not "more than 5%"
+  EXPECT_EQ(milestone_reward(true, just * 1.001, 1.0), 2);
+  EXPECT_EQ(milestone_reward(true, 1.0, 3.0), 1);  // beating compile alone is worth 1
+  EXPECT_EQ(milestone_reward(true, 1.2, 1.06), 3);
+  EXPECT_EQ(milestone_reward(true, 1.2, std::nullopt), 2);
+}
+
+TEST(Reward, Presets) {
+  EXPECT_EQ(tolerance_preset("strict")["float32"]["atol"], 1e-4);
+  EXPECT_EQ(tolerance_preset("paper")["float32"]["rtol"], 1e-2);
+  EXPECT_THROW(tolerance_preset("lenient"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace anvil
