@@ -108,6 +108,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--anchor-reps", type=int, default=2)
     ap.add_argument("--cpu", action="store_true", help="time the CPU variant only (no GPU or nvcc needed)")
+    ap.add_argument("--no-anchor", action="store_true", help="skip the load_inline timings")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="build-bench-")
@@ -122,13 +123,14 @@ def main():
     else:
         results["fast"] = cold_and_cached(os.path.join(EXAMPLES, "02_softmax", "cuda"), a.reps, work, "fast")
         results["compat"] = cold_and_cached(os.path.join(EXAMPLES, "02_softmax", "cuda_compat"), a.reps, work, "compat")
-        cu = os.path.join(EXAMPLES, "01_elementwise_chain", "cuda", "kernels", "elementwise_chain.cu")
-        results["load_inline_torch"] = anchor("torch", a.anchor_reps, work, cu)
-        results["load_inline_anvil"] = anchor("anvil", 1, work, cu)
         rows = [("fast mode, two-kernel example (02_softmax/cuda)", results["fast"]),
-                ("CUDA-Agent mode, same kernels (02_softmax/cuda_compat)", results["compat"]),
-                ("torch load_inline, one-kernel extension (anchor)", results["load_inline_torch"]),
-                ("anvil.load_inline, same sources as the anchor", results["load_inline_anvil"])]
+                ("CUDA-Agent mode, same kernels (02_softmax/cuda_compat)", results["compat"])]
+        if not a.no_anchor:
+            cu = os.path.join(EXAMPLES, "01_elementwise_chain", "cuda", "kernels", "elementwise_chain.cu")
+            results["load_inline_torch"] = anchor("torch", a.anchor_reps, work, cu)
+            results["load_inline_anvil"] = anchor("anvil", 1, work, cu)
+            rows += [("torch load_inline, one-kernel extension (anchor)", results["load_inline_torch"]),
+                     ("anvil.load_inline, same sources as the anchor", results["load_inline_anvil"])]
     table = ["# Build speed", "",
              f"{fp.get('device', 'no GPU')}, driver {fp.get('driver', '-')}, {fp['host_cores']} cores, torch {fp['torch']} "
              f"(CUDA {fp['torch_cuda']}), {fp.get('nvcc', '')}, {fp['date']}", "",

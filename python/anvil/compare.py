@@ -62,7 +62,7 @@ def _compact_exponent(text):
     mantissa, exponent = text.split("e")
     if "." in mantissa:
         mantissa = mantissa.rstrip("0").rstrip(".")
-    sign = "-" if exponent.startswith("-") else ""
+    sign = "-" if exponent.startswith("-") else "+"
     return "%se%s%s" % (mantissa, sign, exponent.lstrip("+-").lstrip("0") or "0")
 
 

@@ -35,15 +35,20 @@ def percentile(sorted_samples, q):
 
 
 def summarize(samples):
-    """The protocol's statistics of samples in ms (kept in call order under "samples")."""
+    """The protocol's statistics of samples in ms (kept in call order under "samples"), rounded to
+    the nanosecond."""
     ordered = sorted(samples)
+
+    def ns(x):
+        return None if x is None else round(x, 6)
+
     return {
-        "median_ms": percentile(ordered, 50),
-        "min_ms": ordered[0] if ordered else None,
-        "max_ms": ordered[-1] if ordered else None,
-        "p25_ms": percentile(ordered, 25),
-        "p75_ms": percentile(ordered, 75),
-        "samples": [round(s, 6) for s in samples],
+        "median_ms": ns(percentile(ordered, 50)),
+        "min_ms": ns(ordered[0] if ordered else None),
+        "max_ms": ns(ordered[-1] if ordered else None),
+        "p25_ms": ns(percentile(ordered, 25)),
+        "p75_ms": ns(percentile(ordered, 75)),
+        "samples": [ns(s) for s in samples],
     }
 
 

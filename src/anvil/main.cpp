@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--gpu", ev.opts.gpu, "GPU index (default 0)");
   eval_cmd->add_option("--device", ev.opts.device, "cuda or cpu (default: from the candidate)");
   eval_cmd->add_option("--arch", ev.opts.build.arch, "target architecture for the build");
+  eval_cmd->add_option("--zygote", ev.opts.zygote_socket,
+                       "fork the runner from a warm zygote (python -m anvil.zygote --socket PATH)");
   eval_cmd->callback([&] {
     if (*seed_opt) ev.opts.seed = seed;
     ev.opts.flush_l2 = !no_flush;

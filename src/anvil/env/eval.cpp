@@ -1,9 +1,15 @@
 #include "anvil/env/eval.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <random>
 #include <stdexcept>
@@ -66,6 +72,97 @@ std::string clean_tail(const std::string& text, const fs::path& private_dir) {
   std::string t = replace_all(text, private_dir.string() + "/candidate", "<candidate>");
   t = replace_all(t, private_dir.string() + "/harness", "<harness>");
   return tail_lines(t, kTailLines);
+}
+
+size_t rss_of(int pid) {
+  auto text = read_file("/proc/" + std::to_string(pid) + "/statm");
+  if (!text) return 0;
+  auto parts = split(trim(*text), ' ');
+  return parts.size() > 1 ? std::stoull(parts[1]) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// Runs the runner as a child forked by a warm zygote (python/anvil/zygote.py),
+// with the same limits as a fresh process; the result reads like run_subprocess's.
+SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::json& request, const fs::path& cwd,
+                               const std::map<std::string, std::string>& env, const SubprocessOptions& so,
+                               const fs::path& scratch) {
+  SubprocessResult r;
+  auto t0 = Clock::now();
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    r.error = "cannot connect to the zygote at " + socket_path + " (start it with python -m anvil.zygote --socket " +
+              socket_path + ")";
+    if (fd >= 0) ::close(fd);
+    return r;
+  }
+  fs::path report = scratch / "report.json", output = scratch / "output.log";
+  nlohmann::json rl = nlohmann::json::object();
+  for (const auto& [res, value] : so.rlimits) rl[res == RLIMIT_FSIZE ? "fsize" : "core"] = value;
+  nlohmann::json msg = {{"request", request},          {"cwd", cwd.string()},       {"env", env},
+                        {"report_path", report.string()}, {"output_path", output.string()},
+                        {"rlimits", rl},                 {"network", so.new_network}};
+  std::string line = msg.dump() + "\n";
+  if (::send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+    r.error = "cannot send the request to the zygote";
+    ::close(fd);
+    return r;
+  }
+  std::string buf;
+  int pid = 0;
+  nlohmann::json status;
+  auto deadline = t0 + so.timeout;
+  bool killed = false;
+  while (true) {
+    // Complete lines first.
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      auto j = nlohmann::json::parse(buf.substr(0, nl), nullptr, false);
+      buf.erase(0, nl + 1);
+      if (j.is_object() && j.contains("exit_code")) status = j;
+      else if (j.is_object() && j.contains("pid")) pid = j["pid"].get<int>();
+    }
+    if (!status.is_null()) break;
+    if (pid > 0 && !killed) {
+      if (so.timeout.count() > 0 && Clock::now() >= deadline) {
+        r.timed_out = true;
+        killed = true;
+        ::kill(-pid, SIGKILL);
+      } else if (so.max_rss_bytes > 0) {
+        size_t rss = rss_of(pid);
+        r.peak_rss_bytes = std::max(r.peak_rss_bytes, rss);
+        if (rss > so.max_rss_bytes) {
+          r.memory_exceeded = true;
+          killed = true;
+          ::kill(-pid, SIGKILL);
+        }
+      }
+    }
+    pollfd p = {fd, POLLIN, 0};
+    int pr = ::poll(&p, 1, 100);
+    if (pr > 0) {
+      char chunk[4096];
+      ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+      if (n <= 0) break;  // the zygote went away
+      buf.append(chunk, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  if (status.is_null()) {
+    if (pid > 0) ::kill(-pid, SIGKILL);
+    r.error = "the zygote closed the connection without a result";
+    return r;
+  }
+  r.started = true;
+  r.signal = killed ? 0 : status.value("signal", 0);
+  r.exit_code = status["exit_code"].is_number() ? status["exit_code"].get<int>() : -1;
+  r.fd3_output = read_file(report).value_or("");
+  std::string out = read_file(output).value_or("");
+  r.output = out.size() > so.max_output ? out.substr(out.size() - so.max_output) : out;
+  r.seconds = since(t0);
+  return r;
 }
 
 }  // namespace
@@ -312,7 +409,13 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                     {"file_size_limit_bytes", opts.file_size_limit_bytes},
                     {"gpu", device == "cuda" ? nlohmann::json(opts.gpu) : nlohmann::json(nullptr)}};
   auto tr = Clock::now();
-  SubprocessResult r = run_subprocess({env.python.string(), "-m", "anvil.runner"}, so);
+  SubprocessResult r;
+  if (opts.zygote_socket.empty()) {
+    r = run_subprocess({env.python.string(), "-m", "anvil.runner"}, so);
+  } else {
+    r = run_in_zygote(opts.zygote_socket, request, work, so.env, so, private_dir);
+  }
+  j["isolation"]["runner"] = opts.zygote_socket.empty() ? "fresh process" : "forked from the zygote at " + opts.zygote_socket;
   double run_seconds = since(tr);
   j["output_tail"] = clean_tail(r.output, private_dir);
   j["seconds"] = {{"build", build_seconds}, {"run", run_seconds}, {"total", since(t0)}};
@@ -354,7 +457,11 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     if (std::find(known.begin(), known.end(), outcome) == known.end()) outcome = "runtime_error";
     std::string message = report.value("message", std::string());
     std::string detail = report.value("detail", std::string());
-    if (!detail.empty()) message += "\n" + tail_lines(detail, 12);
+    if (!detail.empty() && outcome != "wrong_answer" && detail.find(message) == std::string::npos) {
+      message += "\n" + tail_lines(detail, 12);
+    } else if (!detail.empty() && outcome != "wrong_answer") {
+      message = tail_lines(detail, 12);
+    }
     return finish(outcome, message);
   }
 

@@ -46,6 +46,9 @@ struct EvalOptions {
   std::chrono::seconds timeout{600};
   size_t memory_limit_bytes = 64ull << 30;  // resident memory of the runner
   size_t file_size_limit_bytes = 4ull << 30;
+  // A warm runner (python -m anvil.zygote --socket PATH) to fork the runner
+  // from, instead of starting Python afresh; empty: start a new process.
+  std::string zygote_socket;
   BuildOptions build;
 };
 
