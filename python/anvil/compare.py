@@ -16,7 +16,9 @@ the tolerance (integers, bool, float8, complex) is compared exactly.
 A line names where it is (`output`, `output 0`, `output 0.1`, `output 'key'`) and reads, e.g.
     output 0: 1523 of 1048576 elements differ; first at index (3, 17): got 0.5123, expected 0.6001;
     max abs error 0.0878 at (3, 17); max rel error 0.146; tolerance atol=1e-4 rtol=1e-4 (preset strict)
-(one line). The max rel error is taken over the elements whose expected value is not zero.
+(one line). The max rel error is taken over the elements whose expected value is not zero. When
+only the norm rule fails, the line reads `output: relative error norm 3.1e-5 exceeds norm=1e-5; max
+abs error ...; max rel error ...; tolerance atol=1e-4 rtol=1e-4 norm=1e-5 (preset strict)`.
 
 nonfinite(value) says whether a value holds NaN or Inf (the reference check of step 4);
 changed_elements(a, b) compares two tensors bitwise (the input-mutation check of step 5).
@@ -140,13 +142,14 @@ def compare(got, expected, tolerance=None, where="output", limit=MAX_LINES):
     """
     preset = (tolerance or {}).get("preset", "")
     lines = []
-    _walk(got, expected, tolerance, preset, where, lines, 0)
+    _walk(got, expected, tolerance, preset, where, lines)
     if len(lines) > limit:
         lines = lines[:limit] + ["... and %d more outputs differ" % (len(lines) - limit)]
     return lines
 
 
-def _walk(got, expected, tolerance, preset, where, lines, depth):
+def _walk(got, expected, tolerance, preset, where, lines):
+    # The recursion follows `expected` (the reference's output), so it ends.
     import torch
 
     if isinstance(expected, torch.Tensor):
@@ -165,7 +168,7 @@ def _walk(got, expected, tolerance, preset, where, lines, depth):
             lines.append("%s: got %s, expected %s" % (where, _kind(got), _kind(expected)))
             return
         for i, (g, e) in enumerate(zip(got, expected)):
-            _walk(g, e, tolerance, preset, _child(where, i), lines, depth + 1)
+            _walk(g, e, tolerance, preset, _child(where, i), lines)
         return
     if isinstance(expected, dict):
         if not isinstance(got, dict):
@@ -182,7 +185,7 @@ def _walk(got, expected, tolerance, preset, where, lines, depth):
             lines.append("%s: dict keys differ: %s" % (where, "; ".join(parts)))
             return
         for key in expected:
-            _walk(got[key], expected[key], tolerance, preset, _child(where, key), lines, depth + 1)
+            _walk(got[key], expected[key], tolerance, preset, _child(where, key), lines)
         return
     # Scalars (and anything else): same type, equal value; a float NaN never passes.
     if type(got) is not type(expected):

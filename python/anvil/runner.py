@@ -431,7 +431,8 @@ class Evaluation:
             sys.modules["model_new"] = module
             spec.loader.exec_module(module)
         except SyntaxError as e:
-            raise Outcome("load_error", "model_new.py:%s: syntax error: %s" % (e.lineno, e.msg),
+            where = os.path.basename(e.filename) if e.filename else "model_new.py"
+            raise Outcome("load_error", "%s:%s: syntax error: %s" % (where, e.lineno, e.msg),
                           tail("".join(traceback.format_exception_only(type(e), e)), DETAIL_LINES))
         except BaseException as e:  # noqa: BLE001
             raise Outcome("load_error", _raised(e, "importing model_new.py"), _trace(e))

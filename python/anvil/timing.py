@@ -19,6 +19,7 @@ propagates to the caller.
 The caller runs this under torch.no_grad() with its flags pinned; nothing here checks outputs.
 """
 import time
+import warnings
 
 MIN_FLUSH_BYTES = 8 << 20
 
@@ -150,14 +151,16 @@ def kernel_sum_ms(fn, rotation, calls):
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        try:
-            for _ in range(calls):
-                out = fn(*rotation.next())
-                del out
-            torch.cuda.synchronize()
-        except Exception as e:  # noqa: BLE001 - re-raised outside as the call's own error
-            raise _CallError(e)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            try:
+                for _ in range(calls):
+                    out = fn(*rotation.next())
+                    del out
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - re-raised outside as the call's own error
+                raise _CallError(e)
     total_us = sum(event.time_range.elapsed_us() for event in prof.events()
                    if event.device_type == DeviceType.CUDA)
     return total_us / 1e3 / calls

@@ -198,6 +198,23 @@ def test_report_on_stdout_without_fd3(make):
     assert report["verify"]["passed"] == 5
 
 
+def test_report_to_a_regular_file_on_fd3(make, tmp_path):
+    # anvil's zygote hands the runner a file, not a pipe, as fd 3.
+    path = tmp_path / "report.json"
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    proc = subprocess.run([sys.executable, "-m", "anvil.runner"], input=json.dumps(make(CORRECT)),
+                          capture_output=True, text=True, env=env, timeout=300, close_fds=False,
+                          preexec_fn=lambda: os.dup2(fd, 3))
+    os.close(fd)
+    assert proc.returncode == 0, proc.stderr
+    text = path.read_text()
+    assert text.count("\n") == 1
+    report = json.loads(text)
+    assert report["outcome"] is None and report["verify"]["passed"] == 5
+    assert "anvil.runner/1" not in proc.stdout
+
+
 def test_wrong_math(make):
     wrong = HEAD + """
     def forward(self, x, shift):

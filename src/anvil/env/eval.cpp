@@ -437,6 +437,11 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
       j["verify"]["tolerance"] = tolerance;
     }
   }
+  if (report.is_object() && report.value("status", std::string()) != "done") {
+    // The runner could not do its work (a bad request, no device): not the candidate's fault.
+    return fail("the runner could not evaluate: " + report.value("message", std::string("no reason given")) +
+                (report.value("detail", std::string()).empty() ? "" : "\n" + tail_lines(report["detail"], 8)));
+  }
   if (r.timed_out) {
     return finish("timeout", "the evaluation did not finish within " + std::to_string(timeout.count()) +
                                  " s and was killed (a kernel or loop that never ends?)");
