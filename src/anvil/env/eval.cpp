@@ -440,7 +440,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   if (report.is_object() && report.value("status", std::string()) != "done") {
     // The runner could not do its work (a bad request, no device): not the candidate's fault.
     return fail("the runner could not evaluate: " + report.value("message", std::string("no reason given")) +
-                (report.value("detail", std::string()).empty() ? "" : "\n" + tail_lines(report["detail"], 8)));
+                (report.value("detail", std::string()).empty() ? "" : "\n" + tail_lines(report.value("detail", std::string()), 8)));
   }
   if (r.timed_out) {
     return finish("timeout", "the evaluation did not finish within " + std::to_string(timeout.count()) +
