@@ -74,11 +74,12 @@ def fresh_copy(src, nonce, parent):
     return dst
 
 
-def write_results(path, data, table):
+def write_results(path, data, table, quiet=False):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".json", "w") as f:
         json.dump(data, f, indent=2)
     with open(path + ".md", "w") as f:
         f.write(table)
-    print(table)
+    if not quiet:
+        print(table)
     sys.stdout.flush()

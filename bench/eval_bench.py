@@ -55,6 +55,11 @@ def main():
     fp = common.fingerprint()
     tasks = sorted(f[:-3] for f in os.listdir(os.path.join(EX, "tasks")) if f.endswith(".py"))
     out = {"fingerprint": fp}
+    path = a.out or os.path.join(common.ROOT, "bench", "results", "eval-" + fp["date"][:10])
+
+    def save():  # after every section, so a cut-off run keeps what it measured
+        common.write_results(path, out, "\n".join(lines) + "\n", quiet=True)
+
     lines = ["# Evaluation core", "",
              f"{fp.get('device', '?')}, driver {fp.get('driver', '?')}, torch {fp['torch']} (CUDA {fp['torch_cuda']}), "
              f"{fp.get('nvcc', '')}, {fp['date']}", ""]
@@ -81,6 +86,7 @@ def main():
                      f"{fmt(tm.get('eager_ms'))} | {fmt(tm.get('compile_ms'))} | {fmt(tm.get('speedup_eager'), '{:.2f}x')} | "
                      f"{fmt(tm.get('speedup_compile'), '{:.2f}x')} | {fmt(b.get('seconds'), '{:.2f}')} | {j['_wall']:.2f} |")
 
+    save()
     # 2. Cached evaluation time, fresh process and zygote.
     zdir = tempfile.mkdtemp(prefix="zygote-")
     sock = os.path.join(zdir, "z.sock")
@@ -104,6 +110,7 @@ def main():
         lines.append(f"| {t} | {', '.join(f'{x:.2f}' for x in c['fresh_process_s'])} | "
                      f"{', '.join(f'{x:.2f}' for x in c['zygote_s'])} |")
 
+    save()
     # 3. Timing stability across processes.
     stab = []
     for t in tasks:
@@ -124,6 +131,7 @@ def main():
         lines.append(f"| {s['task']} | {', '.join(f'{m:.4f}' for m in s['medians_ms'])} | "
                      f"{fmt(s['max_over_min'], '{:.3f}')} | {'yes' if big else 'no'} |")
 
+    save()
     # 4. Isolation: crash and hang between two good evaluations.
     task = os.path.join(EX, "tasks", "01_elementwise_chain.py")
     good = os.path.join(EX, "candidates", "01_elementwise_chain", "cuda")
@@ -144,13 +152,14 @@ def main():
         lines.append(f"| {s['candidate']} | {s['outcome']} | {s['reward']} | {fmt(s['candidate_ms'])} | "
                      f"{s['wall_s']:.1f} | {s['message'].splitlines()[0] if s['message'] else ''} |")
 
+    save()
     # 5. Broken candidates.
     broken = []
     for b in sorted(os.listdir(os.path.join(EX, "broken"))):
         cand = os.path.join(EX, "broken", b, "cuda")
         if not os.path.isdir(cand):
             continue
-        j = evaluate(task, cand, "--timeout", "30", zygote=sock)
+        j = evaluate(task, cand, "--timeout", "20", zygote=sock)
         broken.append({"candidate": b, "outcome": j.get("outcome"), "reward": j.get("reward"),
                        "message": (j.get("message") or "")[:200], "wall_s": j["_wall"]})
         print(broken[-1], flush=True)
@@ -161,7 +170,6 @@ def main():
         lines.append(f"| {s['candidate']} | {s['outcome']} | {s['reward']} | {s['wall_s']:.1f} | "
                      f"{s['message'].splitlines()[0] if s['message'] else ''} |")
     zy.kill()
-    path = a.out or os.path.join(common.ROOT, "bench", "results", "eval-" + fp["date"][:10])
     common.write_results(path, out, "\n".join(lines) + "\n")
 
 
