@@ -43,7 +43,7 @@ STRICT = {"preset": "strict",
 FLAGS = {"allow_tf32": False, "cudnn_allow_tf32": False, "cudnn_benchmark": False,
          "cudnn_deterministic": False}
 TIMING = {"measure": ["candidate", "eager", "compile"], "warmup": 5, "calls": 30, "input_sets": 4,
-          "flush_l2": True, "kernel_sum": True, "compile_mode": "default"}
+          "flush_l2": True, "kernel_sum": True, "compile_mode": "default", "hide_launch": True}
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _MODULE_CALL_FILE = os.path.join("torch", "nn", "modules", "module.py")
@@ -596,7 +596,8 @@ class Evaluation:
         self.pin_flags()
         with self.torch.no_grad():
             return timing.measure(fn, sets, self.device, warmup=warmup, calls=t["calls"],
-                                  flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]))
+                                  flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
+                                  hide_launch=bool(t.get("hide_launch", True)))
 
     def time_compile(self, sets):
         """torch.compile(ref) timed like the others, compiled during warm-up; {"error"} if it fails."""

@@ -88,7 +88,40 @@ def _child(msg):
         os._exit(code)
 
 
+_active = 0
+_last_active = 0.0
+_lock = threading.Lock()
+
+
+def _touch(delta):
+    global _active, _last_active
+    import time
+
+    with _lock:
+        _active += delta
+        _last_active = time.monotonic()
+
+
+def _idle_watchdog(idle_exit):
+    """Ends the zygote after idle_exit seconds without a request or a running child."""
+    import time
+
+    while True:
+        time.sleep(min(5.0, idle_exit))
+        with _lock:
+            if _active == 0 and time.monotonic() - _last_active > idle_exit:
+                os._exit(0)
+
+
 def _serve_one(conn):
+    _touch(+1)
+    try:
+        _serve(conn)
+    finally:
+        _touch(-1)
+
+
+def _serve(conn):
     with conn:
         f = conn.makefile("rwb", buffering=0)
         line = f.readline()
@@ -116,6 +149,7 @@ def _serve_one(conn):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--socket", required=True)
+    ap.add_argument("--idle-exit", type=float, default=0, help="exit after this many idle seconds (0: never)")
     a = ap.parse_args(argv)
     # Everything the runner imports, imported once here (no CUDA initialisation).
     import torch  # noqa: F401
@@ -134,6 +168,9 @@ def main(argv=None):
     srv.bind(a.socket)
     srv.listen(64)
     print(json.dumps({"ready": a.socket, "pid": os.getpid()}), flush=True)
+    _touch(0)
+    if a.idle_exit > 0:
+        threading.Thread(target=_idle_watchdog, args=(a.idle_exit,), daemon=True).start()
     while True:
         conn, _ = srv.accept()
         threading.Thread(target=_serve_one, args=(conn,), daemon=True).start()

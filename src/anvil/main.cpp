@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   anvil::EvalArgs ev;
   int timeout_s = 600;
   uint32_t seed = 0;
-  bool no_flush = false, no_kernel_sum = false, no_baseline_cache = false;
+  bool no_flush = false, no_kernel_sum = false, no_baseline_cache = false, show_launch = false;
   auto* eval_cmd = app.add_subcommand("eval", "judge a candidate against its task: verify, time, reward");
   eval_cmd->add_option("--task", ev.opts.task, "task: FILE or DATASET#ROW")->required();
   eval_cmd->add_option("--candidate", ev.opts.candidate, "a workdir, or a KernelBench model_new.py")->required();
@@ -56,11 +56,13 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--preset", ev.opts.preset, "tolerances: strict (default) or paper (atol=rtol=1e-2)");
   eval_cmd->add_option("--trials", ev.opts.trials, "input sets checked (default 5)");
   auto* seed_opt = eval_cmd->add_option("--seed", seed, "base seed (default: random, recorded in the result)");
-  eval_cmd->add_option("--warmup", ev.opts.warmup, "warm-up calls before timing (default 5)");
+  eval_cmd->add_option("--warmup", ev.opts.warmup, "warm-up calls before timing (default 10)");
   eval_cmd->add_option("--calls", ev.opts.calls, "timed calls (default 30)");
   eval_cmd->add_option("--input-sets", ev.opts.input_sets, "input sets rotated while timing (default 4)");
   eval_cmd->add_flag("--no-flush", no_flush, "do not flush L2 before each timed call");
   eval_cmd->add_flag("--no-kernel-sum", no_kernel_sum, "skip the profiler's kernel-time sum");
+  eval_cmd->add_flag("--show-launch", show_launch,
+                     "let the host's launch latency into event times (no GPU sleep before each call)");
   eval_cmd->add_option("--timing", ev.opts.timing, "what the reward uses: events (default) or kernel-sum");
   eval_cmd->add_option("--compile-mode", ev.opts.compile_mode,
                        "torch.compile mode for the baseline: default, reduce-overhead, max-autotune, ... or none");
@@ -71,10 +73,12 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--device", ev.opts.device, "cuda or cpu (default: from the candidate)");
   eval_cmd->add_option("--arch", ev.opts.build.arch, "target architecture for the build");
   eval_cmd->add_option("--zygote", ev.opts.zygote_socket,
-                       "fork the runner from a warm zygote (python -m anvil.zygote --socket PATH)");
+                       "runner source: auto (default: a warm zygote, started on first use), none (a fresh "
+                       "process), or the socket of a running python -m anvil.zygote");
   eval_cmd->callback([&] {
     if (*seed_opt) ev.opts.seed = seed;
     ev.opts.flush_l2 = !no_flush;
+    ev.opts.hide_launch = !show_launch;
     ev.opts.kernel_sum = !no_kernel_sum;
     ev.opts.use_baseline_cache = !no_baseline_cache;
     ev.opts.timeout = std::chrono::seconds(timeout_s);

@@ -1,6 +1,8 @@
 #include "anvil/env/eval.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "anvil/env/task.h"
 #include "anvil/env/workdir.h"
@@ -165,7 +168,70 @@ SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::j
   return r;
 }
 
+bool zygote_answers(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
 }  // namespace
+
+std::string ensure_zygote(const Environment& env, std::string* err) {
+  Hasher h;
+  h.add("env", env.fingerprint).add("cache", env.cache.string()).add("python", env.python.string());
+  std::string name = "zygote-" + h.hex().substr(0, 16) + ".sock";
+  fs::path dir = env.cache / "zygote";
+  if ((dir / name).string().size() >= sizeof(sockaddr_un{}.sun_path)) {
+    dir = fs::temp_directory_path() / ("anvil-" + std::to_string(getuid()));  // socket paths are short
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fs::path sock = dir / name;
+  if (zygote_answers(sock.string())) return sock.string();
+  FileLock lock(dir / (name + ".lock"));
+  if (zygote_answers(sock.string())) return sock.string();
+  fs::path log = dir / (name + ".log");
+  pid_t pid = fork();
+  if (pid < 0) {
+    *err = "fork failed";
+    return "";
+  }
+  if (pid == 0) {
+    // Detach twice so the zygote outlives this process and is no one's zombie.
+    setsid();
+    if (fork() != 0) _exit(0);
+    const char* pp = std::getenv("PYTHONPATH");
+    std::string pythonpath = (env.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
+    setenv("PYTHONPATH", pythonpath.c_str(), 1);
+    setenv("ANVIL_CACHE", env.cache.string().c_str(), 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");  // each child sets its own GPU
+    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int in = ::open("/dev/null", O_RDONLY);
+    if (in >= 0) dup2(in, 0);
+    if (out >= 0) {
+      dup2(out, 1);
+      dup2(out, 2);
+    }
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    std::string python = env.python.string(), socket_path = sock.string();
+    execl(python.c_str(), python.c_str(), "-m", "anvil.zygote", "--socket", socket_path.c_str(), "--idle-exit",
+          "600", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  waitpid(pid, nullptr, 0);
+  for (int i = 0; i < 1200; ++i) {  // torch's import: seconds
+    if (zygote_answers(sock.string())) return sock.string();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  *err = "the zygote did not start within 60 s (log: " + log.string() + "): " +
+         tail_lines(read_file(log).value_or(""), 5);
+  return "";
+}
 
 int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile) {
   if (!correct) return -1;
@@ -359,6 +425,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
         {"input_sets", opts.input_sets},
         {"flush_l2", opts.flush_l2 && device == "cuda"},
         {"kernel_sum", opts.kernel_sum && device == "cuda"},
+        {"hide_launch", opts.hide_launch && device == "cuda"},
         {"compile_mode", opts.compile_mode}}}};
 
   // Baselines: cached per task, GPU, driver, torch, CUDA, flags and timing method.
@@ -410,12 +477,19 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                     {"gpu", device == "cuda" ? nlohmann::json(opts.gpu) : nlohmann::json(nullptr)}};
   auto tr = Clock::now();
   SubprocessResult r;
-  if (opts.zygote_socket.empty()) {
-    r = run_subprocess({env.python.string(), "-m", "anvil.runner"}, so);
-  } else {
-    r = run_in_zygote(opts.zygote_socket, request, work, so.env, so, private_dir);
+  std::string zygote = opts.zygote_socket;
+  if (zygote == "auto") {
+    std::string zerr;
+    zygote = ensure_zygote(env, &zerr);
+    if (zygote.empty()) j["isolation"]["zygote_error"] = zerr;  // fall back to a fresh process
   }
-  j["isolation"]["runner"] = opts.zygote_socket.empty() ? "fresh process" : "forked from the zygote at " + opts.zygote_socket;
+  if (zygote.empty() || zygote == "none") {
+    r = run_subprocess({env.python.string(), "-m", "anvil.runner"}, so);
+    j["isolation"]["runner"] = "fresh process";
+  } else {
+    r = run_in_zygote(zygote, request, work, so.env, so, private_dir);
+    j["isolation"]["runner"] = "forked from the warm zygote at " + zygote;
+  }
   double run_seconds = since(tr);
   j["output_tail"] = clean_tail(r.output, private_dir);
   j["seconds"] = {{"build", build_seconds}, {"run", run_seconds}, {"total", since(t0)}};
@@ -503,7 +577,8 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                  {"calls", opts.calls},
                  {"warmup", opts.warmup},
                  {"input_sets", opts.input_sets},
-                 {"flush_l2", opts.flush_l2 && device == "cuda"}};
+                 {"flush_l2", opts.flush_l2 && device == "cuda"},
+                 {"hide_launch", opts.hide_launch && device == "cuda"}};
   j["reward"] = milestone_reward(true, se, sc);
   std::string note;
   if (!cand_ms) note = "the candidate's time was not measured; no speed reward";

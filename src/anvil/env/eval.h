@@ -33,10 +33,11 @@ struct EvalOptions {
   int trials = 5;
   std::optional<uint32_t> seed;   // default: a fresh random seed, recorded in the result
   // Timing.
-  int warmup = 5;
+  int warmup = 10;
   int calls = 30;
   int input_sets = 4;
   bool flush_l2 = true;
+  bool hide_launch = true;             // a GPU sleep hides the host's launch latency (timing.py)
   bool kernel_sum = true;              // also measure the profiler's kernel-time sum
   std::string timing = "events";       // what the reward uses: events | kernel-sum
   std::string compile_mode = "default";  // torch.compile mode; "none" skips the compile baseline
@@ -46,9 +47,11 @@ struct EvalOptions {
   std::chrono::seconds timeout{600};
   size_t memory_limit_bytes = 64ull << 30;  // resident memory of the runner
   size_t file_size_limit_bytes = 4ull << 30;
-  // A warm runner (python -m anvil.zygote --socket PATH) to fork the runner
-  // from, instead of starting Python afresh; empty: start a new process.
-  std::string zygote_socket;
+  // Where the runner comes from: "auto" (default) forks it from a warm
+  // zygote (python -m anvil.zygote) shared by every evaluation in this
+  // environment, started on first use and ended after 10 idle minutes; "none"
+  // starts a fresh Python process; anything else is a zygote's socket path.
+  std::string zygote_socket = "auto";
   BuildOptions build;
 };
 
@@ -60,6 +63,10 @@ struct EvalResult {
 };
 
 EvalResult evaluate(const Environment& env, const EvalOptions& opts);
+
+// The socket of this environment's warm zygote, started (detached) if none
+// answers. Returns "" and fills *err when one cannot be started.
+std::string ensure_zygote(const Environment& env, std::string* err);
 
 // The milestone reward: -1 unless correct; 1 correct; 2 more than 5% faster
 // than eager; 3 more than 5% faster than eager and torch.compile. A missing

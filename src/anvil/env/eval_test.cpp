@@ -115,6 +115,18 @@ TEST_F(EvalTest, SegfaultIsARuntimeErrorAndTheNextEvaluationIsUnaffected) {
   EXPECT_EQ(after["outcome"], "ok");
 }
 
+TEST_F(EvalTest, FreshProcessRunnerJudgesAlike) {
+  EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu");
+  o.zygote_socket = "none";
+  nlohmann::json fresh = run(o);
+  ASSERT_EQ(fresh["outcome"], "ok") << fresh.dump(2);
+  EXPECT_EQ(fresh["isolation"]["runner"], "fresh process");
+  o.candidate = kSource + "/examples/broken/crash/cpu";
+  EXPECT_EQ(run(o)["outcome"], "runtime_error");
+  o.candidate = kSource + "/examples/broken/mutates_input/cpu";
+  EXPECT_EQ(run(o)["outcome"], "wrong_answer");
+}
+
 TEST_F(EvalTest, HangIsATimeout) {
   EvalOptions o = options("examples/broken/hang/cpu");
   o.timeout = std::chrono::seconds(15);
