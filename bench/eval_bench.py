@@ -98,14 +98,14 @@ def main():
     cached = {}
     for t in ("01_elementwise_chain", "05_conv_bias_relu"):
         task, cand = os.path.join(EX, "tasks", t + ".py"), os.path.join(EX, "candidates", t, "cuda")
-        fresh = [evaluate(task, cand)["_wall"] for _ in range(3)]
-        warm = [evaluate(task, cand, zygote=sock) for _ in range(3)]
+        fresh = [evaluate(task, cand, "--zygote", "none")["_wall"] for _ in range(3)]
+        warm = [evaluate(task, cand) for _ in range(3)]  # the default: anvil's own warm zygote
         cached[t] = {"fresh_process_s": fresh, "zygote_s": [w["_wall"] for w in warm],
                      "zygote_outcomes": [w.get("outcome") for w in warm]}
         print(t, cached[t], flush=True)
     out["cached_eval"] = cached
     lines += ["", "## One evaluation with builds and baselines cached", "",
-              "| task | fresh runner process, s (3 runs) | forked from a warm zygote, s (3 runs) |", "|---|---|---|"]
+              "| task | fresh runner process (--zygote none), s (3 runs) | forked from the warm zygote (default), s (3 runs) |", "|---|---|---|"]
     for t, c in cached.items():
         lines.append(f"| {t} | {', '.join(f'{x:.2f}' for x in c['fresh_process_s'])} | "
                      f"{', '.join(f'{x:.2f}' for x in c['zygote_s'])} |")
@@ -117,7 +117,7 @@ def main():
         task, cand = os.path.join(EX, "tasks", t + ".py"), os.path.join(EX, "candidates", t, "cuda")
         meds = []
         for _ in range(a.stability_runs):
-            j = evaluate(task, cand, zygote=sock)
+            j = evaluate(task, cand)
             if (j.get("timing") or {}).get("candidate_ms"):
                 meds.append(j["timing"]["candidate_ms"])
         ratio = max(meds) / min(meds) if meds else None
@@ -146,7 +146,7 @@ def main():
                     "message": (j.get("message") or "")[:160]})
         print(iso[-1], flush=True)
     out["isolation"] = iso
-    lines += ["", "## Isolation: a crash and a hang between good evaluations (fresh runner processes)", "",
+    lines += ["", "## Isolation: a crash and a hang between good evaluations (default runner: the warm zygote)", "",
               "| step | outcome | reward | candidate ms | wall s | message |", "|---|---|---|---|---|---|"]
     for s in iso:
         lines.append(f"| {s['candidate']} | {s['outcome']} | {s['reward']} | {fmt(s['candidate_ms'])} | "
@@ -159,12 +159,12 @@ def main():
         cand = os.path.join(EX, "broken", b, "cuda")
         if not os.path.isdir(cand):
             continue
-        j = evaluate(task, cand, "--timeout", "20", zygote=sock)
+        j = evaluate(task, cand, "--timeout", "20")
         broken.append({"candidate": b, "outcome": j.get("outcome"), "reward": j.get("reward"),
                        "message": (j.get("message") or "")[:200], "wall_s": j["_wall"]})
         print(broken[-1], flush=True)
     out["broken"] = broken
-    lines += ["", "## Broken candidates (task 01_elementwise_chain, zygote runner)", "",
+    lines += ["", "## Broken candidates (task 01_elementwise_chain)", "",
               "| candidate | outcome | reward | wall s | message (first line) |", "|---|---|---|---|---|"]
     for s in broken:
         lines.append(f"| {s['candidate']} | {s['outcome']} | {s['reward']} | {s['wall_s']:.1f} | "
