@@ -1,50 +1,59 @@
 #!/usr/bin/env bash
-# The main job on the bundled examples: builds anvil, then builds every bundled
-# candidate with the cached build service and checks it against its task.
-# On a GPU host it runs the CUDA candidates; without a GPU it says so and runs
-# the CPU variants. Usage: scripts/demo.sh
+# The main job on the bundled examples: builds anvil, then judges every bundled
+# candidate against its task with `anvil eval` (private copy, cached build,
+# isolated runner, verification, timing against eager and torch.compile,
+# milestone reward), plus the deliberately broken candidates. On a GPU host it
+# runs the CUDA candidates; without a GPU it says so and runs the CPU variants.
+# Usage: scripts/demo.sh
 source "$(dirname "$0")/lib.sh"
 anvil_setup
 anvil env || true
+EXTRA=()
 if gpu_available; then
   DEVICE=cuda; VARIANTS="cuda cuda_compat"
 else
   DEVICE=cpu; VARIANTS="cpu cpu_compat"
-  say "no GPU found: running the CPU variants of the examples (the CUDA ones need a GPU)"
+  EXTRA=(--compile-mode none --calls 10)
+  say "no GPU found: running the CPU variants of the examples (the CUDA ones need a GPU);"
+  say "on the CPU the torch.compile baseline is skipped, so the reward is at most 2"
 fi
 
-printf '\n%-22s %-12s %-7s %-8s %-14s %10s %10s %8s\n' task variant build compiled outcome cand_ms eager_ms speedup
-run_one() {  # task-file candidate-dir variant-label
-  local task=$1 dir=$2 label=$3 build_json check_json
-  build_json=$(anvil build --json "$dir" 2>/dev/null) || true
-  local ok secs compiled
-  ok=$(echo "$build_json" | "$ANVIL_PYTHON" -c "import json,sys; j=json.load(sys.stdin); print('ok' if j['ok'] else j['error_kind'])" 2>/dev/null || echo error)
-  secs=$(echo "$build_json" | "$ANVIL_PYTHON" -c "import json,sys; print('%.2fs' % json.load(sys.stdin)['seconds'])" 2>/dev/null || echo -)
-  compiled=$(echo "$build_json" | "$ANVIL_PYTHON" -c "import json,sys; j=json.load(sys.stdin); print('%d/%d' % (j['compiled'], len(j['units'])))" 2>/dev/null || echo -)
-  if [ "$ok" != ok ]; then
-    printf '%-22s %-12s %-7s %-8s %-14s\n' "$(basename "$task" .py)" "$label" "$secs" "$compiled" "$ok"
-    echo "$build_json" | "$ANVIL_PYTHON" -c "import json,sys; print('    ' + json.load(sys.stdin)['diagnostics'].strip().replace(chr(10), chr(10) + '    '))" 2>/dev/null || true
-    return
-  fi
-  check_json=$(timeout 300 "$ANVIL_PYTHON" -m anvil.check --task "$task" --candidate "$dir" --device "$DEVICE" 2>/dev/null) ||
-    check_json="{\"outcome\": \"crashed (exit $?)\"}"
-  echo "$check_json" | "$ANVIL_PYTHON" -c "
+table() {  # reads anvil eval JSON lines (label<TAB>json) and prints one row each
+  "$ANVIL_PYTHON" -c '
 import json, sys
-j = json.loads(sys.stdin.read() or '{}')
-f = lambda k: ('%.3f' % j[k]) if isinstance(j.get(k), (int, float)) else '-'
-print('%-22s %-12s %-7s %-8s %-14s %10s %10s %8s' % ('$(basename "$task" .py)', '$label', '$secs', '$compiled', j.get('outcome', '?'), f('candidate_ms'), f('eager_ms'), f('speedup')))
-if j.get('error'): print('    ' + j['error'][:300])
-"
+f = lambda v, s="%.4f": s % v if isinstance(v, (int, float)) else "-"
+print("%-22s %-21s %-14s %6s %10s %10s %10s %8s %8s" % ("task", "candidate", "outcome", "reward", "cand_ms",
+      "eager_ms", "compile_ms", "x_eager", "x_comp"))
+for line in sys.stdin:
+    label, _, text = line.rstrip("\n").partition("\t")
+    task, cand = label.split(" ")
+    try:
+        j = json.loads(text)
+    except json.JSONDecodeError:
+        print("%-22s %-21s could not evaluate" % (task, cand)); continue
+    if not j.get("outcome"):
+        print("%-22s %-21s could not evaluate: %s" % (task, cand, j.get("error", "")[:80])); continue
+    t = j.get("timing") or {}
+    print("%-22s %-21s %-14s %6d %10s %10s %10s %8s %8s" % (task, cand, j["outcome"], j["reward"],
+          f(t.get("candidate_ms")), f(t.get("eager_ms")), f(t.get("compile_ms")),
+          f(t.get("speedup_eager"), "%.2fx"), f(t.get("speedup_compile"), "%.2fx")))
+    if j["outcome"] != "ok" and j.get("message"):
+        print("    " + "\n    ".join(j["message"].strip().splitlines()[:3]))
+'
 }
-export PYTHONPATH="$ANVIL_ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
-for task in examples/tasks/*.py; do
-  name=$(basename "$task" .py)
-  for v in $VARIANTS; do
-    dir=examples/candidates/$name/$v
-    [ -d "$dir" ] && run_one "$task" "$dir" "$v"
+
+{
+  for task in examples/tasks/*.py; do
+    name=$(basename "$task" .py)
+    for v in $VARIANTS; do
+      dir=examples/candidates/$name/$v
+      [ -d "$dir" ] || continue
+      printf '%s %s\t%s\n' "$name" "$v" "$(anvil eval --json --task "$task" --candidate "$dir" "${EXTRA[@]}" 2>/dev/null | tr -d '\n')"
+    done
   done
-done
-for b in compile_error wrong_math crash; do
-  run_one examples/tasks/01_elementwise_chain.py "examples/broken/$b/${DEVICE}" "broken/$b"
-done
-say "done. Run it again: every build now comes from the cache."
+  for b in compile_error wrong_math crash mutates_input hang; do
+    printf '%s %s\t%s\n' 01_elementwise_chain "broken/$b" "$(anvil eval --json --timeout 30 --task examples/tasks/01_elementwise_chain.py \
+      --candidate "examples/broken/$b/$DEVICE" "${EXTRA[@]}" 2>/dev/null | tr -d '\n')"
+  done
+} | table
+say "done. Builds and baselines are cached now: a second run is much faster."
