@@ -5,6 +5,8 @@
 #include "anvil/env/build.h"
 
 #include <gtest/gtest.h>
+
+#include "anvil/env/test_env.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,13 +26,7 @@ const fs::path kSource = ANVIL_SOURCE_DIR;
 
 class BuildTest : public ::testing::Test {
  protected:
-  static Environment& env() {
-    static Environment e = [] {
-      if (!std::getenv("ANVIL_CACHE")) setenv("ANVIL_CACHE", ANVIL_TEST_CACHE_DIR, 1);
-      return load_environment();
-    }();
-    return e;
-  }
+  static Environment& env() { return test_environment(); }
 
   void SetUp() override {
     ASSERT_TRUE(env().torch.present) << "torch is required for build tests (run scripts/setup.sh): "

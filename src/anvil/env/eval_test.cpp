@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "anvil/env/test_env.h"
+
 #include <cstdlib>
 
 #include "anvil/util/fs.h"
@@ -32,13 +34,7 @@ std::string small_task() {
 
 class EvalTest : public ::testing::Test {
  protected:
-  static Environment& env() {
-    static Environment e = [] {
-      if (!std::getenv("ANVIL_CACHE")) setenv("ANVIL_CACHE", ANVIL_TEST_CACHE_DIR, 1);
-      return load_environment();
-    }();
-    return e;
-  }
+  static Environment& env() { return test_environment(); }
   void SetUp() override { ASSERT_TRUE(env().torch.present) << env().probe_error; }
 
   static EvalOptions options(const std::string& candidate, const std::string& task = "") {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "anvil/env/test_env.h"
+
 #include <cstdlib>
 
 #include "anvil/util/fs.h"
@@ -14,13 +16,7 @@ namespace {
 
 class TaskTest : public ::testing::Test {
  protected:
-  static Environment& env() {
-    static Environment e = [] {
-      if (!std::getenv("ANVIL_CACHE")) setenv("ANVIL_CACHE", ANVIL_TEST_CACHE_DIR, 1);
-      return load_environment();
-    }();
-    return e;
-  }
+  static Environment& env() { return test_environment(); }
   void SetUp() override { dir_ = make_temp_dir(fs::temp_directory_path(), "anvil-task-test"); }
   void TearDown() override { remove_tree(dir_); }
   std::string path(const std::string& rel) { return (dir_ / rel).string(); }
