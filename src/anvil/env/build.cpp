@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -70,8 +71,6 @@ struct Plan {
   std::vector<Unit> units;
   std::vector<std::string> link_flags;
   bool needs_runtime = false;   // fast mode: libanvil_torch.so
-  bool needs_compat_pch = false;
-  bool needs_extension_pch = false;
   bool cuda = false;
 };
 
@@ -498,11 +497,10 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
   // One-time environment artifacts.
   double pch_seconds = 0, runtime_seconds = 0;
   std::string setup_log;
-  bool setup_ok = true;
+  std::atomic<bool> pch_failed{false};  // anvil's environment is at fault, not the candidate
   Hasher rk;
   rk.add("format", kRuntimeFormat).add("env", env.fingerprint);
   b.runtime_key_ = rk.hex().substr(0, 32);
-  std::vector<std::string> compat_flags;  // the flags of compat binding units (and so of the PCH)
   std::mutex setup_mu;
   auto make_pch = [&](const std::string& name, const std::string& header, const std::vector<std::string>& flags) {
     fs::path out = b.runtime_dir() / (name + ".gch");
@@ -560,7 +558,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
   fs::path runtime_lib = b.runtime_dir() / "libanvil_torch.so";
   std::thread runtime_thread;
   bool runtime_ok = true;
-  if (setup_ok && plan.needs_runtime) {
+  if (plan.needs_runtime) {
     runtime_thread = std::thread([&] {
       std::string rlog;
       runtime_ok = ensure_artifact(b, runtime_lib, "libanvil_torch.so", [&](const fs::path& work, std::string* log) {
@@ -601,7 +599,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
   std::vector<std::string> outputs(plan.units.size());
   report.units.resize(plan.units.size());
   std::vector<std::function<void()>> jobs;
-  for (size_t i = 0; i < plan.units.size() && setup_ok; ++i) {
+  for (size_t i = 0; i < plan.units.size(); ++i) {
     jobs.push_back([&, i] {
       const Unit& u = plan.units[i];
       UnitReport& ur = report.units[i];
@@ -618,6 +616,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
           ur.cached = true;  // another process compiled it while we waited
         } else if (pch_needs[i] && !make_pch(pch_needs[i]->name, pch_needs[i]->header, pch_needs[i]->flags)) {
           ur.ok = false;
+          pch_failed = true;
           outputs[i] = u.rel + ": precompiling torch headers failed (see the log)\n";
         } else {
           ur.ok = b.compile(plan, u, &st, &outputs[i]);
@@ -641,7 +640,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
     }
   }
   nlohmann::json prev_units = prev.is_object() ? prev.value("units", nlohmann::json::object()) : nlohmann::json();
-  for (size_t i = 0; i < plan.units.size() && setup_ok; ++i) {
+  for (size_t i = 0; i < plan.units.size(); ++i) {
     UnitReport& ur = report.units[i];
     const UnitState& st = states[i];
     const nlohmann::json p = prev_units.is_object() && prev_units.contains(ur.source) ? prev_units[ur.source]
@@ -679,7 +678,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!report.units[i].ok) raw += outputs[i];
   }
-  bool units_ok = setup_ok;
+  bool units_ok = true;
   for (const auto& u : report.units) units_ok &= u.ok;
 
   // Link.
@@ -774,7 +773,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       report.module = module_out;
     }
   } else if (report.error_kind.empty()) {
-    if (!setup_ok) {
+    if (pch_failed) {
       report.error_kind = "environment_error";
       report.error = "could not precompile torch headers; see " + log_path.string();
       report.diagnostics = tail_lines(setup_log, 20);
@@ -857,7 +856,6 @@ BuildReport build_workdir(const Environment& env, const fs::path& dir, const Bui
       u.flags.insert(u.flags.end(), torch_flags.begin(), torch_flags.end());
       if (s.kind == UnitKind::Binding) {
         u.flags.push_back("@compat_pch.h");
-        plan.needs_compat_pch = true;
       }
     } else {
       u.flags = host_flags(env, plan.cuda, "-O3");
@@ -955,7 +953,6 @@ BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const
       u.flags.insert(u.flags.end(), torch_flags.begin(), torch_flags.end());
       u.flags.insert(u.flags.end(), spec.cflags.begin(), spec.cflags.end());
       u.flags.push_back("@extension_pch.h");
-      plan.needs_extension_pch = true;
     }
     for (const auto& inc : spec.include_dirs) u.flags.push_back("-I" + inc);
     u.fixed = true;  // absolute paths: compiled in place, no stage

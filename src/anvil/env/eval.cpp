@@ -77,11 +77,18 @@ std::string clean_tail(const std::string& text, const fs::path& private_dir) {
   return tail_lines(t, kTailLines);
 }
 
-size_t rss_of(int pid) {
-  auto text = read_file("/proc/" + std::to_string(pid) + "/statm");
-  if (!text) return 0;
-  auto parts = split(trim(*text), ' ');
-  return parts.size() > 1 ? std::stoull(parts[1]) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+// A connected Unix-domain stream socket, or -1.
+int connect_unix(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // Runs the runner as a child forked by a warm zygote (python/anvil/zygote.py),
@@ -91,14 +98,10 @@ SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::j
                                const fs::path& scratch) {
   SubprocessResult r;
   auto t0 = Clock::now();
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  int fd = connect_unix(socket_path);
+  if (fd < 0) {
     r.error = "cannot connect to the zygote at " + socket_path + " (start it with python -m anvil.zygote --socket " +
               socket_path + ")";
-    if (fd >= 0) ::close(fd);
     return r;
   }
   fs::path report = scratch / "report.json", output = scratch / "output.log";
@@ -134,7 +137,7 @@ SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::j
         killed = true;
         ::kill(-pid, SIGKILL);
       } else if (so.max_rss_bytes > 0) {
-        size_t rss = rss_of(pid);
+        size_t rss = resident_bytes(pid);
         r.peak_rss_bytes = std::max(r.peak_rss_bytes, rss);
         if (rss > so.max_rss_bytes) {
           r.memory_exceeded = true;
@@ -169,14 +172,9 @@ SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::j
 }
 
 bool zygote_answers(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
+  int fd = connect_unix(path);
+  if (fd >= 0) ::close(fd);
+  return fd >= 0;
 }
 
 }  // namespace

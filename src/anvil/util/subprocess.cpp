@@ -59,8 +59,7 @@ bool network_isolation_available() {
   return available;
 }
 
-namespace {
-size_t rss_bytes(pid_t pid) {
+size_t resident_bytes(int pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/statm", static_cast<int>(pid));
   FILE* f = std::fopen(path, "r");
@@ -70,6 +69,8 @@ size_t rss_bytes(pid_t pid) {
   std::fclose(f);
   return n == 2 ? static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
+
+namespace {
 
 void set_cloexec_nonblock(int fd) {
   fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -235,7 +236,7 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
     if (opts.max_rss_bytes > 0 && !reaped) {
       auto now = std::chrono::steady_clock::now();
       if (now >= next_rss_check) {
-        size_t rss = rss_bytes(pid);
+        size_t rss = resident_bytes(pid);
         r.peak_rss_bytes = std::max(r.peak_rss_bytes, rss);
         if (rss > opts.max_rss_bytes) {
           r.memory_exceeded = true;

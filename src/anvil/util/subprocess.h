@@ -52,6 +52,9 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
 // namespaces allowed). Probed once with a throwaway child.
 bool network_isolation_available();
 
+// Resident memory of a process in bytes (from /proc); 0 if it is gone.
+size_t resident_bytes(int pid);
+
 // Finds a program on PATH (or checks a path with a slash); empty if not found.
 std::filesystem::path find_program(const std::string& name);
 
