@@ -27,6 +27,33 @@ CUDA_PRELUDE = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda
 _CHECKOUT_BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "anvil")
 
 _original = None  # torch's own load_inline, once install() has replaced it
+_builder = None   # set_builder(): who builds instead of a local `anvil build-sources`
+
+
+def set_builder(builder):
+    """Route builds to builder(spec) -> {"ok", "module"} | {"ok": False, "error"}; spec holds the
+    source texts and flags. The evaluator's candidate process uses it: it cannot write anvil's
+    cache, so the judge builds for it."""
+    global _builder
+    _builder = builder
+
+
+def build_spec_locally(spec, out_dir):
+    """Build a set_builder() spec with `anvil build-sources` into out_dir; returns the reply."""
+    anvil = find_anvil()
+    if anvil is None:
+        return {"ok": False, "error": "anvil.load_inline: the anvil binary was not found"}
+    source_dir = tempfile.mkdtemp(prefix="anvil_inline_%s_" % spec["name"])
+    os.makedirs(out_dir, exist_ok=True)
+    sources = write_sources(source_dir, spec["cpp_text"], spec.get("cuda_text"))
+    argv = build_command(anvil, spec["name"], out_dir, sources, spec.get("extra_cflags"),
+                         spec.get("extra_cuda_cflags"), spec.get("extra_ldflags"), spec.get("extra_include_paths"))
+    try:
+        return {"ok": True, "module": run_build(argv, spec["name"], False)}
+    except RuntimeError as e:
+        return {"ok": False, "error": str(e)}
+    finally:
+        shutil.rmtree(source_dir, ignore_errors=True)
 
 
 def find_anvil():
@@ -165,12 +192,25 @@ def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cfla
     """
     if ignored.get("is_standalone") or ignored.get("sycl_sources"):
         raise ValueError("anvil.load_inline: is_standalone and sycl_sources are not supported")
+    cpp_text, cuda_text = source_texts(cpp_sources, cuda_sources, functions,
+                                       with_pytorch_error_handling, no_implicit_headers)
+    if _builder is not None:
+        reply = _builder({"name": name, "cpp_text": cpp_text, "cuda_text": cuda_text,
+                          "extra_cflags": _as_list(extra_cflags), "extra_cuda_cflags": _as_list(extra_cuda_cflags),
+                          "extra_ldflags": _as_list(extra_ldflags),
+                          "extra_include_paths": _as_list(extra_include_paths)})
+        if not reply.get("ok") or not reply.get("module"):
+            raise RuntimeError("Error building extension '%s':\n%s" % (name, reply.get("error") or "build failed"))
+        import torch  # noqa: F401 - the module's libtorch dependencies resolve against the loaded torch
+
+        if not is_python_module:
+            torch.ops.load_library(reply["module"])
+            return reply["module"]
+        return import_module(name, reply["module"])
     anvil = find_anvil()
     if anvil is None:
         raise RuntimeError("anvil.load_inline: the anvil binary was not found (set ANVIL_BIN, put "
                            "anvil on PATH, or build it into %s)" % os.path.normpath(_CHECKOUT_BIN))
-    cpp_text, cuda_text = source_texts(cpp_sources, cuda_sources, functions,
-                                       with_pytorch_error_handling, no_implicit_headers)
     source_dir = tempfile.mkdtemp(prefix="anvil_inline_%s_" % name)
     out_dir = build_directory or source_dir
     os.makedirs(out_dir, exist_ok=True)

@@ -33,7 +33,7 @@ DETAIL_LINES = 30
 DETAIL_CHARS = 8000
 MESSAGE_CHARS = 500
 MEASURABLE = ("candidate", "eager", "compile")
-OUTCOMES = ("task_error", "load_error", "runtime_error", "wrong_answer")
+OUTCOMES = ("task_error", "load_error", "runtime_error", "wrong_answer", "hack_suspected")
 
 STRICT = {"preset": "strict",
           "float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-5},
@@ -44,7 +44,10 @@ FLAGS = {"allow_tf32": False, "cudnn_allow_tf32": False, "cudnn_benchmark": Fals
          "cudnn_deterministic": False}
 TIMING = {"measure": ["candidate", "eager", "compile"], "warmup": 5, "calls": 30, "input_sets": 4,
           "flush_l2": True, "kernel_sum": True, "compile_mode": "default", "hide_launch": True}
+DEFENSES = {"enabled": True, "policy": None, "allow_lower_precision": False, "roofline": {},
+            "roofline_slack": 1.25, "precision_ratio": 16.0, "cuobjdump": None}
 
+_REPORT_FD = None  # the report's descriptor: the candidate's process closes it first thing
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _MODULE_CALL_FILE = os.path.join("torch", "nn", "modules", "module.py")
 
@@ -54,13 +57,15 @@ class RequestError(Exception):
 
 
 class Outcome(Exception):
-    """Ends the evaluation with one of OUTCOMES; `message` is model-readable, `detail` evidence."""
+    """Ends the evaluation with one of OUTCOMES; `message` is model-readable, `detail` evidence,
+    `reason` a finer name (docs/anti-hacking.md)."""
 
-    def __init__(self, outcome, message, detail=""):
+    def __init__(self, outcome, message, detail="", reason=None):
         super().__init__(message)
         self.outcome = outcome
         self.message = message
         self.detail = detail
+        self.reason = reason
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,6 +94,23 @@ def parse_request(text):
     out["tolerance"] = request.get("tolerance") if request.get("tolerance") is not None else dict(STRICT)
     out["flags"] = dict(FLAGS, **(request.get("flags") or {}))
     out["timing"] = dict(TIMING, **(request.get("timing") or {}))
+    defenses = request.get("defenses")
+    if defenses is False:
+        defenses = {"enabled": False}
+    if not isinstance(defenses or {}, dict):
+        raise RequestError("defenses: an object or false is required")
+    out["defenses"] = dict(DEFENSES, **(defenses or {}))
+    if out["defenses"]["policy"] is None:
+        from anvil import policy
+
+        out["defenses"]["policy"] = dict(policy.DEFAULT_POLICY)
+    elif not isinstance(out["defenses"]["policy"], dict) or not isinstance(
+            out["defenses"]["policy"].get("allowed_ops", []), list):
+        raise RequestError("defenses.policy: an object with a list allowed_ops is required")
+    else:
+        from anvil import policy
+
+        out["defenses"]["policy"] = dict(policy.DEFAULT_POLICY, **out["defenses"]["policy"])
     if out["candidate_kind"] not in ("workdir", "file"):
         raise RequestError("candidate_kind %r, expected \"workdir\" or \"file\"" % out["candidate_kind"])
     if not isinstance(out["device"], str):
@@ -125,6 +147,7 @@ def new_report():
         "protocol": PROTOCOL,
         "status": "done",
         "outcome": None,
+        "reason": None,
         "message": "",
         "detail": "",
         "verify": {"trials": [], "passed": 0, "failed": 0},
@@ -151,6 +174,8 @@ class ReportChannel:
         if self.to_stdout:
             self.fd = os.dup(1)
         self.sent = False
+        global _REPORT_FD
+        _REPORT_FD = self.fd
 
     def send(self, report):
         if self.sent:
@@ -479,6 +504,37 @@ class Evaluation:
         except BaseException as e:  # noqa: BLE001
             raise Outcome("task_error", _raised(e, "moving get_inputs() to %s" % self.device), _trace(e))
 
+    def timing_sets(self):
+        """The request's `input_sets` base input sets for timing (seeds seed + 1000 + j)."""
+        if getattr(self, "_timing_sets", None) is None:
+            n = self.req["timing"]["input_sets"]
+            self._timing_sets = [self.inputs(self.req["seed"] + 1000 + j) for j in range(n)]
+        return self._timing_sets
+
+    def call_inputs(self, k):
+        """Fresh inputs for timed call k: base set k % input_sets with every tensor of more than
+        one element rolled (flattened, circularly shifted) by an offset that depends on k, into new
+        memory. The values stay those the task draws (a permutation of them), but no two calls see
+        the same contents, so an output cached from an earlier call is wrong for this one. Judge
+        and candidate compute the same inputs."""
+        import torch
+
+        base = self.timing_sets()[k % len(self.timing_sets())]
+        index = [0]
+
+        def roll(t):
+            index[0] += 1
+            n = t.numel()
+            if n < 2:
+                return t.clone()
+            shift = (1 + (k * 2654435761 + index[0] * 40503 + self.req["seed"]) % (n - 1))
+            return torch.roll(t.reshape(-1), shift).reshape(t.shape)
+
+        return _map_tensors(base, roll)
+
+    def visible_paths(self):
+        return [os.path.abspath(self.req["candidate_dir"]), os.path.abspath(self.req["task_file"])]
+
     def call_reference(self, pristine, where):
         self.pin_flags()
         args = _map_tensors(pristine, lambda t: t.clone())
@@ -648,13 +704,18 @@ def evaluate(request_text, report, started):
     evaluation = None
     try:
         request = parse_request(request_text)
-        evaluation = Evaluation(request, report)
+        if request["defenses"]["enabled"]:
+            from anvil.judge import Judge
+
+            evaluation = Judge(request, report)
+        else:
+            evaluation = Evaluation(request, report)
         evaluation.run(started)
     except RequestError as e:
         report.update(status="error", message="bad request: %s" % e)
         return 2
     except Outcome as o:
-        report.update(outcome=o.outcome, message=o.message, detail=o.detail)
+        report.update(outcome=o.outcome, message=o.message, detail=o.detail, reason=o.reason)
     except BaseException as e:  # noqa: BLE001 - a report even when the runner itself breaks
         stage = evaluation.stage if evaluation is not None else "setup"
         if stage not in _STAGE_OUTCOME:
@@ -683,7 +744,11 @@ def main():
 
 
 if __name__ == "__main__":
-    status = main()
+    # Run the importable module, not this __main__ copy, so that anvil.judge and anvil.candidate
+    # see the same classes (Outcome) as the code that catches them.
+    from anvil import runner as _runner
+
+    status = _runner.main()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

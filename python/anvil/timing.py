@@ -68,44 +68,71 @@ def flush_bytes(device):
 
 
 class _Rotation:
-    """Hands out the input sets in turn, continuing across warm-up, timed and profiled calls."""
+    """Hands out call k's arguments: input_sets[k % len] for a list of pre-built sets, or
+    args_for(k) for a callable (fresh inputs for every call); k runs on across warm-up, probe,
+    timed and profiled calls."""
 
     def __init__(self, input_sets):
-        if not input_sets:
-            raise ValueError("timing needs at least one input set")
-        self.sets = input_sets
+        if callable(input_sets):
+            self.args_for = input_sets
+        else:
+            if not input_sets:
+                raise ValueError("timing needs at least one input set")
+            sets = list(input_sets)
+            self.args_for = lambda k: sets[k % len(sets)]
         self.count = 0
 
     def next(self):
-        args = self.sets[self.count % len(self.sets)]
+        k = self.count
         self.count += 1
-        return args
+        return k, self.args_for(k)
 
 
-def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_sum=True, hide_launch=True):
-    """Time fn over the rotated input sets; see the module docstring for the method and result."""
+def _noop(phase, k, out, sample_ms):
+    pass
+
+
+def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_sum=True, hide_launch=True,
+            observe=None, trace=None):
+    """Time fn over the input sets; see the module docstring for the method and result.
+
+    input_sets: a list of argument tuples (rotated) or a function k -> the arguments of call k.
+    observe(phase, k, out, sample_ms): called after every call, outside any timed region and after
+    the device is synchronized (phase "warmup", "probe" or "timed"; sample_ms None but for timed).
+    trace: a dict, on a CUDA device: the timed calls run under torch.profiler and trace receives
+    their GPU activity and CPU-side ops (profiled_samples); kernel_sum_ms then comes from those
+    same calls and no separate profiled calls are made."""
     import torch
 
     device = torch.device(device)
     cuda = device.type == "cuda"
     rotation = _Rotation(input_sets)
+    observe = observe or _noop
     for _ in range(warmup):
-        out = fn(*rotation.next())
+        k, args = rotation.next()
+        out = fn(*args)
+        if cuda:
+            _synchronize()
+        observe("warmup", k, out, None)
         del out
-    if cuda:
-        torch.cuda.synchronize()
 
     hide = {}
     if cuda and hide_launch:
-        hide = _launch_hiding(fn, rotation)
-    samples = (_cuda_samples(fn, rotation, device, calls, flush_l2, hide.get("sleep_cycles", 0)) if cuda
-               else _cpu_samples(fn, rotation, calls))
+        hide = _launch_hiding(fn, rotation, observe)
+    if cuda and trace is not None:
+        samples = profiled_samples(fn, rotation, device, calls, flush_l2, hide.get("sleep_cycles", 0), observe, trace)
+    elif cuda:
+        samples = _cuda_samples(fn, rotation, device, calls, flush_l2, hide.get("sleep_cycles", 0), observe)
+    else:
+        samples = _cpu_samples(fn, rotation, calls, observe)
     result = summarize(samples)
     if hide:
         result["host_enqueue_ms"] = round(hide["host_enqueue_ms"], 6)
         result["gpu_sleep_ms"] = round(hide["sleep_ms"], 6)
     result["kernel_sum_ms"] = None
-    if cuda and kernel_sum and calls > 0:
+    if cuda and trace is not None:
+        result["kernel_sum_ms"] = trace.get("kernel_sum_ms")
+    elif cuda and kernel_sum and calls > 0:
         try:
             result["kernel_sum_ms"] = kernel_sum_ms(fn, rotation, calls)
         except Exception as e:  # noqa: BLE001 - only a profiler failure lands here
@@ -115,15 +142,26 @@ def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_su
     return result
 
 
-def _cpu_samples(fn, rotation, calls):
+_perf_counter = time.perf_counter
+
+
+def _synchronize():
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def _cpu_samples(fn, rotation, calls, observe=_noop):
     samples = []
     for _ in range(calls):
-        args = rotation.next()
-        start = time.perf_counter()
+        k, args = rotation.next()
+        start = _perf_counter()
         out = fn(*args)
-        end = time.perf_counter()
+        end = _perf_counter()
+        sample = (end - start) * 1e3
+        observe("timed", k, out, sample)
         del out
-        samples.append((end - start) * 1e3)
+        samples.append(sample)
     return samples
 
 
@@ -141,16 +179,19 @@ def _sleep_cycles_per_ms():
     return cycles / max(start.elapsed_time(end), 1e-3)
 
 
-def _launch_hiding(fn, rotation):
+def _launch_hiding(fn, rotation, observe=_noop):
     """How long the GPU must sleep before each timed call to hide the host's launch latency."""
     import torch
 
     enqueue = []
     for _ in range(3):
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = fn(*rotation.next())
-        enqueue.append((time.perf_counter() - t0) * 1e3)
+        k, args = rotation.next()
+        t0 = _perf_counter()
+        out = fn(*args)
+        enqueue.append((_perf_counter() - t0) * 1e3)
+        torch.cuda.synchronize()
+        observe("probe", k, out, None)
         del out
     torch.cuda.synchronize()
     host_ms = max(enqueue)
@@ -158,7 +199,7 @@ def _launch_hiding(fn, rotation):
     return {"host_enqueue_ms": host_ms, "sleep_ms": sleep_ms, "sleep_cycles": int(sleep_ms * _sleep_cycles_per_ms())}
 
 
-def _cuda_samples(fn, rotation, device, calls, flush_l2, sleep_cycles=0):
+def _cuda_samples(fn, rotation, device, calls, flush_l2, sleep_cycles=0, observe=_noop):
     import torch
 
     flush = torch.empty(flush_bytes(device), dtype=torch.uint8, device=device) if flush_l2 else None
@@ -166,7 +207,7 @@ def _cuda_samples(fn, rotation, device, calls, flush_l2, sleep_cycles=0):
     end = torch.cuda.Event(enable_timing=True)
     samples = []
     for _ in range(calls):
-        args = rotation.next()
+        k, args = rotation.next()
         if flush is not None:
             flush.zero_()
         if sleep_cycles:
@@ -175,10 +216,106 @@ def _cuda_samples(fn, rotation, device, calls, flush_l2, sleep_cycles=0):
         out = fn(*args)
         end.record()
         torch.cuda.synchronize()
+        sample = start.elapsed_time(end)
+        observe("timed", k, out, sample)
         del out
-        samples.append(start.elapsed_time(end))
+        samples.append(sample)
     del flush
     return samples
+
+
+def profiled_samples(fn, rotation, device, calls, flush_l2, sleep_cycles, observe, trace):
+    """The timed calls of _cuda_samples, under torch.profiler (CUDA and CPU activity).
+
+    Each call is preceded on the current stream by the L2 flush (when on) and a GPU sleep (at least
+    one cycle: the marker), and wrapped on the host in record_function("anvil::call"). trace gets
+    "kernels": [{"name", "stream", "us", "call"}] for every GPU activity that is not the harness's
+    (the flush right before a marker, the marker itself), "cpu_ops": [names of ops recorded on any
+    thread inside a call's host range, or on another thread at any time], "marker_stream", "calls",
+    "markers" (how many marker kernels the trace holds: fewer than calls means the trace is
+    incomplete), "kernel_sum_ms" (summed device time of the candidate's activity per call), and
+    "profiler_error" when the profiler itself failed (samples are still returned)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    flush = torch.empty(flush_bytes(device), dtype=torch.uint8, device=device) if flush_l2 else None
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    samples = []
+    cycles = max(int(sleep_cycles), 1)
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof.__enter__()
+        try:
+            for _ in range(calls):
+                k, args = rotation.next()
+                if flush is not None:
+                    flush.zero_()
+                torch.cuda._sleep(cycles)
+                start.record()
+                with record_function("anvil::call"):
+                    out = fn(*args)
+                end.record()
+                torch.cuda.synchronize()
+                sample = start.elapsed_time(end)
+                observe("timed", k, out, sample)
+                del out
+                samples.append(sample)
+        finally:
+            try:
+                prof.__exit__(None, None, None)
+            except Exception as e:  # noqa: BLE001 - the profiler's failure, not the call's
+                trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
+    del flush
+    if "profiler_error" not in trace:
+        try:
+            _read_trace(prof, trace, calls, flush_l2)
+        except Exception as e:  # noqa: BLE001
+            trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
+    return samples
+
+
+def _read_trace(prof, trace, calls, flush_l2):
+    from torch.autograd import DeviceType
+
+    events = prof.profiler.kineto_results.events()
+    gpu, ranges, cpu = [], [], []
+    main_thread = None
+    for e in events:
+        if e.device_type() == DeviceType.CUDA:
+            gpu.append((e.start_ns(), e.duration_ns(), e.name(), e.device_resource_id()))
+        elif e.name() == "anvil::call":
+            ranges.append((e.start_ns(), e.start_ns() + e.duration_ns()))
+            main_thread = e.start_thread_id()
+        else:
+            cpu.append((e.start_ns(), e.start_thread_id(), e.name()))
+    gpu.sort()
+    markers = [g for g in gpu if "spin_kernel" in g[2]]
+    marker_stream = markers[0][3] if markers else None
+    harness = set()
+    for i, g in enumerate(gpu):
+        if "spin_kernel" in g[2]:
+            harness.add(i)
+            if flush_l2:  # the flush: the last activity on the marker stream before the marker
+                for j in range(i - 1, -1, -1):
+                    if gpu[j][3] == marker_stream:
+                        harness.add(j)
+                        break
+    kernels = [{"name": g[2], "stream": g[3], "us": g[1] / 1e3} for i, g in enumerate(gpu) if i not in harness]
+    ranges.sort()
+
+    def inside(t):
+        for a, b in ranges:
+            if a <= t <= b:
+                return True
+        return False
+
+    ops = [name for t, tid, name in cpu
+           if (tid != main_thread and main_thread is not None) or inside(t)]
+    trace.update(kernels=kernels, cpu_ops=ops, marker_stream=marker_stream, calls=calls, markers=len(markers),
+                 kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
 
 
 class _CallError(Exception):
@@ -202,7 +339,7 @@ def kernel_sum_ms(fn, rotation, calls):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             try:
                 for _ in range(calls):
-                    out = fn(*rotation.next())
+                    out = fn(*rotation.next()[1])
                     del out
                 torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - re-raised outside as the call's own error

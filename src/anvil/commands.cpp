@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
@@ -57,6 +58,29 @@ void print_task_error(const nlohmann::json& probe) {
                                                                                  : cause.c_str());
   std::string detail = trim(probe.value("detail", std::string()));
   if (!detail.empty() && detail != trim(cause)) std::fprintf(stderr, "%s\n", detail.c_str());
+}
+
+// "[task, scaled]"
+std::string bracketed(const nlohmann::json& names) {
+  std::vector<std::string> parts;
+  for (const auto& n : names) parts.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+  return "[" + join(parts, ", ") + "]";
+}
+
+// The lines `anvil vet` prints for one task.
+std::string vet_lines(const std::string& label, const std::string& status, const VetResult& r) {
+  std::string s = label + ": ";
+  if (status == "error") return s + "error: " + replace_all(r.error, "\n", "\n  ") + "\n";
+  s += status == "ok" ? "ok" : "flagged: " + join(r.flags(), ", ");
+  s += r.cached ? " (cached)\n" : "\n";
+  for (const char* kind : {"flags", "notes"}) {
+    for (const auto& f : r.report.value(kind, nlohmann::json::array())) {
+      s += std::string("  ") + (std::string(kind) == "notes" ? "note: " : "") + f.value("flag", std::string("?")) +
+           " " + bracketed(f.value("distributions", nlohmann::json::array())) + ": " +
+           f.value("detail", std::string()) + "\n";
+    }
+  }
+  return s;
 }
 
 }  // namespace
@@ -209,6 +233,103 @@ int cmd_eval(const EvalArgs& a) {
     std::fputs(r.summary().c_str(), stdout);
   }
   return 0;
+}
+
+int cmd_vet(const VetArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  VetOptions o;
+  o.device = a.device.empty() ? (env.gpus.empty() ? "cpu" : "cuda") : a.device;
+  o.preset = a.preset;
+  o.seed = a.seed;
+  o.timeout = std::chrono::seconds(a.timeout_s);
+  o.use_cache = a.use_cache;
+  try {
+    tolerance_preset(o.preset);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "anvil vet: %s\n", e.what());
+    return 2;
+  }
+  if (o.device != "cpu" && o.device != "cuda") {
+    std::fprintf(stderr, "anvil vet: unknown device '%s' (use cuda or cpu)\n", o.device.c_str());
+    return 2;
+  }
+  if (o.device == "cuda" && env.gpus.empty()) {
+    std::fprintf(stderr, "anvil vet: no GPU found: vet on the CPU with --device cpu, or on a GPU host\n");
+    return 2;
+  }
+  if (!env.torch.present) {
+    std::fprintf(stderr, "anvil vet: %s\n", env.probe_error.c_str());
+    return 2;
+  }
+  std::string err;
+  auto specs = list_tasks(env, a.target, &err);
+  if (!specs) {
+    std::fprintf(stderr, "anvil vet: %s\n", err.c_str());
+    return 2;
+  }
+  std::error_code ec;
+  bool is_dir = fs::is_directory(a.target, ec);
+  std::map<std::string, int> counts = {{"ok", 0}, {"flagged", 0}, {"error", 0}};
+  std::map<std::string, int> by_flag;
+  int cached = 0;
+  nlohmann::json tasks = nlohmann::json::array();
+  for (const std::string& spec : *specs) {
+    auto task = load_task(env, spec, &err);
+    VetResult r;
+    std::string label = is_dir ? fs::path(spec).lexically_relative(a.target).string() : spec;
+    if (!task) {
+      r.error = err;
+    } else {
+      if (!is_dir) label = task->name;
+      r = vet_task(env, *task, o);
+    }
+    std::string status = !r.ok ? "error" : r.flagged() ? "flagged" : "ok";
+    ++counts[status];
+    cached += r.cached ? 1 : 0;
+    for (const auto& f : r.flags()) ++by_flag[f];
+    nlohmann::json names = r.flags();
+    tasks.push_back({{"spec", spec},
+                     {"name", task ? task->name : spec},
+                     {"hash", task ? nlohmann::json(task->hash) : nlohmann::json(nullptr)},
+                     {"status", status},
+                     {"flags", names},
+                     {"error", r.ok ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
+                     {"cached", r.cached},
+                     {"report", r.report}});
+    if (!a.json) {
+      std::fputs(vet_lines(label, status, r).c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+  int total = static_cast<int>(specs->size());
+  if (a.json) {
+    nlohmann::json doc = {{"target", a.target},
+                          {"device", o.device},
+                          {"preset", o.preset},
+                          {"seed", o.seed},
+                          {"tasks", tasks},
+                          {"summary",
+                           {{"tasks", total},
+                            {"ok", counts["ok"]},
+                            {"flagged", counts["flagged"]},
+                            {"errors", counts["error"]},
+                            {"cached", cached},
+                            {"flags", by_flag}}}};
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else {
+    std::string line = "vetted " + std::to_string(total) + (total == 1 ? " task" : " tasks") + " on " + o.device +
+                       " (preset " + o.preset + "): " + std::to_string(counts["ok"]) + " ok, " +
+                       std::to_string(counts["flagged"]) + " flagged, " + std::to_string(counts["error"]) +
+                       (counts["error"] == 1 ? " error" : " errors");
+    if (cached) line += "; " + std::to_string(cached) + " from the cache";
+    std::string flags;
+    for (const auto& [flag, n] : by_flag) flags += (flags.empty() ? "" : ", ") + flag + " " + std::to_string(n);
+    if (!flags.empty()) line += "; " + flags;
+    std::printf("%s\n", line.c_str());
+  }
+  if (counts["error"] > 0) return 2;
+  return counts["flagged"] > 0 ? 1 : 0;
 }
 
 int cmd_env(bool json, bool refresh) {

@@ -4,11 +4,13 @@
 // anvil could not do its work).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "anvil/env/build.h"
 #include "anvil/env/eval.h"
+#include "anvil/env/vet.h"
 
 namespace anvil {
 
@@ -47,6 +49,20 @@ struct EvalArgs {
 };
 // 0: evaluated, whatever the outcome; 2: could not evaluate.
 int cmd_eval(const EvalArgs& a);
+
+struct VetArgs {
+  std::string target;  // a task (FILE or DATASET#ROW), a directory of task files, or a dataset
+  std::string device;  // cpu | cuda; empty: cuda when a GPU is present, else cpu
+  std::string preset = "strict";
+  uint32_t seed = 0;
+  int timeout_s = 600;  // per task
+  bool use_cache = true;
+  bool json = false;
+};
+// One line per task (ok, its flags, or the error) and a summary, or one JSON
+// document. 0: no task flagged; 1: some task flagged; 2: could not vet
+// (usage, environment, or a task that could not be loaded or run).
+int cmd_vet(const VetArgs& a);
 
 int cmd_env(bool json, bool refresh);
 int cmd_cache(const std::string& action);

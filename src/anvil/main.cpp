@@ -72,6 +72,17 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--gpu", ev.opts.gpu, "GPU index (default 0)");
   eval_cmd->add_option("--device", ev.opts.device, "cuda or cpu (default: from the candidate)");
   eval_cmd->add_option("--arch", ev.opts.build.arch, "target architecture for the build");
+  bool no_defenses = false;
+  eval_cmd->add_flag("--no-defenses", no_defenses,
+                     "turn the anti-hacking defenses off (only to measure their cost; docs/anti-hacking.md)");
+  bool no_vet = false;
+  eval_cmd->add_flag("--no-vet", no_vet, "do not vet the task for degenerate outputs");
+  eval_cmd->add_flag("--allow-lower-precision", ev.opts.allow_lower_precision,
+                     "accept outputs and compute below the reference's precision (TF32, fp16)");
+  eval_cmd->add_option("--roofline-bandwidth", ev.opts.roofline_bandwidth,
+                       "memory bandwidth for the speed-of-light floor, bytes/s (default: measured)");
+  eval_cmd->add_option("--roofline-flops", ev.opts.roofline_flops,
+                       "peak rate for the speed-of-light floor, flop/s (default: measured)");
   eval_cmd->add_option("--zygote", ev.opts.zygote_socket,
                        "runner source: auto (default: a warm zygote, started on first use), none (a fresh "
                        "process), or the socket of a running python -m anvil.zygote");
@@ -81,6 +92,8 @@ int main(int argc, char** argv) {
     ev.opts.hide_launch = !show_launch;
     ev.opts.kernel_sum = !no_kernel_sum;
     ev.opts.use_baseline_cache = !no_baseline_cache;
+    ev.opts.defenses = !no_defenses;
+    ev.opts.vet = !no_vet;
     ev.opts.timeout = std::chrono::seconds(timeout_s);
     status = anvil::cmd_eval(ev);
   });
@@ -93,6 +106,23 @@ int main(int argc, char** argv) {
   show_cmd->add_flag("--json", show.json, "print JSON");
   show_cmd->add_flag("!--no-forward", show.forward, "do not run the reference forward");
   show_cmd->callback([&] { status = anvil::cmd_task_show(show); });
+
+  anvil::VetArgs vet;
+  bool vet_no_cache = false;
+  auto* vet_cmd = app.add_subcommand(
+      "vet", "flag degenerate tasks: outputs that are zero, tiny, constant, an input, or independent of the input");
+  vet_cmd->add_option("target", vet.target, "a task (FILE or DATASET#ROW), a directory of task files, or a dataset")
+      ->required();
+  vet_cmd->add_option("--device", vet.device, "cuda or cpu (default: cuda when a GPU is present)");
+  vet_cmd->add_option("--preset", vet.preset, "tolerances: strict (default) or paper (atol=rtol=1e-2)");
+  vet_cmd->add_option("--seed", vet.seed, "base seed: the task's inputs of seed+1 and seed+2 (default 0)");
+  vet_cmd->add_option("--timeout", vet.timeout_s, "wall-clock limit per task, seconds (default 600)");
+  vet_cmd->add_flag("--no-cache", vet_no_cache, "vet again instead of using cached reports");
+  vet_cmd->add_flag("--json", vet.json, "print one JSON document");
+  vet_cmd->callback([&] {
+    vet.use_cache = !vet_no_cache;
+    status = anvil::cmd_vet(vet);
+  });
 
   bool env_json = false, env_refresh = false;
   auto* env_cmd = app.add_subcommand("env", "show the build environment (compilers, torch, GPUs)");

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "anvil/env/task.h"
+#include "anvil/env/vet.h"
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
@@ -67,7 +68,8 @@ std::string baseline_key(const Environment& env, const std::string& task_hash, c
       .add("driver", env.driver)
       .add("torch", env.torch.version + "|" + env.torch.cuda)
       .add("flags", request["flags"].dump())
-      .add("timing", request["timing"].dump());
+      .add("timing", request["timing"].dump())
+      .add("defended", request.value("defenses", nlohmann::json(false)).is_object() ? "1" : "0");
   return h.hex();
 }
 
@@ -182,6 +184,15 @@ bool zygote_answers(const std::string& path) {
 std::string ensure_zygote(const Environment& env, std::string* err) {
   Hasher h;
   h.add("env", env.fingerprint).add("cache", env.cache.string()).add("python", env.python.string());
+  // The zygote has anvil's Python package loaded: a changed package needs a new one.
+  std::error_code dec;
+  for (const auto& entry : fs::directory_iterator(env.home / "python" / "anvil", dec)) {
+    if (entry.path().extension() != ".py") continue;
+    std::error_code tec;
+    auto mtime = fs::last_write_time(entry.path(), tec);
+    h.add(entry.path().filename().string(), std::to_string(mtime.time_since_epoch().count()) + ":" +
+                                                std::to_string(fs::file_size(entry.path(), tec)));
+  }
   std::string name = "zygote-" + h.hex().substr(0, 16) + ".sock";
   fs::path dir = env.cache / "zygote";
   if ((dir / name).string().size() >= sizeof(sockaddr_un{}.sun_path)) {
@@ -296,6 +307,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
        {"task", nullptr},
        {"candidate", {{"path", opts.candidate}}},
        {"outcome", nullptr},
+       {"reason", nullptr},
        {"reward", -1},
        {"correct", false},
        {"message", ""},
@@ -401,6 +413,27 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   }
   if (device != "cuda" && device != "cpu") return fail("unknown device '" + device + "' (use cuda or cpu)");
 
+  // Task vetting (cached per task and environment): a degenerate task is named in the result.
+  std::string vet_note;
+  if (opts.vet) {
+    VetOptions vo;
+    vo.device = device;
+    vo.gpu = opts.gpu;
+    vo.preset = opts.preset;
+    VetResult v = vet_task(env, *task, vo);
+    if (v.ok) {
+      j["task"]["flags"] = v.report.value("flags", nlohmann::json::array());
+      j["task"]["vet_notes"] = v.report.value("notes", nlohmann::json::array());
+      for (const auto& f : j["task"]["flags"]) {
+        vet_note += (vet_note.empty() ? "" : "; ") + f.value("flag", std::string()) + ": " +
+                    f.value("detail", std::string());
+      }
+      if (!vet_note.empty()) vet_note = "the task is degenerate (a trivial answer may pass): " + vet_note;
+    } else {
+      j["task"]["vet_error"] = v.error;
+    }
+  }
+
   // The request.
   uint32_t seed = opts.seed ? *opts.seed : static_cast<uint32_t>(std::random_device{}() & 0x7fffffff);
   nlohmann::json measure = nlohmann::json::array({"candidate"});
@@ -425,6 +458,19 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
         {"kernel_sum", opts.kernel_sum && device == "cuda"},
         {"hide_launch", opts.hide_launch && device == "cuda"},
         {"compile_mode", opts.compile_mode}}}};
+  if (opts.defenses) {
+    nlohmann::json roofline = nlohmann::json::object();
+    if (opts.roofline_bandwidth > 0) roofline["bandwidth_bytes_per_s"] = opts.roofline_bandwidth;
+    if (opts.roofline_flops > 0) roofline["flops_per_s"] = opts.roofline_flops;
+    fs::path cuobjdump = env.cuda_home / "bin" / "cuobjdump";
+    request["defenses"] = {{"enabled", true},
+                           {"allow_lower_precision", opts.allow_lower_precision},
+                           {"roofline", roofline},
+                           {"cuobjdump", fs::exists(cuobjdump, ec) ? nlohmann::json(cuobjdump.string())
+                                                                   : nlohmann::json(nullptr)}};
+  } else {
+    request["defenses"] = false;
+  }
 
   // Baselines: cached per task, GPU, driver, torch, CUDA, flags and timing method.
   std::string bkey = baseline_key(env, task->hash, request, device);
@@ -501,6 +547,9 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   }
   if (report.is_object()) {
     j["env"] = report.value("env", nlohmann::json());
+    if (report.contains("defenses")) j["defenses"] = report["defenses"];
+    if (report.contains("hack")) j["hack"] = report["hack"];
+    if (report.contains("reason")) j["reason"] = report["reason"];
     j["verify"] = report.value("verify", nlohmann::json());
     if (j["verify"].is_object()) {
       j["verify"]["preset"] = opts.preset;
@@ -530,13 +579,19 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   }
   if (!report["outcome"].is_null()) {
     std::string outcome = report["outcome"].get<std::string>();
-    static const std::vector<std::string> known = {"task_error", "load_error", "runtime_error", "wrong_answer"};
+    static const std::vector<std::string> known = {"task_error", "load_error", "runtime_error", "wrong_answer",
+                                                   "hack_suspected"};
     if (std::find(known.begin(), known.end(), outcome) == known.end()) outcome = "runtime_error";
     std::string message = report.value("message", std::string());
     std::string detail = report.value("detail", std::string());
-    if (!detail.empty() && outcome != "wrong_answer" && detail.find(message) == std::string::npos) {
+    if (report.value("reason", nlohmann::json()) == "process_died") {
+      // The candidate's process died: what it printed last is the best evidence.
+      message += "\n" + tail_lines(j["output_tail"].get<std::string>(), 8);
+    } else if (outcome == "hack_suspected" || outcome == "wrong_answer") {
+      // The message says it; the detail (every finding) stays in the report's hack object.
+    } else if (!detail.empty() && detail.find(message) == std::string::npos) {
       message += "\n" + tail_lines(detail, 12);
-    } else if (!detail.empty() && outcome != "wrong_answer") {
+    } else if (!detail.empty()) {
       message = tail_lines(detail, 12);
     }
     return finish(outcome, message);
@@ -602,6 +657,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     }
   }
   j["seconds"]["total"] = since(t0);
+  if (!vet_note.empty()) note = note.empty() ? vet_note : note + "\n" + vet_note;
   return finish("ok", note);
 }
 

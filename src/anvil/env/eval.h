@@ -43,6 +43,13 @@ struct EvalOptions {
   std::string compile_mode = "default";  // torch.compile mode; "none" skips the compile baseline
   bool allow_tf32 = false;             // the reference's semantics by default
   bool use_baseline_cache = true;
+  // Anti-hacking defenses (docs/anti-hacking.md): on by default; off only to
+  // measure what they cost.
+  bool defenses = true;
+  bool vet = true;                      // vet the task (cached) and name its flags in the result
+  bool allow_lower_precision = false;   // allow outputs/compute below the reference's precision
+  double roofline_bandwidth = 0;        // bytes/s; 0: measured on the GPU
+  double roofline_flops = 0;            // flop/s; 0: measured on the GPU
   // Isolation.
   std::chrono::seconds timeout{600};
   size_t memory_limit_bytes = 64ull << 30;  // resident memory of the runner

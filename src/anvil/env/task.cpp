@@ -1,6 +1,8 @@
 #include "anvil/env/task.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <string_view>
 
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
@@ -61,7 +63,7 @@ std::optional<Task> load_task(const Environment& env, const std::string& spec, s
     return std::nullopt;
   }
   if (t.row < 0) {
-    if (ends_with(path, ".jsonl") || ends_with(path, ".parquet")) {
+    if (is_dataset_path(path)) {
       *err = "task " + spec + " is a dataset: name one row as " + path + "#ROW";
       return std::nullopt;
     }
@@ -131,6 +133,101 @@ std::optional<Task> load_task(const Environment& env, const std::string& spec, s
   }
   t.hash = sha256_hex(t.code);
   return t;
+}
+
+bool is_dataset_path(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".parquet"); }
+
+std::optional<long> count_dataset_rows(const Environment& env, const std::string& path, std::string* err) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    *err = "dataset " + path + " does not exist";
+    return std::nullopt;
+  }
+  if (ends_with(path, ".jsonl")) {
+    auto text = read_file(path);
+    if (!text) {
+      *err = "cannot read dataset " + path;
+      return std::nullopt;
+    }
+    long rows = 0;
+    for (const auto& line : split_lines(*text)) rows += trim(line).empty() ? 0 : 1;
+    return rows;
+  }
+  if (!ends_with(path, ".parquet")) {
+    *err = "dataset " + path + " must be .jsonl or .parquet";
+    return std::nullopt;
+  }
+  SubprocessResult r = run_python(env, {"-m", "anvil.dataset", path, "--count"});
+  auto j = nlohmann::json::parse(r.output, nullptr, false);
+  if (!j.is_object()) {
+    *err = "counting the rows of " + path + " failed (" + r.describe() + "): " + tail_lines(r.err_output, 3);
+    return std::nullopt;
+  }
+  if (!j.value("ok", false) || !j.contains("count") || !j["count"].is_number_integer()) {
+    *err = path + ": " + j.value("error", std::string("anvil.dataset gave no row count"));
+    return std::nullopt;
+  }
+  return j["count"].get<long>();
+}
+
+bool natural_less(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && digit(a[ie])) ++ie;
+      while (je < b.size() && digit(b[je])) ++je;
+      std::string_view na(a.data() + i, ie - i), nb(b.data() + j, je - j);
+      while (na.size() > 1 && na[0] == '0') na.remove_prefix(1);
+      while (nb.size() > 1 && nb[0] == '0') nb.remove_prefix(1);
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+      i = ie;
+      j = je;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  if ((a.size() - i) != (b.size() - j)) return a.size() - i < b.size() - j;
+  return a < b;  // equal up to leading zeros: any fixed order
+}
+
+std::optional<std::vector<std::string>> list_tasks(const Environment& env, const std::string& target,
+                                                   std::string* err) {
+  std::error_code ec;
+  if (fs::is_directory(target, ec)) {
+    std::vector<std::string> rels;
+    for (const fs::path& rel : list_files(target)) {
+      if (rel.extension() != ".py") continue;
+      bool skip = false;
+      for (const auto& part : rel.parent_path()) {
+        std::string p = part.string();
+        skip = skip || p == "__pycache__" || (!p.empty() && p[0] == '.');
+      }
+      if (!skip) rels.push_back(rel.string());
+    }
+    if (rels.empty()) {
+      *err = "no task files (*.py) under " + target;
+      return std::nullopt;
+    }
+    std::sort(rels.begin(), rels.end(), natural_less);
+    std::vector<std::string> specs;
+    for (const auto& rel : rels) specs.push_back((fs::path(target) / rel).string());
+    return specs;
+  }
+  if (!is_dataset_path(target)) return std::vector<std::string>{target};  // FILE or DATASET#ROW
+  auto rows = count_dataset_rows(env, target, err);
+  if (!rows) return std::nullopt;
+  if (*rows == 0) {
+    *err = "dataset " + target + " has no rows";
+    return std::nullopt;
+  }
+  std::vector<std::string> specs;
+  for (long i = 0; i < *rows; ++i) specs.push_back(target + "#" + std::to_string(i));
+  return specs;
 }
 
 nlohmann::json probe_task(const Environment& env, const Task& task, bool run_forward) {

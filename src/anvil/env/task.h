@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,25 @@ struct Task {
 // `python -m anvil.dataset`. Returns nullopt with a specific message (a
 // task_error) in *err.
 std::optional<Task> load_task(const Environment& env, const std::string& spec, std::string* err);
+
+// Whether `path` names a dataset (.jsonl or .parquet) rather than a task file.
+bool is_dataset_path(const std::string& path);
+
+// The number of rows of a dataset, so that DATASET#0 .. DATASET#(n-1) name its
+// tasks: JSONL rows (non-blank lines) are counted here, Parquet rows through
+// `python -m anvil.dataset FILE --count`. Returns nullopt with a message in *err.
+std::optional<long> count_dataset_rows(const Environment& env, const std::string& path, std::string* err);
+
+// The task specs a target names: a task (FILE or DATASET#ROW) names itself; a
+// directory, every *.py file under it (recursively, hidden and __pycache__
+// directories skipped) in natural order (level1/2_a.py before level1/10_b.py);
+// a dataset (.jsonl, .parquet), DATASET#0 .. DATASET#(n-1). Returns nullopt
+// with a message in *err (a missing target, an empty directory or dataset).
+std::optional<std::vector<std::string>> list_tasks(const Environment& env, const std::string& target,
+                                                   std::string* err);
+
+// Whether a comes before b in natural order: runs of digits compare as numbers.
+bool natural_less(const std::string& a, const std::string& b);
 
 // Imports the task in a Python subprocess (`python -m anvil.task_probe`) and
 // returns its description; on a broken task, {"ok": false, "outcome":

@@ -1,0 +1,599 @@
+"""The judge: the evaluation with the defenses on (docs/anti-hacking.md).
+
+The runner process becomes the judge. Before it touches CUDA it forks the candidate's process
+(anvil.candidate), the only one that ever imports candidate code, and makes itself non-dumpable.
+The judge never runs candidate code: it builds the reference from the task, computes every
+expected output itself, receives the candidate's outputs as copies (anvil.channel), and decides:
+
+  wrong_answer     an output differs from the judge's reference (reason "mismatch"), holds the
+                   NaN sentinel bytes where the reference is finite ("unwritten_output"), or the
+                   candidate modified an input ("input_mutated");
+  hack_suspected   with the first of these reasons, in this order (all are listed):
+                   harness_patched, lazy_output, threads, torch_fallback, timing_escape,
+                   side_stream, no_kernels, foreign_work, timed_output_mismatch, precision,
+                   below_roofline.
+
+Everything the candidate's process reports is evidence, not a verdict: its samples and
+checksums are checked here against the judge's own reference for the same inputs, its time
+against a speed-of-light floor the judge measures, and its outputs' accuracy against a float64
+reference. Timing of eager and torch.compile happens here, after the candidate's process has
+ended, with the same per-call inputs and method.
+"""
+import copy
+import math
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from anvil import channel, compare, policy, sandbox, timing
+from anvil.runner import (DETAIL_LINES, Evaluation, Outcome, _map_tensors, _raised, _tensor_pairs, _trace,
+                          new_report, tail)
+
+REASONS = ("harness_patched", "lazy_output", "threads", "torch_fallback", "timing_escape", "side_stream",
+           "no_kernels", "foreign_work", "timed_output_mismatch", "precision", "below_roofline")
+CHECKED_CALLS = 4       # timed calls whose outputs are checked in full, chosen in secret (plus the last)
+ESCAPE_SLACK = 1.25     # kernel time per call may exceed the events' time by this factor ...
+ESCAPE_FLOOR_MS = 0.005  # ... plus this, before the work is said to have escaped the timed region
+PRECISION_FLOOR = {"float32": 2.0 ** -14, "float64": 2.0 ** -40}
+LOWER = {"float64": ("float32", "float16", "bfloat16"), "float32": ("float16", "bfloat16"),
+         "float16": (), "bfloat16": ()}
+
+
+class Hack(Exception):
+    def __init__(self, reason, message, evidence=None):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.evidence = evidence or {}
+
+
+def _sentinel_count(got, expected):
+    """Elements of got whose bytes are all 0xFF (the sentinel of fresh memory) where expected is
+    finite."""
+    import torch
+
+    if got.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16) or got.shape != expected.shape:
+        return 0
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[got.element_size()]
+    bits = got.contiguous().view(ints)
+    hit = (bits == -1) if ints is not torch.uint8 else (bits == 255)
+    finite = torch.isfinite(expected.to(got.device))
+    return int((hit & finite).sum().item())
+
+
+def _floating_leaves(value):
+    import torch
+
+    out = []
+    for name, got, exp in _tensor_pairs(value[0], value[1], "output"):
+        if isinstance(got, torch.Tensor) and isinstance(exp, torch.Tensor):
+            out.append((name, got, exp))
+    return out
+
+
+def find_cuobjdump(hint=None):
+    candidates = [hint, shutil.which("cuobjdump")]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(os.path.join(os.environ[var], "bin", "cuobjdump"))
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(os.path.join(os.path.dirname(os.path.realpath(nvcc)), "cuobjdump"))
+    candidates.append("/usr/local/cuda/bin/cuobjdump")
+    try:
+        import triton
+
+        candidates.append(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump"))
+    except Exception:  # noqa: BLE001
+        pass
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def kernel_names(modules, cuobjdump):
+    """Demangled and base names of the GPU kernels (entry functions) in the given shared objects."""
+    mangled = []
+    for path in modules:
+        try:
+            out = subprocess.run([cuobjdump, "-symbols", path], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in out.stdout.splitlines():
+            if "STO_ENTRY" in line:
+                mangled.append(line.split()[-1])
+    names = set(mangled)
+    filt = shutil.which("c++filt")
+    if mangled and filt:
+        try:
+            out = subprocess.run([filt], input="\n".join(mangled), capture_output=True, text=True, timeout=60)
+            names.update(line.strip() for line in out.stdout.splitlines() if line.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
+    names.update(policy._base_name(n) for n in list(names))
+    return names
+
+
+def measure_peaks(device):
+    """The device's copy bandwidth (bytes/s, counting read and write) and dense bf16 matmul rate
+    (flop/s), best of a few runs each."""
+    import torch
+
+    n = 1 << 28  # 1 GiB of bytes
+    src = torch.empty(n, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(4):
+        start.record()
+        dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    bandwidth = 2 * n / best
+    del src, dst
+    m = 8192
+    a = torch.randn(m, m, device=device, dtype=torch.bfloat16)
+    b = torch.randn(m, m, device=device, dtype=torch.bfloat16)
+    best = float("inf")
+    for _ in range(4):
+        start.record()
+        torch.mm(a, b)
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    return {"bandwidth_bytes_per_s": bandwidth, "flops_per_s": 2 * m ** 3 / best, "measured": True}
+
+
+class Judge(Evaluation):
+    """One defended evaluation (see the module docstring)."""
+
+    def __init__(self, request, report):
+        super().__init__(request, report)
+        self.defenses = request["defenses"]
+        self.report["defenses"] = {"enabled": True}
+        self.child = None
+        self.expected = {}
+        self.samples = {}
+        self.cand_timing = None
+        self.trace = None
+        self.done_ops = {}
+        self.own_names = None
+        self.hacks = []
+        self.checked_calls = set()
+        self.timed_checked = 0
+        self.precision = None
+        self.roofline = None
+
+    # -- the fork -----------------------------------------------------------------------------
+    def fork_candidate(self):
+        import torch  # noqa: F401 - imported before the fork (CUDA is not touched)
+
+        from anvil import runner
+
+        judge_end, cand_end = channel.pair()
+        pid = os.fork()
+        if pid == 0:
+            judge_end.close()
+            if runner._REPORT_FD is not None:
+                try:
+                    os.close(runner._REPORT_FD)
+                except OSError:
+                    pass
+            from anvil import candidate
+
+            candidate.main(Evaluation(self.req, new_report()), cand_end)  # never returns
+        cand_end.close()
+        self.sock = judge_end
+        self.child = pid
+        err = sandbox.judge_private()
+        self.report["defenses"]["judge"] = "non-dumpable" if err is None else err
+
+    def end_child(self, kill=True):
+        """Reap the candidate's process; returns its wait status text."""
+        if self.child is None:
+            return ""
+        if kill:
+            try:
+                os.kill(self.child, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            _, status = os.waitpid(self.child, 0)
+        except ChildProcessError:
+            status = 0
+        self.child = None
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            return "was killed by signal %d (%s)" % (sig, signal.Signals(sig).name if sig in
+                                                    signal.valid_signals() else "?")
+        return "exited with code %d" % os.WEXITSTATUS(status)
+
+    # -- messages -----------------------------------------------------------------------------
+    def recv(self):
+        try:
+            return channel.recv(self.sock)
+        except channel.ChannelClosed:
+            how = self.end_child(kill=False)
+            raise Outcome("runtime_error", "the candidate's process %s before the evaluation finished" % how,
+                          reason="process_died")
+
+    def serve(self):
+        while True:
+            msg = self.recv()
+            kind = msg.get("type")
+            if kind == "hello":
+                self.report["defenses"]["sandbox"] = msg.get("sandbox")
+            elif kind == "build":
+                from anvil import load_inline
+
+                out_dir = os.path.join(os.path.dirname(os.path.abspath(self.req["candidate_dir"])), "inline")
+                reply = load_inline.build_spec_locally(msg["spec"], out_dir)
+                channel.send(self.sock, {"type": "built", "reply": reply})
+            elif kind == "fail":
+                raise Outcome(msg.get("outcome") or "runtime_error", msg.get("message", ""), msg.get("detail", ""),
+                              reason=msg.get("reason"))
+            elif kind == "hack":
+                raise Hack(msg.get("reason"), msg.get("message", ""), msg.get("evidence"))
+            elif kind == "loaded":
+                self.loaded(msg.get("modules") or [])
+            elif kind == "output":
+                self.judge_output(msg)
+            elif kind == "ready_to_time":
+                self.before_timing()
+                channel.send(self.sock, {"type": "go"})
+            elif kind == "sample":
+                self.samples[msg["k"]] = msg
+                channel.send(self.sock, {"type": "check" if msg["k"] in self.checked_calls else "next"})
+            elif kind == "timed_output":
+                self.judge_timed_output(msg)
+                channel.send(self.sock, {"type": "next"})
+            elif kind == "timing":
+                self.cand_timing = msg.get("result") or {}
+                self.trace = msg.get("trace")
+            elif kind == "done":
+                self.done_ops = msg.get("ops") or {}
+                return
+            else:
+                raise Outcome("runtime_error", "the candidate's process sent an unknown message %r" % (kind,))
+
+    # -- verification -------------------------------------------------------------------------
+    def loaded(self, modules):
+        if self.device.type != "cuda":
+            return
+        tops = [os.path.dirname(os.path.abspath(self.req["candidate_dir"]))]
+        if os.environ.get("ANVIL_CACHE"):
+            tops.append(os.path.realpath(os.environ["ANVIL_CACHE"]))
+        mine = [m for m in modules if any(os.path.realpath(m).startswith(t.rstrip("/") + "/") for t in tops)]
+        tool = find_cuobjdump(self.defenses.get("cuobjdump"))
+        self.report["defenses"]["modules"] = mine
+        if tool is None:
+            self.report["defenses"]["own_kernels"] = "unknown: cuobjdump not found"
+            return
+        self.own_names = kernel_names(mine, tool)
+        self.report["defenses"]["own_kernels"] = sorted(n for n in self.own_names if "(" not in n)[:50]
+
+    def expected_for(self, trial):
+        if trial in self.expected:
+            return self.expected[trial]
+        seed = self.req["seed"] + 1 + trial
+        pristine = self.inputs(seed)
+        if trial == 0:
+            first, _second = self.check_reference(pristine, seed)
+            self.pristine0 = pristine
+        else:
+            first = self.call_reference(pristine, "trial %d (seed %d)" % (trial, seed))
+            bad = compare.nonfinite(first)
+            if bad:
+                raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
+        self.expected = {trial: first}  # one trial's reference alive at a time
+        return first
+
+    def judge_output(self, msg):
+        trial, call = msg["trial"], msg["call"]
+        seed = self.req["seed"] + 1 + trial
+        where = "trial %d (seed %d)%s" % (trial, seed, ", second call" if call else "")
+        if msg.get("ops"):
+            raise Hack("torch_fallback", self._ops_message(msg["ops"], where), {"ops": msg["ops"]})
+        expected = self.expected_for(trial)
+        got = _map_tensors(msg["value"], lambda t: t.to(self.device))
+        self.check_dtypes(got, expected, where)
+        lines = compare.compare(got, expected, self.req["tolerance"])
+        verify = self.report["verify"]
+        if call == 1:
+            verify["trials"].append({"seed": seed, "ok": not lines, "report": "\n".join(lines)})
+            verify["passed" if not lines else "failed"] += 1
+        if lines:
+            if call == 0:
+                verify["trials"].append({"seed": seed, "ok": False, "report": "\n".join(lines)})
+                verify["failed"] += 1
+            unwritten = sum(_sentinel_count(g, e) for _n, g, e in _floating_leaves((got, expected)))
+            if unwritten:
+                raise Outcome("wrong_answer", "%s: %d output elements were never written (they still hold the NaN "
+                              "sentinel that fills fresh memory)\n%s" % (where, unwritten, "\n".join(lines)),
+                              reason="unwritten_output")
+            raise Outcome("wrong_answer", "%s, %s" % (where, "\n".join(lines)), tail("\n".join(lines), DETAIL_LINES),
+                          reason="mismatch")
+        if trial == 0 and call == 0:
+            self.check_precision(got, expected)
+            self.count_work(expected)
+
+    @staticmethod
+    def _ops_message(ops, where):
+        names = ", ".join("%s (x%d)" % (k, v) for k, v in sorted(ops.items(), key=lambda kv: -kv[1])[:8])
+        return ("%s: the candidate's forward computed with torch instead of its own kernels: %s. Only tensor "
+                "creation, views, metadata and copies may run through torch; compute must be your kernels "
+                "(cuBLAS/cuDNN from C++ where allowed)" % (where, names))
+
+    def check_dtypes(self, got, expected, where):
+        if self.defenses.get("allow_lower_precision"):
+            return
+        for name, g, e in _floating_leaves((got, expected)):
+            gd, ed = compare.dtype_name(g.dtype), compare.dtype_name(e.dtype)
+            if gd in LOWER.get(ed, ()):
+                raise Hack("precision", "%s: %s is %s but the reference's is %s: a lower-precision output is not "
+                           "allowed" % (where, name, gd, ed))
+
+    def check_precision(self, got, expected):
+        """Accuracy against a float64 run of the reference on trial 0's inputs; a candidate much
+        less accurate than the reference itself computed at a lower precision (TF32, fp16)."""
+        torch = self.torch
+        if self.defenses.get("allow_lower_precision") or self.req["flags"].get("allow_tf32"):
+            self.precision = {"checked": False, "why": "lower precision allowed"}
+            return
+        leaves = [(n, g, e) for n, g, e in _floating_leaves((got, expected))
+                  if compare.dtype_name(e.dtype) in PRECISION_FLOOR]
+        if not leaves:
+            self.precision = {"checked": False, "why": "no float32/float64 output"}
+            return
+        try:
+            ref64 = copy.deepcopy(self.ref).double()
+            args = _map_tensors(self.pristine0, lambda t: t.double() if t.is_floating_point() else t.clone())
+            self.pin_flags()
+            with torch.no_grad():
+                out64 = ref64(*args)
+            self.sync()
+            del ref64
+        except BaseException as e:  # noqa: BLE001 - a model without float64 support: not checked
+            self.precision = {"checked": False, "why": "the reference does not run in float64: %s" % _raised(e, "it")}
+            return
+        by_name = {n: t for n, t, _ in _tensor_pairs(out64, expected, "output")}
+        worst = None
+        for name, g, e in leaves:
+            r = by_name.get(name)
+            if r is None or tuple(r.shape) != tuple(g.shape):
+                continue
+            norm = r.double().norm().item()
+            if not norm or not math.isfinite(norm):
+                continue
+            err_c = (g.double() - r).norm().item() / norm
+            err_r = (e.double() - r).norm().item() / norm
+            limit = max(self.defenses["precision_ratio"] * err_r, PRECISION_FLOOR[compare.dtype_name(e.dtype)])
+            entry = {"output": name, "candidate_error": err_c, "reference_error": err_r, "limit": limit}
+            if worst is None or err_c / limit > worst["candidate_error"] / worst["limit"]:
+                worst = entry
+        self.precision = dict(worst or {}, checked=worst is not None)
+
+    def count_work(self, expected):
+        """Bytes the call must move and flops the reference does, for the roofline floor."""
+        if self.device.type != "cuda":
+            return
+        torch = self.torch
+        nbytes = sum(t.numel() * t.element_size() for _n, t, _ in _tensor_pairs(self.pristine0, self.pristine0, "in"))
+        nbytes += sum(t.numel() * t.element_size() for _n, t, _ in _tensor_pairs(expected, expected, "out"))
+        flops = 0
+        try:
+            from torch.utils.flop_counter import FlopCounterMode
+
+            args = _map_tensors(self.pristine0, lambda t: t.clone())
+            counter = FlopCounterMode(display=False)
+            with torch.no_grad(), counter:
+                self.ref(*args)
+            flops = int(counter.get_total_flops())
+        except BaseException:  # noqa: BLE001 - no flop count: the floor uses bytes alone
+            flops = 0
+        self.roofline = {"bytes": nbytes, "flops": flops}
+
+    # -- timing ---------------------------------------------------------------------------------
+    def total_calls(self):
+        t = self.req["timing"]
+        probes = 3 if self.device.type == "cuda" and t.get("hide_launch", True) else 0
+        return t["warmup"] + probes + t["calls"]
+
+    def before_timing(self):
+        """The judge's own GPU work, done before the candidate's timing starts; and the secret
+        choice of the timed calls whose outputs will be checked in full."""
+        import random
+
+        if self.device.type == "cuda" and self.roofline is not None:
+            given = self.defenses.get("roofline") or {}
+            peaks = dict(given) if given.get("bandwidth_bytes_per_s") else measure_peaks(self.device)
+            if not peaks.get("flops_per_s"):
+                peaks["flops_per_s"] = measure_peaks(self.device)["flops_per_s"]
+            self.roofline.update(peaks)
+        total = self.total_calls()
+        rng = random.SystemRandom()
+        self.checked_calls = set(rng.sample(range(total), min(CHECKED_CALLS, total))) | {total - 1}
+        self.sync()
+
+    def judge_timed_output(self, msg):
+        """A timed call's output against the reference for that call's inputs."""
+        k = msg["k"]
+        self.pin_flags()
+        with self.torch.no_grad():
+            expected = self.ref(*self.call_inputs(k))
+        self.sync()
+        got = _map_tensors(msg["value"], lambda t: t.to(self.device))
+        lines = compare.compare(got, expected, self.req["tolerance"])
+        self.timed_checked += 1
+        del expected
+        self.sync()
+        if lines:
+            raise Hack("timed_output_mismatch", "timed call %d (fresh inputs of seed %d) returned an output that is "
+                       "not the answer for its inputs, though verification passed: outputs must be computed from "
+                       "each call's inputs, never cached or reused. %s" % (k, self.req["seed"] + 1000 + k, lines[0]))
+
+    def time_models(self):
+        """eager and torch.compile, as the candidate was timed (fresh inputs per call, profiled)."""
+        t = self.req["timing"]
+        results = self.report["timing"]
+        for name in t["measure"]:
+            if name == "candidate":
+                continue
+            self.stage = "timing"
+            if name == "compile":
+                results["compile"] = self.time_compile(None)
+                continue
+            try:
+                results[name] = self.time_reference_model(self.ref, t["warmup"])
+            except Outcome:
+                raise
+            except BaseException as e:  # noqa: BLE001
+                raise Outcome("task_error", "while timing: %s" % _raised(e, "the reference Model"), _trace(e))
+
+    def time_reference_model(self, model, warmup):
+        t = self.req["timing"]
+        trace = {} if self.device.type == "cuda" else None
+        self.pin_flags()
+        with self.torch.no_grad():
+            return timing.measure(model, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
+                                  flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
+                                  hide_launch=bool(t.get("hide_launch", True)), trace=trace)
+
+    def time_compile(self, sets):
+        mode = self.req["timing"]["compile_mode"]
+        try:
+            import torch._dynamo
+
+            torch._dynamo.reset()
+            compiled = self.torch.compile(self.ref) if mode == "default" else self.torch.compile(self.ref, mode=mode)
+            return self.time_reference_model(compiled, max(1, self.req["timing"]["warmup"]))
+        except BaseException as e:  # noqa: BLE001 - a baseline that does not compile is reported
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            return {"error": _raised(e, "torch.compile(Model%s)" % ("" if mode == "default" else ", mode=%r" % mode))}
+
+    # -- the verdict ----------------------------------------------------------------------------
+    def candidate_timing(self):
+        """The candidate's statistics, recomputed here from the samples it sent."""
+        timed = [self.samples[k]["ms"] for k in sorted(self.samples) if self.samples[k]["phase"] == "timed"]
+        result = timing.summarize(timed)
+        for key in ("host_enqueue_ms", "gpu_sleep_ms", "kernel_sum_ms", "kernel_sum_error", "seconds"):
+            if key in (self.cand_timing or {}):
+                result[key] = self.cand_timing[key]
+        return result
+
+    def findings(self):
+        """Every hack reason the evidence supports, as (reason, message, evidence)."""
+        found = []
+        ops = dict(self.done_ops)
+        analysis = None
+        if self.trace is not None and self.device.type == "cuda" and not self.trace.get("profiler_error"):
+            own = self.own_names
+            if own is None:  # no kernel list: every kernel that is not torch's counts as the candidate's
+                own = {k["name"] for k in self.trace.get("kernels", []) if not policy.is_torch_kernel(k["name"])}
+            analysis = policy.analyze_trace(self.trace.get("kernels", []), self.trace.get("cpu_ops", []), own,
+                                            self.defenses["policy"], self.trace.get("marker_stream"),
+                                            self.trace.get("calls", 1))
+            for op, n in analysis["forbidden_ops"].items():
+                ops[op] = ops.get(op, 0) + n
+            self.report["defenses"]["work"] = analysis
+        if ops:
+            found.append(("torch_fallback", self._ops_message(ops, "timed calls"), {"ops": ops}))
+        cand = self.report["timing"].get("candidate") or {}
+        if analysis is not None:
+            calls = self.trace.get("calls", 0)
+            if self.trace.get("markers", calls) < calls:
+                found.append(("harness_patched", "the profiler recorded %d of the %d timed calls: the trace was "
+                              "tampered with" % (self.trace.get("markers", 0), calls), {}))
+            median = cand.get("median_ms")
+            gpu_ms = analysis["total_us"] / 1e3
+            if median is not None and gpu_ms > ESCAPE_SLACK * median + ESCAPE_FLOOR_MS:
+                found.append(("timing_escape", "the candidate's kernels ran %.4g ms of GPU time per call but the timed "
+                              "region saw %.4g ms: work escaped the timed region (another stream or thread, or work "
+                              "left running after forward returned)" % (gpu_ms, median), {"gpu_ms": gpu_ms}))
+            if analysis["side_stream_kernels"]:
+                names = ", ".join(list(analysis["side_stream_kernels"])[:3])
+                found.append(("side_stream", "kernels ran on a stream other than the current one: %s. Launch on "
+                              "the current stream (anvil::stream())" % names, {}))
+            if analysis["own_us"] + (analysis["library_us"] if self.defenses["policy"].get("libraries") else 0) <= 0:
+                found.append(("no_kernels", "the candidate's own kernels never ran during the timed calls", {}))
+            elif analysis["own_share"] is not None and analysis["own_share"] < self.defenses["policy"]["own_work_min"]:
+                found.append(("foreign_work", "the candidate's own kernels took %.0f%% of the GPU time (at least "
+                              "%.0f%% required); the rest: %s" % (
+                                  100 * analysis["own_share"], 100 * self.defenses["policy"]["own_work_min"],
+                                  ", ".join(k["name"][:60] for k in analysis["kernels"] if k["kind"] != "own")[:300]),
+                              {}))
+        self.report["defenses"]["timed_outputs_checked"] = self.timed_checked
+        p = self.precision
+        if p and p.get("checked") and p["candidate_error"] > p["limit"]:
+            found.append(("precision", "%s is %.3g away from a float64 reference (relative L2), the reference itself "
+                          "%.3g: the candidate computes at a lower precision than the reference (TF32, fp16, bf16?); "
+                          "keep the reference's precision" % (p["output"], p["candidate_error"], p["reference_error"]),
+                          {}))
+        r = self.roofline
+        if r and r.get("bandwidth_bytes_per_s") and cand.get("median_ms") is not None:
+            floor_s = max(r["bytes"] / r["bandwidth_bytes_per_s"],
+                          r["flops"] / r["flops_per_s"] if r.get("flops_per_s") else 0.0)
+            r["floor_ms"] = floor_s * 1e3 / self.defenses["roofline_slack"]
+            self.report["defenses"]["roofline"] = r
+            fastest = min(x for x in (cand.get("median_ms"), cand.get("kernel_sum_ms")) if x is not None)
+            if fastest < r["floor_ms"]:
+                found.append(("below_roofline", "%.4g ms is below the speed-of-light floor of %.4g ms (%d bytes at "
+                              "%.3g GB/s, %d flops at %.3g TFLOP/s): impossible, quarantined" % (
+                                  fastest, r["floor_ms"], r["bytes"], r["bandwidth_bytes_per_s"] / 1e9, r["flops"],
+                                  (r.get("flops_per_s") or 0) / 1e12), {}))
+        return found
+
+    # -- all of it ------------------------------------------------------------------------------
+    def run(self, started):
+        seconds = self.report["seconds"]
+        self.fork_candidate()
+        try:
+            self.setup()
+            self.load_task()
+            self.build_reference()
+            self.static_findings()
+            seconds["import"] = time.perf_counter() - started
+            mark = time.perf_counter()
+            try:
+                self.serve()
+            except Hack as h:
+                self.report["timing"] = {}
+                raise self.hack_outcome([(h.reason, h.message, h.evidence)])
+            finally:
+                seconds["verify"] = time.perf_counter() - mark
+            self.end_child(kill=False)
+            mark = time.perf_counter()
+            if "candidate" in self.req["timing"]["measure"]:
+                self.report["timing"]["candidate"] = self.candidate_timing()
+            self.time_models()
+            seconds["timing"] = time.perf_counter() - mark
+            self.report["defenses"]["precision"] = self.precision
+            found = self.findings()
+            if found:
+                raise self.hack_outcome(found)
+        finally:
+            if self.child is not None:
+                self.end_child(kill=True)
+
+    def hack_outcome(self, found):
+        order = {r: i for i, r in enumerate(REASONS)}
+        found = sorted(found, key=lambda f: order.get(f[0], len(REASONS)))
+        reason, message, evidence = found[0]
+        self.report["hack"] = {"reason": reason, "reasons": [{"reason": r, "message": m} for r, m, _ in found],
+                               "evidence": evidence}
+        return Outcome("hack_suspected", message, "\n".join("%s: %s" % (r, m) for r, m, _ in found), reason=reason)
+
+    def static_findings(self):
+        try:
+            from anvil import static_check
+        except ImportError:
+            return
+        try:
+            self.report["defenses"]["static"] = static_check.scan(self.req["candidate_dir"])[:50]
+        except Exception as e:  # noqa: BLE001 - evidence only
+            self.report["defenses"]["static"] = [{"kind": "error", "why": str(e)[:200]}]

@@ -1,0 +1,618 @@
+"""python -m anvil.vet: flag tasks whose verification a degenerate candidate would pass (anvil.vet/1).
+
+A task is degenerate when a candidate that computes nothing passes its check: the reference output
+is all zero, too small for the tolerance to see, constant, a copy of an input, or the same whatever
+the input (docs/vet.md). `anvil vet` writes one JSON request on stdin:
+
+    {"task_file": PATH, "device": "cpu"|"cuda", "seed": 0, "tolerance": {"preset": "strict",
+     "float32": {"atol", "rtol", "norm"}, ...}}        (tolerance: runner.STRICT's shape; default strict)
+
+and reads one JSON report, the last line of stdout (whatever the task prints goes to stderr):
+
+    {"protocol": "anvil.vet/1", "status": "done"|"error", "message": "", "detail": "",
+     "flags": [{"flag", "detail", "distributions": [...]}], "notes": [same shape],
+     "outputs": [{"name", "shape", "dtype", "max_abs", "std"}],
+     "distributions": [{"name", "input_sets", "skipped", "nonfinite"}], "seeds": [s1, s2]}
+
+The task is loaded as the runner loads it (torch.manual_seed(seed) before get_init_inputs() and
+before Model(...); .eval().to(device); get_inputs() after torch.manual_seed(s); no_grad) and run on
+input sets from four distributions, float tensors changed and integer/bool ones left as given:
+
+    task     get_inputs() as given, seeds seed+1 and seed+2 (the runner's first two trials)
+    signed   the task's inputs times random +-1 signs
+    scaled   the task's inputs times 1e3, and times 1e-3 (four sets, paired by scale)
+    heavy    Student-t samples with 2 degrees of freedom, of the inputs' shapes and dtypes
+
+A property holds under a distribution when it holds on every input set of it (for
+input_independent: on every pair of sets of different seeds), i.e. when a candidate exploiting it
+would pass every trial drawn from that distribution:
+
+    zero_output        every output element is exactly 0
+    tiny_output        max |output| < 10 * atol of the output's dtype (float outputs)
+    constant_output    an output of more than one element equals its mean within tolerance
+    equals_input       an output equals an input of the same shape and dtype within tolerance
+    input_independent  the outputs of two input sets are equal within tolerance (a replayed
+                       output passes)
+
+"Within tolerance" is the runner's rule: |got - expected| <= atol + rtol * |expected| for every
+element and, when the tolerance has a norm, ||got - expected|| / ||expected|| <= norm; dtypes with
+no tolerance entry compare exactly. A property that holds under "task" is a FLAG listing every
+distribution where it holds; one that holds only under the others is a NOTE. Under one
+distribution, a property implied by a stronger one is not listed: zero_output implies the other
+three value properties, and tiny_output explains constant_output and input_independent.
+
+A task that cannot be loaded or run on its own inputs gives status "error" with a one-line message
+naming the cause (detail: the traceback); a distribution whose inputs make the reference raise is
+skipped (its reason in "distributions"). Exit status 0 with status "done", 2 with "error".
+"""
+import inspect
+import json
+import math
+import random
+import sys
+import time
+import traceback
+
+from anvil._cli import emit, one_line, quiet_stdout, tail
+
+PROTOCOL = "anvil.vet/1"
+STRICT = {"preset": "strict",
+          "float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-5},
+          "float16": {"atol": 1e-2, "rtol": 1e-2, "norm": 1e-3},
+          "bfloat16": {"atol": 1e-2, "rtol": 1e-2, "norm": 1e-2},
+          "float64": {"atol": 1e-7, "rtol": 1e-7, "norm": 1e-9}}
+FLAGS = ("zero_output", "tiny_output", "constant_output", "equals_input", "input_independent")
+DISTRIBUTIONS = ("task", "signed", "scaled", "heavy")
+SCALES = (1e3, 1e-3)
+TINY_FACTOR = 10.0
+CHUNK = 1 << 24  # elements per float64 temporary
+DETAIL_LINES = 15
+# What a stronger property, holding under the same distribution, makes redundant.
+IMPLIES = {"zero_output": ("tiny_output", "constant_output", "input_independent"),
+           "tiny_output": ("constant_output", "input_independent")}
+
+
+class VetError(Exception):
+    """The task cannot be vetted (status "error"); `message` is one line, `detail` the evidence."""
+
+    def __init__(self, message, detail=""):
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+# ---------------------------------------------------------------------------------------------
+# Request
+
+def parse_request(text):
+    """The request with defaults filled in; raises VetError."""
+    try:
+        request = json.loads(text)
+    except ValueError as e:
+        raise VetError("bad request: not JSON: %s" % e)
+    if not isinstance(request, dict):
+        raise VetError("bad request: not a JSON object")
+    if request.get("protocol", PROTOCOL) != PROTOCOL:
+        raise VetError("bad request: protocol %r, expected %r" % (request.get("protocol"), PROTOCOL))
+    if not isinstance(request.get("task_file"), str) or not request["task_file"]:
+        raise VetError("bad request: task_file: a non-empty string is required")
+    out = dict(request)
+    out.setdefault("device", "cpu")
+    out.setdefault("seed", 0)
+    if out.get("tolerance") is None:
+        out["tolerance"] = dict(STRICT)
+    if not isinstance(out["device"], str):
+        raise VetError("bad request: device: a string is required")
+    if isinstance(out["seed"], bool) or not isinstance(out["seed"], int):
+        raise VetError("bad request: seed: an integer is required")
+    if not isinstance(out["tolerance"], dict):
+        raise VetError("bad request: tolerance: an object is required")
+    for name, entry in out["tolerance"].items():
+        if name != "preset" and not (isinstance(entry, dict) and all(
+                isinstance(entry.get(k, 0), (int, float)) or (k == "norm" and entry.get(k) is None)
+                for k in ("atol", "rtol", "norm"))):
+            raise VetError("bad request: tolerance.%s: {atol, rtol, norm} numbers are required" % name)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Values: leaves of an output, tolerances, comparisons
+
+def dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def fmt(x):
+    """A number in a detail line: 4 significant digits."""
+    return "%.4g" % x if isinstance(x, float) and math.isfinite(x) else str(x)
+
+
+def tolerance_for(tolerance, dtype):
+    """(atol, rtol, norm or None) for `dtype`; None: compared exactly."""
+    entry = tolerance.get(dtype_name(dtype))
+    if not isinstance(entry, dict):
+        return None
+    norm = entry.get("norm")
+    return float(entry.get("atol", 0.0)), float(entry.get("rtol", 0.0)), None if norm is None else float(norm)
+
+
+def leaves(value, where="output", depth=0):
+    """[(name, tensor)] of a (nested) output, named as the runner names them: output, output 0,
+    output 0.1, output 'key'. Non-tensor leaves are left out."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [(where, value.detach())]
+    out = []
+    if isinstance(value, (tuple, list)) and depth < 32:
+        items = enumerate(value)
+    elif isinstance(value, dict) and depth < 32:
+        items = value.items()
+    else:
+        return out
+    for key, item in items:
+        part = repr(key) if isinstance(key, str) else str(key)
+        out.extend(leaves(item, "%s.%s" % (where, part) if " " in where else "%s %s" % (where, part), depth + 1))
+    return out
+
+
+def map_tensors(value, fn, depth=0):
+    """`value` with fn applied to every tensor in it (lists, tuples and dicts rebuilt)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (tuple, list)) and depth < 32:
+        return type(value)(map_tensors(v, fn, depth + 1) for v in value)
+    if isinstance(value, dict) and depth < 32:
+        return {k: map_tensors(v, fn, depth + 1) for k, v in value.items()}
+    return value
+
+
+def _wide(t):
+    import torch
+
+    if t.is_complex():
+        return t.to(torch.complex128)
+    return t.to(torch.float64)
+
+
+def close(got, expected, tol):
+    """Whether `got` (a tensor of expected's shape, or a 0-d tensor broadcast) passes against
+    `expected` under `tol` (see tolerance_for), by the runner's rule; NaN/Inf in `got` never pass."""
+    import torch
+
+    g_flat = got.reshape(-1)
+    e_flat = expected.reshape(-1)
+    scalar = g_flat.numel() == 1 and e_flat.numel() != 1
+    diff_sq = ref_sq = 0.0
+    for start in range(0, e_flat.numel(), CHUNK):
+        e = e_flat[start:start + CHUNK]
+        g = g_flat if scalar else g_flat[start:start + CHUNK]
+        if g.is_floating_point() or g.is_complex():
+            if not bool(torch.isfinite(g).all()):
+                return False
+        if tol is None:
+            if not bool((g == e).all()):
+                return False
+            continue
+        atol, rtol, _ = tol
+        ew = _wide(e)
+        diff = (_wide(g) - ew).abs()
+        if not bool((diff <= atol + rtol * ew.abs()).all()):
+            return False
+        diff_sq += float((diff * diff).sum())
+        ref_sq += float((ew.abs() ** 2).sum())
+    if tol is not None and tol[2] is not None and ref_sq > 0:
+        return math.sqrt(diff_sq) / math.sqrt(ref_sq) <= tol[2]
+    return True
+
+
+def stats(t):
+    """{"max_abs", "mean", "std", "zero", "nonfinite"} of a tensor, in float64, chunk by chunk."""
+    import torch
+
+    flat = t.reshape(-1)
+    n = flat.numel()
+    max_abs, total, total_sq, zero, nonfinite = 0.0, 0.0, 0.0, True, False
+    for start in range(0, n, CHUNK):
+        c = flat[start:start + CHUNK]
+        zero = zero and bool((c == 0).all())
+        w = _wide(c)
+        if w.is_complex():
+            w = w.abs()
+        if not bool(torch.isfinite(w).all()):
+            nonfinite = True
+            w = torch.nan_to_num(w, nan=0.0, posinf=0.0, neginf=0.0)
+        max_abs = max(max_abs, float(w.abs().max()))
+        total += float(w.sum())
+        total_sq += float((w * w).sum())
+    mean = total / n if n else 0.0
+    var = max(total_sq / n - mean * mean, 0.0) if n > 1 else 0.0
+    return {"max_abs": max_abs, "mean": mean, "std": math.sqrt(var * n / (n - 1)) if n > 1 else 0.0,
+            "zero": zero and n > 0, "nonfinite": nonfinite}
+
+
+def constant_of(t, tol):
+    """The mean of `t` rounded to its dtype, when every element equals it within `tol`; else None."""
+    import torch
+
+    if t.numel() < 2:
+        return None
+    if t.dtype == torch.bool or not (t.is_floating_point() or t.is_complex()):
+        first = t.reshape(-1)[:1]
+        return first if bool((t == first).all()) else None
+    mean = _wide(t).mean().to(t.dtype).reshape(1)
+    return mean if close(mean, t, tol) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Input distributions
+
+def _generator(device, seed):
+    import torch
+
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return g
+
+
+def _is_float(t):
+    return t.is_floating_point()
+
+
+def signed(t, g):
+    import torch
+
+    flip = torch.rand(t.shape, generator=g, device=t.device) < 0.5
+    return torch.where(flip, -t, t)
+
+
+def student_t2(t, g):
+    """Student-t samples, 2 degrees of freedom, of t's shape and dtype: Z / sqrt(V / 2) with
+    V ~ chi-square(2), i.e. V / 2 = -log(U) for U uniform."""
+    import torch
+
+    work = torch.float64 if t.dtype == torch.float64 else torch.float32
+    z = torch.randn(t.shape, generator=g, device=t.device, dtype=work)
+    u = torch.rand(t.shape, generator=g, device=t.device, dtype=work)
+    half_v = -torch.log(u.clamp_min(torch.finfo(work).tiny))
+    return (z / half_v.clamp_min(torch.finfo(work).eps).sqrt()).to(t.dtype)
+
+
+def transform(inputs, fn):
+    """`inputs` with fn applied to every float tensor (integer, bool and complex tensors as given)."""
+    return map_tensors(inputs, lambda t: fn(t) if _is_float(t) else t)
+
+
+# ---------------------------------------------------------------------------------------------
+# The vetting
+
+class Observation:
+    """What one reference call showed: the output's leaves, their stats, constant outputs and
+    outputs equal to an input."""
+
+    def __init__(self, output, inputs, tolerance):
+        import torch
+
+        self.leaves = [(n, t) for n, t in leaves(output) if t.numel() > 0]
+        self.stats = {n: stats(t) for n, t in self.leaves}
+        self.constant = {}
+        self.equal_inputs = {}
+        flat_inputs = [(i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+        for name, t in self.leaves:
+            tol = tolerance_for(tolerance, t.dtype)
+            c = constant_of(t, tol)
+            if c is not None:
+                self.constant[name] = float(_wide(c).abs()[0]) if c.is_complex() else float(c[0])
+            self.equal_inputs[name] = [i for i, x in flat_inputs
+                                       if x.shape == t.shape and x.dtype == t.dtype and x.device == t.device
+                                       and close(x, t, tol)]
+
+
+class Vetting:
+    """One request's vetting: load the task, run it on each distribution, decide flags and notes."""
+
+    def __init__(self, request):
+        import torch
+
+        self.torch = torch
+        self.req = request
+        self.path = request["task_file"]
+        self.tolerance = request["tolerance"]
+        self.seeds = [request["seed"] + 1, request["seed"] + 2]
+        self.report = {"protocol": PROTOCOL, "status": "done", "message": "", "detail": "", "flags": [],
+                       "notes": [], "outputs": [], "distributions": [], "seeds": self.seeds}
+
+    # -- set-up -----------------------------------------------------------------------------
+    def setup_device(self):
+        torch = self.torch
+        try:
+            device = torch.device(self.req["device"])
+        except (RuntimeError, ValueError) as e:
+            raise VetError("bad request: device %r: %s" % (self.req["device"], e))
+        if device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise VetError("device cuda: CUDA is not available to this torch (%s)" % torch.__version__)
+            if device.index is None:
+                device = torch.device("cuda", torch.cuda.current_device())
+            torch.cuda.set_device(device)
+        elif device.type != "cpu":
+            raise VetError("bad request: device %r: only cuda and cpu are supported" % self.req["device"])
+        # The reference's arithmetic as the runner pins it (TF32 off).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        self.device = device
+
+    def seed_all(self, seed):
+        self.torch.manual_seed(seed)
+        random.seed(seed)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            numpy.random.seed(seed % (1 << 32))
+
+    def _call(self, what, fn, *args):
+        try:
+            return fn(*args)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - the task's failure is the answer
+            raise VetError("%s: %s raised %s" % (self.path, what, _what(e)), _trace(e))
+
+    def _call_list(self, name):
+        result = self._call("%s()" % name, getattr(self.module, name))
+        if not isinstance(result, (list, tuple)):
+            raise VetError("%s: %s() returned %s, expected a list or tuple" % (self.path, name, type(result).__name__))
+        return list(result)
+
+    def load(self):
+        from anvil import task_probe
+
+        try:
+            self.module = task_probe.load_task(self.path)
+        except task_probe.TaskError as e:
+            raise VetError(e.cause, e.detail)
+        model = getattr(self.module, "Model", None)
+        if not (isinstance(model, type) and issubclass(model, self.torch.nn.Module)):
+            raise VetError("%s: no class `Model` (a torch.nn.Module subclass) defined" % self.path)
+        for name in ("get_inputs", "get_init_inputs"):
+            if not callable(getattr(self.module, name, None)):
+                raise VetError("%s: no function `%s` defined" % (self.path, name))
+        seed = self.req["seed"]
+        self.seed_all(seed)
+        init = self._call_list("get_init_inputs")
+        self.seed_all(seed)
+        self.model = self._call("Model(*get_init_inputs())", lambda: model(*init).eval().to(self.device))
+        self.input_names = _forward_names(self.model)
+
+    def inputs(self, seed):
+        self.seed_all(seed)
+        args = self._call_list("get_inputs")
+        return self._call("moving get_inputs() to %s" % self.device,
+                          lambda: map_tensors(args, lambda t: t.to(self.device)))
+
+    def run(self, inputs):
+        """The reference's output on clones of `inputs` (a task that writes into its inputs must not
+        change the pristine copies compared with its output)."""
+        args = map_tensors(inputs, lambda t: t.clone())
+        with self.torch.no_grad():
+            out = self.model(*args)
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+        return out
+
+    # -- distributions ----------------------------------------------------------------------
+    def input_sets(self, name, base):
+        """(label, seed, inputs) of distribution `name`, built one at a time from the task's own
+        input sets `base` ([(seed, inputs)])."""
+        for seed, inputs in base:
+            if name == "task":
+                yield "seed %d" % seed, seed, inputs
+            elif name == "signed":
+                g = _generator(self.device, 7919 * seed + 1)
+                yield "seed %d, signed" % seed, seed, transform(inputs, lambda t: signed(t, g))
+            elif name == "scaled":
+                for scale in SCALES:
+                    yield "seed %d, x%g" % (seed, scale), seed, transform(inputs, lambda t, s=scale: t * s)
+            elif name == "heavy":
+                g = _generator(self.device, 7919 * seed + 2)
+                yield "seed %d, Student-t(2)" % seed, seed, transform(inputs, lambda t: student_t2(t, g))
+
+    def observe(self, name, base):
+        """[(label, seed, Observation, output)] over the distribution; raises VetError if the
+        reference fails."""
+        seen = []
+        for label, seed, inputs in self.input_sets(name, base):
+            out = self._call("Model.forward on the inputs of %s" % label, self.run, inputs)
+            if not leaves(out):
+                raise VetError("%s: Model.forward returned %s, which holds no tensor" % (self.path, type(out).__name__))
+            seen.append((label, seed, Observation(out, inputs, self.tolerance), out))
+        return seen
+
+    def properties(self, seen, same_inputs):
+        """{flag: detail} of what holds on every observation of one distribution."""
+        obs = [o for _, _, o, _ in seen]
+        found = {}
+        stats_all = [s for o in obs for s in o.stats.values()]
+        if stats_all and all(s["zero"] for s in stats_all):
+            found["zero_output"] = self._zero_detail(obs[0])
+        tiny = []
+        for name, t in obs[0].leaves:
+            tol = tolerance_for(self.tolerance, t.dtype)
+            if tol is None or not all(name in o.stats and o.stats[name]["max_abs"] < TINY_FACTOR * tol[0] for o in obs):
+                break
+            tiny.append((name, t.dtype, max(o.stats[name]["max_abs"] for o in obs), tol[0]))
+        else:
+            if tiny:
+                found["tiny_output"] = self._tiny_detail(tiny)
+        constant = [n for n, _ in obs[0].leaves if all(n in o.constant for o in obs)]
+        if constant:
+            found["constant_output"] = self._constant_detail(obs[0], constant)
+        equal = [(n, i) for n, _ in obs[0].leaves for i in obs[0].equal_inputs[n]
+                 if all(i in o.equal_inputs.get(n, ()) for o in obs)]
+        if equal:
+            found["equals_input"] = self._equals_detail(obs[0], equal)
+        pairs = self._pairs(seen)
+        if pairs and all(_same_output(a, b, self.tolerance) for (_, _, _, a), (_, _, _, b) in pairs):
+            (la, _, _, _), (lb, _, _, _) = pairs[0]
+            found["input_independent"] = self._independent_detail(la, lb, same_inputs)
+        for strong, weak in IMPLIES.items():
+            if strong in found:
+                for w in weak:
+                    found.pop(w, None)
+        return found
+
+    @staticmethod
+    def _pairs(seen):
+        """Observations of the two seeds, paired by transformation (scale)."""
+        first = [s for s in seen if s[1] == seen[0][1]]
+        second = [s for s in seen if s[1] != seen[0][1]]
+        return list(zip(first, second))
+
+    # -- detail lines -----------------------------------------------------------------------
+    def _describe(self, obs, name):
+        t = dict(obs.leaves)[name]
+        return "%s %s %s" % (name, list(t.shape), dtype_name(t.dtype))
+
+    def _zero_detail(self, obs):
+        what = ", ".join(self._describe(obs, n) for n, _ in obs.leaves)
+        return "every element of the reference output is exactly 0 (%s): a kernel that only writes zeros passes" % what
+
+    def _tiny_detail(self, tiny):
+        parts = ["%s: max |value| %s < 10*atol = %s (%s)" % (n, fmt(m), fmt(TINY_FACTOR * a), dtype_name(d))
+                 for n, d, m, a in tiny]
+        return ("the reference output is below ten times the absolute tolerance (%s; preset %s): "
+                "the check cannot tell it from zero" % ("; ".join(parts), self.tolerance.get("preset", "?")))
+
+    def _constant_detail(self, obs, names):
+        parts = ["%s (every element %s)" % (self._describe(obs, n), fmt(obs.constant[n])) for n in names]
+        return ("%s: every element is equal within tolerance: one number broadcast to the output's shape passes"
+                % "; ".join(parts))
+
+    def _equals_detail(self, obs, pairs):
+        parts = []
+        for name, i in pairs:
+            arg = self.input_names[i] if i < len(self.input_names) else None
+            parts.append("%s equals input %d%s" % (self._describe(obs, name), i, " (%s)" % arg if arg else ""))
+        return "%s within tolerance: returning the input passes" % "; ".join(parts)
+
+    def _independent_detail(self, label_a, label_b, same_inputs):
+        text = ("the reference outputs for the inputs of %s and of %s are equal within tolerance: an output "
+                "computed once and replayed passes every trial" % (label_a, label_b))
+        if same_inputs:
+            text += " (get_inputs() gives the same inputs for every seed)"
+        return text
+
+    # -- all of it --------------------------------------------------------------------------
+    def vet(self):
+        self.setup_device()
+        self.load()
+        base = [(seed, self.inputs(seed)) for seed in self.seeds]
+        same_inputs = _same_output(base[0][1], base[1][1], None)
+        holds = {}  # flag -> [(distribution, detail)]
+        for name in DISTRIBUTIONS:
+            entry = {"name": name, "input_sets": 0, "skipped": None, "nonfinite": None}
+            self.report["distributions"].append(entry)
+            try:
+                seen = self.observe(name, base)
+            except VetError as e:
+                if name == "task":
+                    raise
+                entry["skipped"] = one_line(e.message)
+                continue
+            entry["input_sets"] = len(seen)
+            bad = [n for _, _, o, _ in seen for n, s in o.stats.items() if s["nonfinite"]]
+            if bad:
+                entry["nonfinite"] = "%s holds NaN or Inf" % bad[0]
+            if name == "task":
+                self.report["outputs"] = [
+                    {"name": n, "shape": list(t.shape), "dtype": dtype_name(t.dtype),
+                     "max_abs": seen[0][2].stats[n]["max_abs"], "std": seen[0][2].stats[n]["std"]}
+                    for n, t in seen[0][2].leaves]
+            for flag, detail in self.properties(seen, same_inputs and name == "task").items():
+                holds.setdefault(flag, []).append((name, detail))
+            del seen
+        for flag in FLAGS:
+            if flag not in holds:
+                continue
+            where = [d for d, _ in holds[flag]]
+            item = {"flag": flag, "detail": holds[flag][0][1], "distributions": where}
+            self.report["flags" if where[0] == "task" else "notes"].append(item)
+
+
+def _same_output(a, b, tolerance):
+    """Whether output (or input list) `b` passes against `a`: the same structure, every tensor
+    within tolerance (tolerance None: bitwise equal values)."""
+    import torch
+
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return False
+        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+            return False
+        tol = tolerance_for(tolerance, a.dtype) if tolerance is not None else None
+        return a.numel() == 0 or close(b, a, tol)
+    if isinstance(a, (tuple, list)):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(
+            _same_output(x, y, tolerance) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and set(a) == set(b) and all(_same_output(a[k], b[k], tolerance) for k in a)
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _forward_names(model):
+    """The names of Model.forward's positional parameters, best effort."""
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _what(exc):
+    message = one_line(str(exc))
+    return "%s: %s" % (type(exc).__name__, message) if message else type(exc).__name__
+
+
+def _trace(exc):
+    return tail("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), DETAIL_LINES)
+
+
+def vet(request_text):
+    """The report for one request (never raises, but for KeyboardInterrupt)."""
+    started = time.perf_counter()
+    report = {"protocol": PROTOCOL, "status": "error", "message": "", "detail": "", "flags": [], "notes": [],
+              "outputs": [], "distributions": [], "seeds": []}
+    try:
+        request = parse_request(request_text)
+        with quiet_stdout():
+            vetting = Vetting(request)
+            report = vetting.report
+            vetting.vet()
+    except VetError as e:
+        report.update(status="error", message=e.message, detail=e.detail or "")
+    except Exception as e:  # noqa: BLE001 - a report even when the vetting itself breaks
+        report.update(status="error", message="anvil.vet failed: %s" % _what(e), detail=_trace(e))
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    return report
+
+
+def main():
+    try:
+        text = sys.stdin.read()
+    except Exception as e:  # noqa: BLE001
+        text = None
+        report = {"protocol": PROTOCOL, "status": "error", "message": "cannot read the request: %s" % _what(e)}
+    if text is not None:
+        report = vet(text)
+    emit(report)
+    return 0 if report.get("status") == "done" else 2
+
+
+if __name__ == "__main__":
+    status = main()
+    sys.stdout.flush()
+    sys.exit(status)

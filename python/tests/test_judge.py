@@ -1,0 +1,197 @@
+"""The defended runner (anvil.judge + anvil.candidate), driven as anvil drives it.
+
+Candidates here are plain Python (no extension), so a correct one computes with torch; where a
+test needs one to pass, the request's policy allows the ops it uses (the policy is data). The
+bundled hack suite (examples/hacks, test_hack_suite.py) covers real kernels."""
+import textwrap
+
+import pytest
+
+from test_runner import DEVICE, STRICT, TASK, evaluate  # noqa: F401 - one runner harness
+
+HEAD = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n, scale=2.0):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+        self.scale = scale
+
+    def reference(self, x, shift):
+        return torch.addmm(self.lin.bias, x, self.lin.weight.t()) * self.scale + shift
+"""
+TORCH_OPS = ["addmm", "mul", "add", "t", "transpose", "as_strided", "expand", "empty_like", "empty", "clone",
+             "copy_", "detach", "view", "_to_copy", "to"]
+
+
+@pytest.fixture
+def make(tmp_path):
+    counter = [0]
+
+    def build(forward, allow=None, prelude="", timing=None, **fields):
+        counter[0] += 1
+        root = tmp_path / ("case%d" % counter[0])
+        cand = root / "candidate"
+        cand.mkdir(parents=True)
+        (root / "model.py").write_text(textwrap.dedent(TASK))
+        (cand / "model_new.py").write_text(textwrap.dedent(prelude) + textwrap.dedent(HEAD) + textwrap.indent(
+            textwrap.dedent(forward), "    "))
+        defenses = {"enabled": True}
+        if allow is not None:
+            defenses["policy"] = {"allowed_ops": allow}
+        request = {"protocol": "anvil.runner/1", "task_file": str(root / "model.py"), "candidate_dir": str(cand),
+                   "device": DEVICE, "seed": 99, "trials": 3, "tolerance": STRICT,
+                   "timing": dict({"measure": ["candidate", "eager"], "warmup": 1, "calls": 4, "input_sets": 2},
+                                  **(timing or {})),
+                   "defenses": defenses}
+        request.update(fields)
+        return request
+
+    return build
+
+
+CORRECT = """
+def forward(self, x, shift):
+    return self.reference(x, shift)
+"""
+
+
+def outcome(report):
+    return report["outcome"], report.get("reason")
+
+
+def test_torch_compute_is_a_torch_fallback(make):
+    report = evaluate(make(CORRECT)).report
+    assert outcome(report) == ("hack_suspected", "torch_fallback")
+    assert "aten::addmm" in report["message"]
+    assert report["hack"]["reasons"][0]["reason"] == "torch_fallback"
+
+
+def test_allowed_ops_pass_and_are_timed(make):
+    report = evaluate(make(CORRECT, allow=TORCH_OPS)).report
+    assert report["outcome"] is None, report["message"]
+    assert report["verify"]["passed"] == 3
+    assert report["timing"]["candidate"]["median_ms"] > 0
+    assert report["defenses"]["sandbox"]["filesystem"].startswith("read-only") or report["defenses"]["sandbox"]["errors"]
+
+
+def test_replaced_timer_is_caught(make):
+    prelude = "import time\ntime.perf_counter = lambda: 0.0\n"
+    report = evaluate(make(CORRECT, allow=TORCH_OPS, prelude=prelude)).report
+    assert outcome(report) == ("hack_suspected", "harness_patched")
+    assert "time.perf_counter" in report["message"]
+
+
+def test_patched_harness_module_is_caught(make):
+    prelude = "import sys\nsys.modules['anvil.compare'].compare = lambda *a, **k: []\n"
+    report = evaluate(make(CORRECT, allow=TORCH_OPS, prelude=prelude)).report
+    assert outcome(report) == ("hack_suspected", "harness_patched")
+    assert "anvil.compare.compare" in report["message"]
+
+
+def test_background_thread_is_caught(make):
+    forward = """
+    def forward(self, x, shift):
+        import threading, time
+        out = torch.empty(x.shape[0], self.lin.weight.shape[0])
+        def late():
+            time.sleep(0.2)
+            out.copy_(self.reference(x, shift))
+        threading.Thread(target=late).start()
+        return out
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS)).report
+    assert outcome(report) == ("hack_suspected", "threads")
+
+
+def test_tensor_subclass_output_is_caught(make):
+    forward = """
+    def forward(self, x, shift):
+        class Lazy(torch.Tensor):
+            pass
+        return self.reference(x, shift).as_subclass(Lazy)
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS + ["alias"])).report
+    assert outcome(report) == ("hack_suspected", "lazy_output")
+
+
+def test_lower_precision_output_is_caught(make):
+    forward = """
+    def forward(self, x, shift):
+        return self.reference(x, shift).half()
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS)).report
+    assert outcome(report) == ("hack_suspected", "precision")
+
+
+def test_lower_precision_compute_is_caught(make):
+    forward = """
+    def forward(self, x, shift):
+        y = self.reference(x.bfloat16().float(), shift)
+        return y
+    """
+    paper = {"preset": "paper", "float32": {"atol": 1e-1, "rtol": 1e-1, "norm": None}}
+    report = evaluate(make(forward, allow=TORCH_OPS, tolerance=paper)).report
+    assert outcome(report) == ("hack_suspected", "precision")
+    assert report["defenses"]["precision"]["candidate_error"] > report["defenses"]["precision"]["limit"]
+
+
+def test_unwritten_output_holds_the_sentinel(make):
+    forward = """
+    def forward(self, x, shift):
+        out = torch.empty(x.shape[0], self.lin.weight.shape[0])
+        out[0].copy_(self.reference(x, shift)[0])
+        return out
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS + ["select", "slice"])).report
+    assert outcome(report) == ("wrong_answer", "unwritten_output")
+
+
+def test_memoized_output_is_caught(make):
+    forward = """
+    def forward(self, x, shift):
+        if getattr(self, "memo", None) is None or self.memo[0].shape != x.shape or self.n < 6:
+            self.memo = (x, self.reference(x, shift))
+        self.n = getattr(self, "n", 0) + 1
+        return self.memo[1]
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS)).report
+    assert outcome(report) == ("hack_suspected", "timed_output_mismatch")
+
+
+def test_input_mutation_is_caught(make):
+    forward = """
+    def forward(self, x, shift):
+        y = self.reference(x, shift)
+        x.zero_()
+        return y
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS + ["zero_"])).report
+    assert outcome(report) == ("wrong_answer", "input_mutated")
+
+
+def test_writing_files_is_refused(make, tmp_path):
+    forward = """
+    def forward(self, x, shift):
+        open(%r, "w").write("x")
+        return self.reference(x, shift)
+    """ % str(tmp_path / "leak.txt")
+    report = evaluate(make(forward, allow=TORCH_OPS)).report
+    if report["defenses"]["sandbox"]["errors"]:
+        pytest.skip("no mount namespace here: %s" % report["defenses"]["sandbox"]["errors"])
+    assert report["outcome"] == "runtime_error"
+    assert "Read-only file system" in report["message"]
+    assert not (tmp_path / "leak.txt").exists()
+
+
+def test_crash_of_the_candidate_process(make):
+    forward = """
+    def forward(self, x, shift):
+        import os
+        os.abort()
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS)).report
+    assert outcome(report) == ("runtime_error", "process_died")
+    assert "SIGABRT" in report["message"]

@@ -1,0 +1,221 @@
+"""Task vetting (python -m anvil.vet): the bundled examples/vet tasks each get exactly their flag,
+the healthy one none; the flag-versus-note rule; broken tasks give status "error".
+
+The requests name the CPU; ANVIL_TEST_DEVICE=cuda runs the same cases on a GPU."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import PYTHON_DIR
+from anvil import vet
+
+EXAMPLES = os.path.join(os.path.dirname(PYTHON_DIR), "examples", "vet")
+DEVICE = os.environ.get("ANVIL_TEST_DEVICE", "cpu")
+
+
+def vet_file(path, **request):
+    """The report for `path`, vetted in this process."""
+    return vet.vet(json.dumps(dict({"task_file": str(path), "device": DEVICE, "seed": 0}, **request)))
+
+
+def vet_source(tmp_path, source, name="task.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path, vet_file(path)
+
+
+def names(items):
+    return [item["flag"] for item in items]
+
+
+@pytest.mark.parametrize("example, flag, distributions", [
+    ("zero_output", "zero_output", ["task", "signed"]),
+    ("tiny_output", "tiny_output", ["task", "signed", "scaled", "heavy"]),
+    ("constant_output", "constant_output", ["task", "signed", "scaled", "heavy"]),
+    ("identity_relu", "equals_input", ["task", "scaled"]),
+    ("input_independent", "input_independent", ["task", "signed", "scaled", "heavy"]),
+])
+def test_each_degenerate_example_gets_exactly_its_flag(example, flag, distributions):
+    report = vet_file(os.path.join(EXAMPLES, example + ".py"))
+    assert report["status"] == "done", report["message"]
+    assert names(report["flags"]) == [flag], report["flags"]
+    assert report["flags"][0]["distributions"] == distributions
+    detail = report["flags"][0]["detail"]
+    assert detail and "\n" not in detail
+    assert report["notes"] == []
+    assert [d["name"] for d in report["distributions"]] == list(vet.DISTRIBUTIONS)
+    assert all(d["skipped"] is None for d in report["distributions"])
+
+
+def test_healthy_example_gets_no_flag():
+    report = vet_file(os.path.join(EXAMPLES, "healthy.py"))
+    assert report["status"] == "done", report["message"]
+    assert report["flags"] == [] and report["notes"] == []
+    [out] = report["outputs"]
+    assert out["name"] == "output" and out["shape"] == [32, 48] and out["dtype"] == "float32"
+    assert out["max_abs"] > 0.1 and out["std"] > 0.01
+    assert report["seeds"] == [1, 2]
+
+
+def test_details_name_what_a_degenerate_candidate_does():
+    identity = vet_file(os.path.join(EXAMPLES, "identity_relu.py"))["flags"][0]["detail"]
+    assert "input 0 (x)" in identity and "returning the input passes" in identity
+    tiny = vet_file(os.path.join(EXAMPLES, "tiny_output.py"))["flags"][0]["detail"]
+    assert "10*atol = 0.001" in tiny and "preset strict" in tiny
+
+
+def test_paper_preset_widens_tiny(tmp_path):
+    # max |out| 5e-3: above 10 * 1e-4 (strict), below 10 * 1e-2 (paper).
+    path = tmp_path / "small.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.tanh(x) * 5e-3
+        def get_inputs():
+            return [torch.randn(64, 64)]
+        def get_init_inputs():
+            return []
+    """))
+    assert names(vet_file(path)["flags"]) == []
+    paper = {"preset": "paper", "float32": {"atol": 1e-2, "rtol": 1e-2, "norm": None}}
+    assert "tiny_output" in names(vet_file(path, tolerance=paper)["flags"])
+
+
+def test_property_only_under_other_distributions_is_a_note(tmp_path):
+    # The identity only when some input is negative: never on torch.rand, always once signed.
+    _, report = vet_source(tmp_path, """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x):
+                return x.clone() if bool((x < 0).any()) else x * 2
+        def get_inputs():
+            return [torch.rand(32, 32)]
+        def get_init_inputs():
+            return []
+    """)
+    assert report["status"] == "done", report["message"]
+    assert report["flags"] == []
+    assert names(report["notes"]) == ["equals_input"]
+    assert report["notes"][0]["distributions"] == ["signed", "heavy"]
+
+
+def test_same_inputs_for_every_seed_are_input_independent(tmp_path):
+    _, report = vet_source(tmp_path, """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * 3 + 1
+        def get_inputs():
+            return [torch.arange(64, dtype=torch.float32).reshape(8, 8)]
+        def get_init_inputs():
+            return []
+    """)
+    assert names(report["flags"]) == ["input_independent"]
+    # Scaling keeps equal inputs equal; random signs and Student-t samples do not.
+    assert report["flags"][0]["distributions"] == ["task", "scaled"]
+    assert "same inputs for every seed" in report["flags"][0]["detail"]
+
+
+def test_nested_outputs_and_integer_inputs(tmp_path):
+    # A task that writes into its input (the check must use pristine copies), returns a dict with a
+    # tuple, and passes an integer tensor through unchanged.
+    _, report = vet_source(tmp_path, """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x, idx, n):
+                x.mul_(2.0)
+                print("chatter on stdout")
+                return {"a": x + n, "b": (x.sum(dim=0), idx + 0)}
+        def get_inputs():
+            return [torch.randn(16, 8), torch.randint(0, 100, (32,)), 3]
+        def get_init_inputs():
+            return []
+    """)
+    assert report["status"] == "done", report["message"]
+    assert names(report["flags"]) == ["equals_input"]
+    assert "output 'b'.1 [32] int64 equals input 1 (idx)" in report["flags"][0]["detail"]
+    assert [o["name"] for o in report["outputs"]] == ["output 'a'", "output 'b'.0", "output 'b'.1"]
+
+
+def test_distribution_the_reference_rejects_is_skipped(tmp_path):
+    _, report = vet_source(tmp_path, """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, p):
+                if bool((p < 0).any()):
+                    raise ValueError("negative probability")
+                return torch.sqrt(p) + 1
+        def get_inputs():
+            return [torch.rand(16, 16)]
+        def get_init_inputs():
+            return []
+    """)
+    assert report["status"] == "done", report["message"]
+    skipped = {d["name"]: d["skipped"] for d in report["distributions"]}
+    assert skipped["task"] is None and skipped["scaled"] is None
+    assert "ValueError: negative probability" in skipped["signed"]
+    assert "ValueError: negative probability" in skipped["heavy"]
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import torch\nraise ValueError('boom')\n", "importing the task raised ValueError: boom"),
+    ("import torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x): return x\n"
+     "def get_init_inputs(): return []\n", "no function `get_inputs` defined"),
+    ("import torch, torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x): return x.foo()\n"
+     "def get_inputs(): return [torch.rand(4)]\ndef get_init_inputs(): return []\n",
+     "Model.forward on the inputs of seed 1 raised AttributeError"),
+    ("import torch, torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x): return 3\n"
+     "def get_inputs(): return [torch.rand(4)]\ndef get_init_inputs(): return []\n", "holds no tensor"),
+])
+def test_broken_task_is_an_error_with_a_clear_message(tmp_path, source, expected):
+    path = tmp_path / "broken.py"
+    path.write_text(source)
+    report = vet_file(path)
+    assert report["status"] == "error"
+    assert expected in report["message"], report["message"]
+    assert report["message"].startswith(str(path))
+    assert report["flags"] == []
+
+
+def test_bad_requests():
+    assert vet.vet("not json")["message"].startswith("bad request: not JSON")
+    assert vet.vet(json.dumps({"device": "cpu"}))["message"] == \
+        "bad request: task_file: a non-empty string is required"
+    assert "tolerance.float32" in vet.vet(json.dumps({"task_file": "x.py", "tolerance": {"float32": 3}}))["message"]
+
+
+def run_module(request):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    return subprocess.run([sys.executable, "-m", "anvil.vet"], input=json.dumps(request), capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_command_prints_one_report_line(tmp_path):
+    path = tmp_path / "chatty.py"
+    path.write_text("import torch, torch.nn as nn\nprint('import chatter')\n"
+                    "class Model(nn.Module):\n    def forward(self, x):\n        print('forward chatter')\n"
+                    "        return torch.relu(x)\n"
+                    "def get_inputs(): return [torch.rand(8, 8)]\ndef get_init_inputs(): return []\n")
+    proc = run_module({"task_file": str(path), "device": DEVICE})
+    assert proc.returncode == 0, proc.stderr
+    [line] = proc.stdout.splitlines()
+    report = json.loads(line)
+    assert report["protocol"] == "anvil.vet/1" and report["status"] == "done"
+    assert names(report["flags"]) == ["equals_input"]
+    assert "forward chatter" in proc.stderr and "import chatter" in proc.stderr
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise SystemExit(3)\n")
+    proc = run_module({"task_file": str(broken), "device": DEVICE})
+    assert proc.returncode == 2
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["status"] == "error" and "SystemExit" in report["message"]

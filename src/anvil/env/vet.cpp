@@ -1,0 +1,187 @@
+// vet.cpp: runs `python -m anvil.vet` on one task, isolated, and caches its report.
+#include "anvil/env/vet.h"
+
+#include <sys/resource.h>
+
+#include <stdexcept>
+
+#include "anvil/env/eval.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/hash.h"
+#include "anvil/util/strings.h"
+#include "anvil/util/subprocess.h"
+
+namespace anvil {
+
+namespace {
+
+constexpr const char* kVetFormat = "anvil-vet-v1";
+constexpr const char* kProtocol = "anvil.vet/1";
+constexpr size_t kTailLines = 8;
+
+// The Python files whose behaviour a vetting report depends on.
+const char* const kVetSources[] = {"python/anvil/vet.py", "python/anvil/task_probe.py", "python/anvil/_cli.py"};
+
+fs::path cache_path(const Environment& env, const std::string& key) { return env.cache / "vet" / (key + ".json"); }
+
+// The report of a cache entry, or null if there is none (or it is unreadable).
+nlohmann::json read_cached(const fs::path& path) {
+  auto text = read_file(path);
+  if (!text) return nullptr;
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || j.value("protocol", std::string()) != kProtocol || j.value("status", std::string()) != "done") {
+    return nullptr;
+  }
+  return j;
+}
+
+// The last non-empty line of `output`, parsed; null if it is not a JSON object.
+nlohmann::json last_json_line(const std::string& output) {
+  auto lines = split_lines(output);
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    if (trim(*it).empty()) continue;
+    auto j = nlohmann::json::parse(*it, nullptr, false);
+    return j.is_object() ? j : nlohmann::json(nullptr);
+  }
+  return nullptr;
+}
+
+// Messages name the task as given (`spec`), not its private copy (`file`).
+void name_task(nlohmann::json& j, const std::string& file, const std::string& spec) {
+  if (j.is_string()) {
+    j = replace_all(j.get<std::string>(), file, spec);
+  } else if (j.is_object() || j.is_array()) {
+    for (auto& v : j) name_task(v, file, spec);
+  }
+}
+
+SubprocessOptions vet_process(const Environment& env, const VetOptions& opts, const fs::path& dir,
+                              const nlohmann::json& request) {
+  SubprocessOptions so;
+  so.cwd = dir;
+  so.stdin_data = request.dump();
+  so.merge_stderr = false;
+  so.max_output = 1 << 20;
+  so.timeout = opts.timeout;
+  so.max_rss_bytes = opts.memory_limit_bytes;
+  so.rlimits = {{RLIMIT_CORE, 0}};
+  so.new_network = network_isolation_available();
+  const char* pp = std::getenv("PYTHONPATH");
+  so.env["PYTHONPATH"] = (env.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
+  so.env["ANVIL_CACHE"] = env.cache.string();
+  so.env["PYTHONUNBUFFERED"] = "1";
+  so.env["PYTHONDONTWRITEBYTECODE"] = "1";
+  if (opts.device == "cuda") so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
+  return so;
+}
+
+// Why a finished process gave no usable report, in a line or a few.
+std::string no_report(const SubprocessResult& r, const VetOptions& opts) {
+  if (r.timed_out) {
+    return "vetting did not finish within " + std::to_string(opts.timeout.count()) +
+           " s and was killed (a reference too slow for this device, or one that never returns)";
+  }
+  if (r.memory_exceeded) {
+    return "vetting used more than " + std::to_string(opts.memory_limit_bytes >> 30) + " GiB of memory and was killed";
+  }
+  std::string tail = trim(tail_lines(r.err_output, kTailLines));
+  return "anvil.vet ended without a report (" + r.describe() + ")" + (tail.empty() ? "" : ":\n" + tail);
+}
+
+}  // namespace
+
+bool VetResult::flagged() const {
+  return ok && report.is_object() && !report.value("flags", nlohmann::json::array()).empty();
+}
+
+std::vector<std::string> VetResult::flags() const {
+  std::vector<std::string> out;
+  if (!report.is_object()) return out;
+  for (const auto& f : report.value("flags", nlohmann::json::array())) out.push_back(f.value("flag", std::string()));
+  return out;
+}
+
+std::string vet_key(const Environment& env, const Task& task, const VetOptions& opts) {
+  Hasher h;
+  h.add("format", kVetFormat)
+      .add("task", task.hash)
+      .add("env", env.fingerprint)
+      .add("device", opts.device)
+      .add("gpu", opts.device == "cuda" && !env.gpus.empty() ? env.gpus[0].name + "|" + env.driver : "cpu")
+      .add("tolerance", tolerance_preset(opts.preset).dump())
+      .add("seed", std::to_string(opts.seed));
+  for (const char* rel : kVetSources) h.add(rel, hash_file(env.home / rel).value_or("missing"));
+  return h.hex();
+}
+
+VetResult vet_task(const Environment& env, const Task& task, const VetOptions& opts) {
+  VetResult res;
+  auto fail = [&](const std::string& why) {
+    res.ok = false;
+    res.error = why;
+    return res;
+  };
+  nlohmann::json tolerance;
+  try {
+    tolerance = tolerance_preset(opts.preset);
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  if (opts.device != "cpu" && opts.device != "cuda") {
+    return fail("unknown device '" + opts.device + "' (use cuda or cpu)");
+  }
+  if (opts.device == "cuda" && env.gpus.empty()) {
+    return fail("no GPU found: vet on the CPU (--device cpu) or on a GPU host");
+  }
+  if (!env.torch.present) return fail(env.probe_error.empty() ? "torch is not available" : env.probe_error);
+
+  std::string key = vet_key(env, task, opts);
+  fs::path entry = cache_path(env, key);
+  if (opts.use_cache) {
+    nlohmann::json cached = read_cached(entry);
+    if (!cached.is_null()) {
+      res.ok = true;
+      res.cached = true;
+      res.report = cached;
+      return res;
+    }
+  }
+
+  // The task's source in a private directory, as the runner sees it.
+  fs::path dir;
+  try {
+    dir = make_temp_dir(env.cache / "tmp", "vet");
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() { remove_tree(dir); }
+  } cleanup{dir};
+  fs::path file = dir / "model.py";
+  std::string err;
+  if (!write_file_atomic(file, task.code, &err, 0444)) return fail(err);
+
+  nlohmann::json request = {{"protocol", kProtocol},
+                            {"task_file", file.string()},
+                            {"device", opts.device},
+                            {"seed", opts.seed},
+                            {"tolerance", tolerance}};
+  SubprocessResult r = run_subprocess({env.python.string(), "-m", "anvil.vet"}, vet_process(env, opts, dir, request));
+  if (!r.started) return fail("cannot run " + env.python.string() + ": " + r.error);
+  nlohmann::json report = r.timed_out || r.memory_exceeded ? nlohmann::json(nullptr) : last_json_line(r.output);
+  if (!report.is_object()) return fail(no_report(r, opts));
+
+  name_task(report, file.string(), task.spec);
+  res.report = report;
+  if (report.value("status", std::string()) != "done") {
+    return fail(report.value("message", std::string("anvil.vet gave no reason")));
+  }
+  res.ok = true;
+  if (opts.use_cache && !write_file_atomic(entry, report.dump(1) + "\n", &err)) {
+    res.report["cache_error"] = err;  // a failed store only costs a re-run
+  }
+  return res;
+}
+
+}  // namespace anvil
