@@ -135,7 +135,7 @@ WATCHED = [
     ("torch", "cuda.memory_snapshot"), ("torch", "cuda.empty_cache"), ("torch", "cuda.get_device_properties"),
     ("torch", "profiler.profile"), ("torch", "profiler.profile.__enter__"), ("torch", "profiler.profile.__exit__"),
     ("torch", "profiler.profile.start"), ("torch", "profiler.profile.stop"), ("torch", "profiler.ProfilerActivity"),
-    ("torch", "autograd.profiler._is_profiler_enabled"), ("torch", "autograd._disable_profiler"),
+    ("torch", "autograd._disable_profiler"),
     ("torch", "autograd._enable_profiler"), ("torch", "autograd._prepare_profiler"),
     ("torch", "utils._python_dispatch.TorchDispatchMode"), ("torch", "utils._python_dispatch._push_mode"),
     ("torch", "utils._python_dispatch._pop_mode"), ("torch", "utils._python_dispatch._get_current_dispatch_mode"),

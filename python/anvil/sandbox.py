@@ -4,7 +4,8 @@ judge_private(): the judge makes itself non-dumpable, so a process of the same u
 CAP_SYS_PTRACE can neither ptrace it nor read or write its memory through /proc/PID/mem.
 
 confine(): the candidate's process, right after the fork and before any candidate code, gets
-  - its own mount namespace in which every mount is read-only (mount_setattr, recursively), with
+  - its own mount namespace in which every mount but /dev and /proc is read-only (mount_setattr,
+    recursively), with
     fresh private tmpfs mounts on /tmp and /dev/shm: it cannot change anvil, its caches, torch, or
     leave anything behind for a later evaluation;
   - no capabilities (bounding set dropped, then capset to none) and no_new_privs, so it cannot
@@ -98,6 +99,13 @@ def confine(keep_visible=()):
                 errors.append(_fail("mount_setattr(/, read-only, recursive)"))
                 ok = False
         if ok:
+            # Device nodes and /proc stay writable: the NVIDIA driver fails (CUDA error 304)
+            # without them, and with no capabilities left they cannot be abused.
+            clear = _MountAttr(0, MOUNT_ATTR_RDONLY, 0, 0)
+            for path in (b"/dev", b"/proc"):
+                if os.path.isdir(path) and syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path, AT_RECURSIVE,
+                                                   ctypes.byref(clear), ctypes.c_size_t(ctypes.sizeof(clear))) != 0:
+                    errors.append(_fail("mount_setattr(%s, writable)" % path.decode()))
             private = []
             for target in ("/tmp", "/dev/shm"):
                 if not os.path.isdir(target) or any(_under(p, target) for p in keep_visible):

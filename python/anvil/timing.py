@@ -278,32 +278,26 @@ def profiled_samples(fn, rotation, device, calls, flush_l2, sleep_cycles, observ
 
 
 def _read_trace(prof, trace, calls, flush_l2):
+    """GPU activity launched from inside a call (its launch, matched by correlation id, lies in an
+    "anvil::call" host range) or from another thread; the harness's own (flush, marker, input
+    making, output copies) is launched outside and left out."""
     from torch.autograd import DeviceType
 
     events = prof.profiler.kineto_results.events()
-    gpu, ranges, cpu = [], [], []
+    gpu, ranges, cpu, launches = [], [], [], {}
     main_thread = None
     for e in events:
         if e.device_type() == DeviceType.CUDA:
-            gpu.append((e.start_ns(), e.duration_ns(), e.name(), e.device_resource_id()))
+            if e.name() != "anvil::call":  # the annotation's GPU-side twin
+                gpu.append((e.start_ns(), e.duration_ns(), e.name(), e.device_resource_id(), e.correlation_id()))
         elif e.name() == "anvil::call":
             ranges.append((e.start_ns(), e.start_ns() + e.duration_ns()))
             main_thread = e.start_thread_id()
         else:
             cpu.append((e.start_ns(), e.start_thread_id(), e.name()))
+            if e.name().startswith(("cuda", "cu")):
+                launches[e.correlation_id()] = (e.start_ns(), e.start_thread_id())
     gpu.sort()
-    markers = [g for g in gpu if "spin_kernel" in g[2]]
-    marker_stream = markers[0][3] if markers else None
-    harness = set()
-    for i, g in enumerate(gpu):
-        if "spin_kernel" in g[2]:
-            harness.add(i)
-            if flush_l2:  # the flush: the last activity on the marker stream before the marker
-                for j in range(i - 1, -1, -1):
-                    if gpu[j][3] == marker_stream:
-                        harness.add(j)
-                        break
-    kernels = [{"name": g[2], "stream": g[3], "us": g[1] / 1e3} for i, g in enumerate(gpu) if i not in harness]
     ranges.sort()
 
     def inside(t):
@@ -312,10 +306,24 @@ def _read_trace(prof, trace, calls, flush_l2):
                 return True
         return False
 
+    markers = [g for g in gpu if "spin_kernel" in g[2]]
+    marker_stream = markers[0][3] if markers else None
+    kernels = []
+    matched = 0
+    for g in gpu:
+        if "spin_kernel" in g[2]:
+            continue
+        launch = launches.get(g[4])
+        if launch is not None:
+            matched += 1
+            t, tid = launch
+            if not inside(t) and (tid == main_thread or main_thread is None):
+                continue  # the harness's
+        kernels.append({"name": g[2], "stream": g[3], "us": g[1] / 1e3})
     ops = [name for t, tid, name in cpu
            if (tid != main_thread and main_thread is not None) or inside(t)]
     trace.update(kernels=kernels, cpu_ops=ops, marker_stream=marker_stream, calls=calls, markers=len(markers),
-                 kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
+                 correlated=matched, kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
 
 
 class _CallError(Exception):
