@@ -115,9 +115,11 @@ def evaluate(anvil, job, extra, defenses_off):
         result = json.loads(out)
     except json.JSONDecodeError:
         result = None
-    if not isinstance(result, dict) or "outcome" not in result:
+    if not isinstance(result, dict) or "outcome" not in result:  # exit 2: anvil could not evaluate
+        said = (result or {}).get("error") or (result or {}).get("message") if isinstance(result, dict) else None
         why = [l.strip() for l in (err or out or "").splitlines() if l.strip() and not l.startswith("Run with --help")]
-        result = {"outcome": None, "error": "could not evaluate (exit %s): %s" % (code, why[-1] if why else "no output")}
+        result = dict(result if isinstance(result, dict) else {}, outcome=None, error="could not evaluate (exit %s): %s" % (
+            code, said or (why[-1] if why else "no output")))
     return dict(job, cmd=cmd, exit=code, seconds=round(seconds, 3), result=result)
 
 
