@@ -13,8 +13,9 @@ anvil.channel. Here, in order:
      replaced, an output that is not a plain tensor, an input it modified), then the output is
      sent to the judge, which compares it with its own reference;
   5. when the judge says go (its GPU is idle), timing: fresh inputs for every call, the timed calls
-     under the profiler (anvil.timing.profiled_samples) and the recorder, each call's sample and
-     output checksums sent to the judge at once, the trace summarised for the judge.
+     under the profiler (anvil.timing.profiled_samples) and the recorder, each call's sample sent
+     to the judge at once (and its whole output when the judge asks for it), the trace summarised
+     for the judge.
 This process decides nothing: it sends what it saw; the judge decides and writes the report.
 """
 import os
@@ -229,14 +230,13 @@ class CandidateSide:
         ev = self.ev
         cuda = ev.device.type == "cuda"
         trace = {} if cuda else None
-        checks = self
 
         def fn(*args):
             with self.recorder:
                 return ev.new(*args)
 
         def observe(phase, k, out, sample_ms):
-            checks.check_after("timed call %d" % k, out)
+            self.check_after("timed call %d" % k, out)
             self.send({"type": "sample", "phase": phase, "k": k, "ms": sample_ms})
             reply = channel.recv(self.sock)
             if reply.get("type") == "check":

@@ -13,8 +13,8 @@ expected output itself, receives the candidate's outputs as copies (anvil.channe
                    side_stream, no_kernels, foreign_work, timed_output_mismatch, precision,
                    below_roofline.
 
-Everything the candidate's process reports is evidence, not a verdict: its samples and
-checksums are checked here against the judge's own reference for the same inputs, its time
+Everything the candidate's process reports is evidence, not a verdict: the outputs of timed
+calls the judge picks in secret are checked against its own reference for the same inputs, its time
 against a speed-of-light floor the judge measures, and its outputs' accuracy against a float64
 reference. Timing of eager and torch.compile happens here, after the candidate's process has
 ended, with the same per-call inputs and method.
@@ -63,11 +63,12 @@ def _sentinel_count(got, expected):
     return int((hit & finite).sum().item())
 
 
-def _floating_leaves(value):
+def _floating_leaves(got_value, expected_value):
+    """(name, got, expected) for every pair of tensors at the same place of both values."""
     import torch
 
     out = []
-    for name, got, exp in _tensor_pairs(value[0], value[1], "output"):
+    for name, got, exp in _tensor_pairs(got_value, expected_value, "output"):
         if isinstance(got, torch.Tensor) and isinstance(exp, torch.Tensor):
             out.append((name, got, exp))
     return out
@@ -117,35 +118,38 @@ def kernel_names(modules, cuobjdump):
     return names
 
 
-def measure_peaks(device):
-    """The device's copy bandwidth (bytes/s, counting read and write) and dense bf16 matmul rate
-    (flop/s), best of a few runs each."""
+def _best_seconds(fn, runs=4):
     import torch
 
-    n = 1 << 28  # 1 GiB of bytes
-    src = torch.empty(n, dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     best = float("inf")
-    for _ in range(4):
+    for _ in range(runs):
         start.record()
-        dst.copy_(src)
+        fn()
         end.record()
         torch.cuda.synchronize()
         best = min(best, start.elapsed_time(end) / 1e3)
-    bandwidth = 2 * n / best
-    del src, dst
+    return best
+
+
+def measure_bandwidth(device):
+    """The device's copy bandwidth in bytes/s (read and write counted), best of a few 1 GiB copies."""
+    import torch
+
+    n = 1 << 28
+    src = torch.empty(n, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    return 2 * n / _best_seconds(lambda: dst.copy_(src))
+
+
+def measure_flops(device):
+    """The device's dense bf16 matmul rate in flop/s, best of a few 8192^3 products."""
+    import torch
+
     m = 8192
     a = torch.randn(m, m, device=device, dtype=torch.bfloat16)
     b = torch.randn(m, m, device=device, dtype=torch.bfloat16)
-    best = float("inf")
-    for _ in range(4):
-        start.record()
-        torch.mm(a, b)
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) / 1e3)
-    return {"bandwidth_bytes_per_s": bandwidth, "flops_per_s": 2 * m ** 3 / best, "measured": True}
+    return 2 * m ** 3 / _best_seconds(lambda: torch.mm(a, b))
 
 
 class Judge(Evaluation):
@@ -310,7 +314,7 @@ class Judge(Evaluation):
             if call == 0:
                 verify["trials"].append({"seed": seed, "ok": False, "report": "\n".join(lines)})
                 verify["failed"] += 1
-            unwritten = sum(_sentinel_count(g, e) for _n, g, e in _floating_leaves((got, expected)))
+            unwritten = sum(_sentinel_count(g, e) for _n, g, e in _floating_leaves(got, expected))
             if unwritten:
                 raise Outcome("wrong_answer", "%s: %d output elements were never written (they still hold the NaN "
                               "sentinel that fills fresh memory)\n%s" % (where, unwritten, "\n".join(lines)),
@@ -331,7 +335,7 @@ class Judge(Evaluation):
     def check_dtypes(self, got, expected, where):
         if self.defenses.get("allow_lower_precision"):
             return
-        for name, g, e in _floating_leaves((got, expected)):
+        for name, g, e in _floating_leaves(got, expected):
             gd, ed = compare.dtype_name(g.dtype), compare.dtype_name(e.dtype)
             if gd in LOWER.get(ed, ()):
                 raise Hack("precision", "%s: %s is %s but the reference's is %s: a lower-precision output is not "
@@ -344,7 +348,7 @@ class Judge(Evaluation):
         if self.defenses.get("allow_lower_precision") or self.req["flags"].get("allow_tf32"):
             self.precision = {"checked": False, "why": "lower precision allowed"}
             return
-        leaves = [(n, g, e) for n, g, e in _floating_leaves((got, expected))
+        leaves = [(n, g, e) for n, g, e in _floating_leaves(got, expected)
                   if compare.dtype_name(e.dtype) in PRECISION_FLOOR]
         if not leaves:
             self.precision = {"checked": False, "why": "no float32/float64 output"}
@@ -409,10 +413,13 @@ class Judge(Evaluation):
         import random
 
         if self.device.type == "cuda" and self.roofline is not None:
-            given = self.defenses.get("roofline") or {}
-            peaks = dict(given) if given.get("bandwidth_bytes_per_s") else measure_peaks(self.device)
+            peaks = dict(self.defenses.get("roofline") or {})
+            if not peaks.get("bandwidth_bytes_per_s"):
+                peaks["bandwidth_bytes_per_s"] = measure_bandwidth(self.device)
+                peaks["measured"] = True
             if not peaks.get("flops_per_s"):
-                peaks["flops_per_s"] = measure_peaks(self.device)["flops_per_s"]
+                peaks["flops_per_s"] = measure_flops(self.device)
+                peaks["measured"] = True
             self.roofline.update(peaks)
         total = self.total_calls()
         rng = random.SystemRandom()
@@ -448,33 +455,22 @@ class Judge(Evaluation):
                 results["compile"] = self.time_compile(None)
                 continue
             try:
-                results[name] = self.time_reference_model(self.ref, t["warmup"])
+                results[name] = self.time_one(self.ref, None, t["warmup"])
             except Outcome:
                 raise
             except BaseException as e:  # noqa: BLE001
                 raise Outcome("task_error", "while timing: %s" % _raised(e, "the reference Model"), _trace(e))
 
-    def time_reference_model(self, model, warmup):
+    def time_one(self, fn, sets, warmup):
+        """Evaluation.time_one with the candidate's method: fresh inputs per call (sets unused),
+        timed calls profiled. Evaluation.time_compile times torch.compile through this."""
         t = self.req["timing"]
         trace = {} if self.device.type == "cuda" else None
         self.pin_flags()
         with self.torch.no_grad():
-            return timing.measure(model, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
+            return timing.measure(fn, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
                                   flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
                                   hide_launch=bool(t.get("hide_launch", True)), trace=trace)
-
-    def time_compile(self, sets):
-        mode = self.req["timing"]["compile_mode"]
-        try:
-            import torch._dynamo
-
-            torch._dynamo.reset()
-            compiled = self.torch.compile(self.ref) if mode == "default" else self.torch.compile(self.ref, mode=mode)
-            return self.time_reference_model(compiled, max(1, self.req["timing"]["warmup"]))
-        except BaseException as e:  # noqa: BLE001 - a baseline that does not compile is reported
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            return {"error": _raised(e, "torch.compile(Model%s)" % ("" if mode == "default" else ", mode=%r" % mode))}
 
     # -- the verdict ----------------------------------------------------------------------------
     def candidate_timing(self):
