@@ -210,16 +210,20 @@ def overhead(anvil, jobs, extra):
     rows = []
     for job in (j for j in jobs if j["kind"] == "legit"):
         warm = evaluate(anvil, job, extra, False)
-        on, off, outcomes = [], [], []
+        on, off, outcomes, phases = [], [], [], {"on": [], "off": []}
         for _ in range(OVERHEAD_RUNS):
             for defenses_off, into in ((False, on), (True, off)):
                 r = evaluate(anvil, job, extra, defenses_off)
                 into.append(r["seconds"])
                 outcomes.append(("off" if defenses_off else "on", describe_got(r["result"])))
+                # where the time went: anvil's stages, and the judge's and candidate's phases
+                phases["off" if defenses_off else "on"].append({
+                    "anvil": (r["result"] or {}).get("seconds"),
+                    "defenses": ((r["result"] or {}).get("defenses") or {}).get("seconds")})
         ratio = common.median(on) / common.median(off) if off and common.median(off) > 0 else None
         rows.append({"name": job["name"], "variant": job["variant"], "warmup_s": warm["seconds"],
                      "warmup": describe_got(warm["result"]), "on_s": on, "off_s": off, "ratio": ratio,
-                     "outcomes": outcomes})
+                     "outcomes": outcomes, "phases": phases})
         print("  %-22s %-11s on %s off %s ratio %s" % (job["name"], job["variant"], on, off,
                                                         "%.3f" % ratio if ratio else "-"), flush=True)
     ratios = [r["ratio"] for r in rows if r["ratio"]]

@@ -54,10 +54,19 @@ class CandidateSide:
         self.sock = sock
         self.recorder = None
         self.poison = False
+        self.clock = timing.Clock()
 
     # -- messages ---------------------------------------------------------------------------
     def send(self, message, value=None):
         channel.send(self.sock, message, value)
+
+    def send_output(self, message, value):
+        """An output to the judge: CUDA tensors through CUDA IPC (their memory stays untouched until
+        the judge says it has its copy), the rest through a sealed memfd."""
+        shared = channel.send(self.sock, message, value, ipc=self.ev.device.type == "cuda")
+        reply = channel.recv(self.sock)
+        del shared
+        return reply
 
     def fail(self, outcome, message, detail="", reason=None):
         self.send({"type": "fail", "outcome": outcome, "message": message, "detail": detail, "reason": reason})
@@ -72,11 +81,15 @@ class CandidateSide:
         global _Tensor
         from anvil.runner import Outcome
 
-        confinement = sandbox.confine(keep_visible=self.ev.visible_paths())
+        clock = self.clock
+        with clock("confine"):
+            confinement = sandbox.confine(keep_visible=self.ev.visible_paths())
         os.environ["HOME"] = os.environ.get("TMPDIR", "/tmp")
         ev = self.ev
+        mark = time.perf_counter()
         try:
             ev.setup()
+            clock["device"] = round(time.perf_counter() - mark, 4)
             import torch
             import torch._dynamo  # noqa: F401 - it re-wraps torch functions on import: before the fingerprint
 
@@ -84,14 +97,17 @@ class CandidateSide:
             self.torch = torch
             ev.load_task()
             ev.build_reference()  # Model's weights, for load_state_dict (the judge keeps its own)
-            seed0 = ev.req["seed"] + 1
-            self.pristine = [ev.inputs(seed0 + i) for i in range(ev.req["trials"])]
+            inputs_start = time.perf_counter()
+            self.pristine = [ev.trial_inputs(i) for i in range(ev.req["trials"])]
             if "candidate" in ev.req["timing"]["measure"]:
-                ev.timing_sets()  # made before any candidate code exists
+                ev.timing_sets()  # made before any candidate code exists (mostly trials' inputs)
+            clock["inputs"] = round(time.perf_counter() - inputs_start, 4)
         except Outcome as o:
             self.fail(o.outcome, o.message, o.detail)
+        clock["setup"] = round(time.perf_counter() - mark, 4)
         self.send({"type": "hello", "pid": os.getpid(), "sandbox": confinement})
-        self._warm_instruments()
+        with clock("warm_instruments"):
+            self._warm_instruments()
         from anvil import load_inline
 
         load_inline.set_builder(self.build_via_judge)
@@ -102,16 +118,19 @@ class CandidateSide:
         self.fingerprint = policy.Fingerprint()
         self.threads0 = policy.threads()
         try:
-            ev.import_candidate()
-            self.check_after("importing model_new.py")
-            ev.build_candidate()
-            self.check_after("constructing ModelNew")
+            with clock("import"):
+                ev.import_candidate()
+                self.check_after("importing model_new.py")
+                ev.build_candidate()
+                self.check_after("constructing ModelNew")
         except Outcome as o:
             self.fail(o.outcome, o.message, o.detail)
         self.send({"type": "loaded", "modules": sorted(_maps() - before_maps)})
-        self.verify()
-        self.time()
-        self.send({"type": "done", "ops": self.recorder.forbidden})
+        with clock("verify"):
+            self.verify()
+        with clock("timing"):
+            self.time()
+        self.send({"type": "done", "ops": self.recorder.forbidden, "clock": clock})
 
     def _warm_instruments(self):
         """Start what the harness's own work starts (torch's CPU thread pool, the profiler), so
@@ -125,13 +144,15 @@ class CandidateSide:
         torch.ones(1 << 22).add_(1).sum()  # the intra-op pool
         for args in self.pristine:
             _map_tensors(args, lambda t: t.clone())
-        if self.ev.device.type != "cuda":
-            return
+        cuda = self.ev.device.type == "cuda"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-                torch.cuda._sleep(1)
-                torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])):
+                if cuda:
+                    torch.cuda._sleep(1)
+                    torch.cuda.synchronize()
+                else:
+                    torch.ones(1).add_(1)
 
     def _wrap_recorder(self):
         """The recorder also poisons fresh allocations while self.poison is set."""
@@ -214,7 +235,10 @@ class CandidateSide:
                         if changed:
                             self.fail("wrong_answer", "%s: the candidate modified %s (%d of %d elements changed)"
                                       % (where, name, changed, before.numel()), reason="input_mutated")
-                self.send({"type": "output", "trial": i, "call": c, "ops": self.recorder.forbidden}, out)
+                reply = self.send_output({"type": "output", "trial": i, "call": c, "ops": self.recorder.forbidden},
+                                         out)
+                if reply.get("type") != "received":
+                    raise Stop()
                 del out, args
         self.pristine = None
 
@@ -228,20 +252,22 @@ class CandidateSide:
         if reply.get("type") != "go":
             raise Stop()
         ev = self.ev
-        cuda = ev.device.type == "cuda"
-        trace = {} if cuda else None
+        trace = {}
 
         def fn(*args):
             with self.recorder:
                 return ev.new(*args)
 
+        clock = self.clock
+
         def observe(phase, k, out, sample_ms):
-            self.check_after("timed call %d" % k, out)
-            self.send({"type": "sample", "phase": phase, "k": k, "ms": sample_ms})
-            reply = channel.recv(self.sock)
-            if reply.get("type") == "check":
-                self.send({"type": "timed_output", "k": k}, out)
+            with clock("timing_checks"):
+                self.check_after("timed call %d" % k, out)
+            with clock("timing_messages"):
+                self.send({"type": "sample", "phase": phase, "k": k, "ms": sample_ms})
                 reply = channel.recv(self.sock)
+                if reply.get("type") == "check":
+                    reply = self.send_output({"type": "timed_output", "k": k}, out)
             if reply.get("type") != "next":
                 raise Stop()
 
@@ -260,6 +286,7 @@ class CandidateSide:
             self.fail("runtime_error", "while timing: %s" % _raised(e, "the candidate"), _trace(e))
         self.check_after("timing")
         result["seconds"] = time.perf_counter() - start
+        clock.update(("trace_" + k, v) for k, v in (trace.pop("seconds", None) or {}).items())
         self.send({"type": "timing", "result": result, "trace": trace})
 
 
@@ -276,6 +303,9 @@ def _leaves(value, where, depth=0):
 
 def main(runner_evaluation, sock):
     """Entry of the forked candidate process; never returns."""
+    import faulthandler
+
+    faulthandler.enable(all_threads=True)  # a crash leaves its Python stack in the output tail
     code = 0
     try:
         CandidateSide(runner_evaluation, sock).run()

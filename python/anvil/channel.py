@@ -1,8 +1,10 @@
 """The wire between the judge and the candidate's process (docs/anti-hacking.md, "Two processes").
 
 One SOCK_SEQPACKET socket pair, created before the fork. A message is one JSON object; tensors
-travel beside it in a memfd (passed with SCM_RIGHTS), so their bytes never go through a pipe and
-the receiver maps them without a copy. A value (an output: a tensor, or tuples, lists and dicts of
+travel beside it in a memfd (passed with SCM_RIGHTS), so their bytes never go through a pipe. The
+sender seals the memfd against writes, shrinking and growing before it sends it, and the receiver
+refuses one without those seals: the bytes it maps can no longer change, whoever else holds the
+file, so it reads them in place (straight to the GPU when asked) without a private copy first. A value (an output: a tensor, or tuples, lists and dicts of
 them and of plain scalars) is sent as a skeleton in which every tensor is {"__tensor__": i}, tuples
 are {"__tuple__": [...]}, and anything else is {"__object__": "its type name"}.
 
@@ -10,6 +12,7 @@ Both sides capture what they call (socket methods, json, mmap, os) when this mod
 before any candidate code exists, so a candidate that patches json.dumps or socket.send in its own
 process changes nothing here; the candidate side also fingerprints them (anvil.policy).
 """
+import fcntl
 import json
 import mmap
 import os
@@ -17,12 +20,14 @@ import socket
 
 MAX_HEADER = 1 << 20
 MAX_FDS = 1
+SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 _dumps = json.dumps
 _loads = json.loads
 _sendmsg = socket.socket.sendmsg
 _recv_fds = socket.recv_fds
 _memfd_create = os.memfd_create
+_fcntl = fcntl.fcntl
 _ftruncate = os.ftruncate
 _close = os.close
 _mmap = mmap.mmap
@@ -59,26 +64,45 @@ def _skeleton(value, tensors, depth=0):
     return {"__object__": type(value).__module__ + "." + type(value).__name__}
 
 
-def send(sock, message, value=None):
-    """Send `message` (a JSON object); with `value`, its tensors go in a memfd (copied to host
-    memory here) and message["value"] is its skeleton."""
+def send(sock, message, value=None, ipc=False):
+    """Send `message` (a JSON object); with `value`, message["value"] is its skeleton and its
+    tensors go in a memfd (copied to host memory here) or, with `ipc`, CUDA tensors through CUDA
+    IPC (anvil.cuda_ipc). Returns what the receiver may still be reading through IPC: keep it alive
+    until it answers."""
     fds = []
     fd = None
+    shared = []
     try:
         if value is not None:
             tensors = []
             message = dict(message, value=_skeleton(value, tensors))
-            layout, total = [], 0
+            layout, total, in_memfd = [], 0, []
             for t in tensors:
                 nbytes = t.numel() * t.element_size()
-                layout.append({"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
-                               "offset": total, "nbytes": nbytes, "device": t.device.type})
-                total += (nbytes + 63) // 64 * 64
+                entry = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "nbytes": nbytes,
+                         "device": t.device.type}
+                layout.append(entry)
+                exported = None
+                if ipc and t.is_cuda and nbytes:
+                    from anvil import cuda_ipc
+
+                    src = t.detach() if t.is_contiguous() else t.detach().contiguous()
+                    exported = cuda_ipc.export(src)
+                    if exported is not None:
+                        entry["ipc"] = exported
+                        shared.append(src)
+                if exported is None:
+                    entry["offset"] = total
+                    in_memfd.append((t, entry))
+                    total += (nbytes + 63) // 64 * 64
             message["tensors"] = layout
-            if tensors:
-                fd = _memfd_create("anvil-tensors")
+            if in_memfd:
+                tensors = [t for t, _ in in_memfd]
+                layout = [e for _, e in in_memfd]
+                fd = _memfd_create("anvil-tensors", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
                 _ftruncate(fd, max(total, 1))
                 _write_tensors(fd, total, tensors, layout)
+                _fcntl(fd, fcntl.F_ADD_SEALS, SEALS)  # after the writable mapping is gone
                 fds = [fd]
         data = _dumps(message).encode("utf-8")
         if _len(data) > MAX_HEADER:
@@ -90,6 +114,7 @@ def send(sock, message, value=None):
     finally:
         if fd is not None:
             _close(fd)
+    return shared
 
 
 def _fd_array(fds):
@@ -113,9 +138,9 @@ def _write_tensors(fd, total, tensors, layout):
             del host
 
 
-def recv(sock):
-    """The next message, with message["value"] rebuilt (tensors on the CPU, owning their memory).
-    Raises ChannelClosed at EOF."""
+def recv(sock, device=None):
+    """The next message, with message["value"] rebuilt: tensors on `device` (a torch.device; None:
+    the CPU), owning their memory. Raises ChannelClosed at EOF."""
     try:
         data, fds, _flags, _addr = _recv_fds(sock, MAX_HEADER, MAX_FDS)
     except (ConnectionResetError, BrokenPipeError) as e:
@@ -127,7 +152,7 @@ def recv(sock):
     try:
         message = _loads(data.decode("utf-8"))
         if "value" in message:
-            tensors = _read_tensors(fds[0] if fds else None, message.get("tensors") or [])
+            tensors = _read_tensors(fds[0] if fds else None, message.get("tensors") or [], device)
             message["value"] = _rebuild(message["value"], tensors)
         return message
     finally:
@@ -135,30 +160,55 @@ def recv(sock):
             _close(fd)
 
 
-def _read_tensors(fd, layout):
+def _read_tensors(fd, layout, device=None):
+    import warnings
+
     import torch
 
     if not layout:
         return []
-    if fd is None:
-        raise ValueError("a message with tensors came without their memory")
-    size = os.fstat(fd).st_size
+    m = size = None
+    if any("ipc" not in entry for entry in layout):
+        if fd is None:
+            raise ValueError("a message with tensors came without their memory")
+        if _fcntl(fd, fcntl.F_GET_SEALS) & SEALS != SEALS:
+            raise ValueError("tensor memory came unsealed: its sender could still change it")
+        size = os.fstat(fd).st_size
+        m = _mmap(fd, size, prot=mmap.PROT_READ)
+    cuda = device is not None and torch.device(device).type == "cuda"
     out = []
-    with _mmap(fd, size, prot=mmap.PROT_READ) as m:
+    try:
         for entry in layout:
             dtype = getattr(torch, entry["dtype"], None)
             if not _isinstance(dtype, torch.dtype):
                 raise ValueError("unknown dtype %r" % entry["dtype"])
-            if entry["offset"] + entry["nbytes"] > size:
-                raise ValueError("a tensor lies outside its memory")
-            t = torch.empty(entry["shape"], dtype=dtype)
-            if entry["nbytes"]:
-                if t.numel() * t.element_size() != entry["nbytes"]:
-                    raise ValueError("a tensor's shape and size disagree")
-                raw = torch.frombuffer(m, dtype=torch.uint8, count=entry["nbytes"], offset=entry["offset"])
+            t = torch.empty(entry["shape"], dtype=dtype, device=device)
+            if t.numel() * t.element_size() != entry["nbytes"]:
+                raise ValueError("a tensor's shape and size disagree")
+            if "ipc" in entry:
+                if not cuda:
+                    raise ValueError("a tensor came through CUDA IPC to a receiver without a CUDA device")
+                from anvil import cuda_ipc
+
+                ipc = entry["ipc"]
+                cuda_ipc.copy_into(t, str(ipc.get("handle", "")), int(ipc.get("offset", -1)))
+            elif entry["nbytes"]:
+                if entry["offset"] + entry["nbytes"] > size:
+                    raise ValueError("a tensor lies outside its memory")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # read-only memory, only ever read from here
+                    raw = torch.frombuffer(m, dtype=torch.uint8, count=entry["nbytes"], offset=entry["offset"])
                 t.view(-1).view(torch.uint8).copy_(raw)
                 del raw
             out.append(t)
+        if cuda and m is not None:
+            torch.cuda.synchronize()  # the copies read the mapping, which closes below
+    finally:
+        if m is not None:
+            try:
+                m.close()
+            except BufferError:  # a view is still alive after a failure: the collector unmaps it
+                pass
     return out
 
 

@@ -95,17 +95,44 @@ def find_cuobjdump(hint=None):
     return None
 
 
+def _entry_symbols(path, cuobjdump):
+    """Mangled names of the kernels (entry functions) in one shared object, through cuobjdump;
+    remembered in $ANVIL_CACHE/kernel-names by the file's content hash."""
+    import hashlib
+    import json
+
+    cache = None
+    if os.environ.get("ANVIL_CACHE"):
+        try:
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            cache = os.path.join(os.environ["ANVIL_CACHE"], "kernel-names", digest[:2], digest + ".json")
+            with open(cache) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            pass
+    try:
+        out = subprocess.run([cuobjdump, "-symbols", path], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    names = [line.split()[-1] for line in out.stdout.splitlines() if "STO_ENTRY" in line]
+    if cache is not None and out.returncode == 0:
+        try:
+            os.makedirs(os.path.dirname(cache), exist_ok=True)
+            tmp = "%s.%d.tmp" % (cache, os.getpid())
+            with open(tmp, "w") as f:
+                json.dump(names, f)
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return names
+
+
 def kernel_names(modules, cuobjdump):
     """Demangled and base names of the GPU kernels (entry functions) in the given shared objects."""
     mangled = []
     for path in modules:
-        try:
-            out = subprocess.run([cuobjdump, "-symbols", path], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        for line in out.stdout.splitlines():
-            if "STO_ENTRY" in line:
-                mangled.append(line.split()[-1])
+        mangled += _entry_symbols(path, cuobjdump)
     names = set(mangled)
     filt = shutil.which("c++filt")
     if mangled and filt:
@@ -171,6 +198,8 @@ class Judge(Evaluation):
         self.timed_checked = 0
         self.precision = None
         self.roofline = None
+        self.trial_sets = []
+        self.clock = timing.Clock()
 
     # -- the fork -----------------------------------------------------------------------------
     def fork_candidate(self):
@@ -219,7 +248,8 @@ class Judge(Evaluation):
     # -- messages -----------------------------------------------------------------------------
     def recv(self):
         try:
-            return channel.recv(self.sock)
+            with self.clock("waiting_for_candidate"):
+                return channel.recv(self.sock, getattr(self, "device", None))
         except channel.ChannelClosed:
             how = self.end_child(kill=False)
             raise Outcome("runtime_error", "the candidate's process %s before the evaluation finished" % how,
@@ -235,7 +265,8 @@ class Judge(Evaluation):
                 from anvil import load_inline
 
                 out_dir = os.path.join(os.path.dirname(os.path.abspath(self.req["candidate_dir"])), "inline")
-                reply = load_inline.build_spec_locally(msg["spec"], out_dir)
+                with self.clock("build"):
+                    reply = load_inline.build_spec_locally(msg["spec"], out_dir)
                 channel.send(self.sock, {"type": "built", "reply": reply})
             elif kind == "fail":
                 raise Outcome(msg.get("outcome") or "runtime_error", msg.get("message", ""), msg.get("detail", ""),
@@ -243,23 +274,29 @@ class Judge(Evaluation):
             elif kind == "hack":
                 raise Hack(msg.get("reason"), msg.get("message", ""), msg.get("evidence"))
             elif kind == "loaded":
-                self.loaded(msg.get("modules") or [])
+                with self.clock("kernel_names"):
+                    self.loaded(msg.get("modules") or [])
             elif kind == "output":
-                self.judge_output(msg)
+                channel.send(self.sock, {"type": "received"})  # the copy is ours: the candidate goes on
+                with self.clock("outputs"):
+                    self.judge_output(msg)
             elif kind == "ready_to_time":
-                self.before_timing()
+                with self.clock("before_timing"):
+                    self.before_timing()
                 channel.send(self.sock, {"type": "go"})
             elif kind == "sample":
                 self.samples[msg["k"]] = msg
                 channel.send(self.sock, {"type": "check" if msg["k"] in self.checked_calls else "next"})
             elif kind == "timed_output":
-                self.judge_timed_output(msg)
+                with self.clock("timed_outputs"):
+                    self.judge_timed_output(msg)
                 channel.send(self.sock, {"type": "next"})
             elif kind == "timing":
                 self.cand_timing = msg.get("result") or {}
                 self.trace = msg.get("trace")
             elif kind == "done":
                 self.done_ops = msg.get("ops") or {}
+                self.candidate_clock = msg.get("clock") or {}
                 return
             else:
                 raise Outcome("runtime_error", "the candidate's process sent an unknown message %r" % (kind,))
@@ -284,7 +321,7 @@ class Judge(Evaluation):
         if trial in self.expected:
             return self.expected[trial]
         seed = self.req["seed"] + 1 + trial
-        pristine = self.inputs(seed)
+        pristine = self.trial_sets[trial] if trial < len(self.trial_sets) else self.trial_inputs(trial)
         if trial == 0:
             first, _second = self.check_reference(pristine, seed)
             self.pristine0 = pristine
@@ -322,8 +359,10 @@ class Judge(Evaluation):
             raise Outcome("wrong_answer", "%s, %s" % (where, "\n".join(lines)), tail("\n".join(lines), DETAIL_LINES),
                           reason="mismatch")
         if trial == 0 and call == 0:
-            self.check_precision(got, expected)
-            self.count_work(expected)
+            with self.clock("precision"):
+                self.check_precision(got, expected)
+            with self.clock("count_work"):
+                self.count_work(expected)
 
     @staticmethod
     def _ops_message(ops, where):
@@ -414,12 +453,13 @@ class Judge(Evaluation):
 
         if self.device.type == "cuda" and self.roofline is not None:
             peaks = dict(self.defenses.get("roofline") or {})
-            if not peaks.get("bandwidth_bytes_per_s"):
-                peaks["bandwidth_bytes_per_s"] = measure_bandwidth(self.device)
-                peaks["measured"] = True
-            if not peaks.get("flops_per_s"):
-                peaks["flops_per_s"] = measure_flops(self.device)
-                peaks["measured"] = True
+            with self.clock("peaks"):
+                if not peaks.get("bandwidth_bytes_per_s"):
+                    peaks["bandwidth_bytes_per_s"] = measure_bandwidth(self.device)
+                    peaks["measured"] = True
+                if not peaks.get("flops_per_s"):
+                    peaks["flops_per_s"] = measure_flops(self.device)
+                    peaks["measured"] = True
             self.roofline.update(peaks)
         total = self.total_calls()
         rng = random.SystemRandom()
@@ -439,9 +479,9 @@ class Judge(Evaluation):
         del expected
         self.sync()
         if lines:
-            raise Hack("timed_output_mismatch", "timed call %d (fresh inputs of seed %d) returned an output that is "
+            raise Hack("timed_output_mismatch", "timed call %d (the inputs of seed %d, rolled) returned an output that is "
                        "not the answer for its inputs, though verification passed: outputs must be computed from "
-                       "each call's inputs, never cached or reused. %s" % (k, self.req["seed"] + 1000 + k, lines[0]))
+                       "each call's inputs, never cached or reused. %s" % (k, self.req["seed"] + 1 + k % self.req["timing"]["input_sets"], lines[0]))
 
     def time_models(self):
         """eager and torch.compile, as the candidate was timed (fresh inputs per call, profiled)."""
@@ -465,7 +505,7 @@ class Judge(Evaluation):
         """Evaluation.time_one with the candidate's method: fresh inputs per call (sets unused),
         timed calls profiled. Evaluation.time_compile times torch.compile through this."""
         t = self.req["timing"]
-        trace = {} if self.device.type == "cuda" else None
+        trace = {}  # profiled as the candidate's calls were, for the same overhead
         self.pin_flags()
         with self.torch.no_grad():
             return timing.measure(fn, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
@@ -487,6 +527,12 @@ class Judge(Evaluation):
         found = []
         ops = dict(self.done_ops)
         analysis = None
+        if self.trace is not None and self.device.type != "cuda" and not self.trace.get("profiler_error"):
+            analysis = policy.analyze_trace([], self.trace.get("cpu_ops", []), set(), self.defenses["policy"])
+            for op, n in analysis["forbidden_ops"].items():
+                ops[op] = ops.get(op, 0) + n
+            self.report["defenses"]["work"] = {"forbidden_ops": analysis["forbidden_ops"]}
+            analysis = None
         if self.trace is not None and self.device.type == "cuda" and not self.trace.get("profiler_error"):
             own = self.own_names
             if own is None:  # no kernel list: every kernel that is not torch's counts as the candidate's
@@ -547,12 +593,20 @@ class Judge(Evaluation):
     # -- all of it ------------------------------------------------------------------------------
     def run(self, started):
         seconds = self.report["seconds"]
-        self.fork_candidate()
+        self.candidate_clock = {}
+        self.report["defenses"]["seconds"] = {"judge": self.clock, "candidate": {}}
+        with self.clock("fork"):
+            self.fork_candidate()
         try:
-            self.setup()
-            self.load_task()
-            self.build_reference()
-            self.static_findings()
+            with self.clock("setup"):
+                self.setup()
+                self.load_task()
+                self.build_reference()
+            with self.clock("static"):
+                self.static_findings()
+            with self.clock("reference"):  # while the candidate's process sets itself up
+                self.trial_sets = [self.trial_inputs(i) for i in range(self.req["trials"])]
+                self.expected_for(0)
             seconds["import"] = time.perf_counter() - started
             mark = time.perf_counter()
             try:
@@ -566,9 +620,11 @@ class Judge(Evaluation):
             mark = time.perf_counter()
             if "candidate" in self.req["timing"]["measure"]:
                 self.report["timing"]["candidate"] = self.candidate_timing()
-            self.time_models()
+            with self.clock("baselines"):
+                self.time_models()
             seconds["timing"] = time.perf_counter() - mark
             self.report["defenses"]["precision"] = self.precision
+            self.report["defenses"]["seconds"]["candidate"] = self.candidate_clock
             found = self.findings()
             if found:
                 raise self.hack_outcome(found)

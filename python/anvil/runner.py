@@ -504,12 +504,21 @@ class Evaluation:
         except BaseException as e:  # noqa: BLE001
             raise Outcome("task_error", _raised(e, "moving get_inputs() to %s" % self.device), _trace(e))
 
+    def trial_inputs(self, i):
+        """get_inputs() of trial i (seed + 1 + i). Those of the first `input_sets` trials are made
+        once and kept: they are also timing's base sets. Callers never modify them (they clone)."""
+        kept = self.__dict__.setdefault("_kept_inputs", {})
+        if i in kept:
+            return kept[i]
+        args = self.inputs(self.req["seed"] + 1 + i)
+        if i < self.req["timing"]["input_sets"]:
+            kept[i] = args
+        return args
+
     def timing_sets(self):
-        """The request's `input_sets` base input sets for timing (seeds seed + 1000 + j)."""
-        if getattr(self, "_timing_sets", None) is None:
-            n = self.req["timing"]["input_sets"]
-            self._timing_sets = [self.inputs(self.req["seed"] + 1000 + j) for j in range(n)]
-        return self._timing_sets
+        """The request's `input_sets` base input sets for timing: the inputs of trials 0, 1, ...
+        (seeds seed + 1 + j)."""
+        return [self.trial_inputs(j) for j in range(self.req["timing"]["input_sets"])]
 
     def call_inputs(self, k):
         """Fresh inputs for timed call k: base set k % input_sets with every tensor of more than
@@ -533,7 +542,13 @@ class Evaluation:
         return _map_tensors(base, roll)
 
     def visible_paths(self):
-        return [os.path.abspath(self.req["candidate_dir"]), os.path.abspath(self.req["task_file"])]
+        """What the candidate's process must still see once confined (anvil.sandbox mounts no
+        private tmpfs over a directory holding one): the candidate, the task, and every place
+        Python, torch and anvil load modules and libraries from (lazy imports happen later)."""
+        paths = [self.req["candidate_dir"], self.req["task_file"], os.path.dirname(os.path.dirname(__file__)),
+                 sys.prefix, sys.base_prefix, os.environ.get("ANVIL_CACHE", "")]
+        paths += [p for p in sys.path if p]
+        return [os.path.abspath(p) for p in paths if p]
 
     def call_reference(self, pristine, where):
         self.pin_flags()
@@ -582,7 +597,7 @@ class Evaluation:
         self.stage = "verify"
         verify = self.report["verify"]
         seed0 = self.req["seed"] + 1
-        pristine = self.inputs(seed0)
+        pristine = self.trial_inputs(0)
         # Keep the reference check's outputs alive through trial 0, so that a candidate returning
         # uninitialized memory cannot be handed the freed buffer of a correct answer.
         keep = self.check_reference(pristine, seed0)
@@ -591,7 +606,7 @@ class Evaluation:
             seed = seed0 + i
             if i > 0:
                 keep = None
-                pristine = self.inputs(seed)
+                pristine = self.trial_inputs(i)
             entry = {"seed": seed, "ok": True, "report": ""}
             verify["trials"].append(entry)
             try:
@@ -633,7 +648,7 @@ class Evaluation:
         if not t["measure"]:
             return
         self.stage = "timing"
-        sets = [self.inputs(self.req["seed"] + 1000 + k) for k in range(t["input_sets"])]
+        sets = self.timing_sets()
         results = self.report["timing"]
         for name in t["measure"]:
             if name == "compile":

@@ -6,8 +6,9 @@ CAP_SYS_PTRACE can neither ptrace it nor read or write its memory through /proc/
 confine(): the candidate's process, right after the fork and before any candidate code, gets
   - its own mount namespace in which every mount but /dev and /proc is read-only (mount_setattr,
     recursively), with
-    fresh private tmpfs mounts on /tmp and /dev/shm: it cannot change anvil, its caches, torch, or
-    leave anything behind for a later evaluation;
+    fresh private tmpfs mounts on /tmp and /dev/shm (what it must still read there, bound back
+    read-only): it cannot change anvil, its caches, torch, or leave anything behind for a later
+    evaluation;
   - no capabilities (bounding set dropped, then capset to none) and no_new_privs, so it cannot
     undo the mounts, ptrace the judge or regain privileges through a setuid binary.
 When not root, a user namespace (uid mapped to itself) provides the rights to do so. Every step
@@ -18,6 +19,7 @@ import os
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 MS_NOSUID = 2
@@ -65,10 +67,57 @@ def _under(path, top):
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
+def _setattr(libc, path, attr):
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    return syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode() if isinstance(path, str) else path, AT_RECURSIVE,
+                   ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)))
+
+
+def _private_tmpfs(libc, target, keep_visible, errors):
+    """Mount a fresh tmpfs on target, then bind every path of keep_visible that lies under it
+    back in place, read-only (a checkout, venv or candidate in /tmp stays visible, nothing else
+    of the old /tmp does). Returns whether the tmpfs was mounted."""
+    roots = []
+    for p in sorted({os.path.realpath(p) for p in keep_visible if _under(p, target) and os.path.exists(p)}):
+        if not any(_under(p, r) for r in roots):
+            roots.append(p)
+    held = []
+    for p in roots:
+        try:
+            held.append((p, os.open(p, os.O_PATH | os.O_CLOEXEC)))
+        except OSError as e:
+            errors.append("open(%s): %s" % (p, e.strerror))
+    try:
+        if libc.mount(b"tmpfs", target.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777") != 0:
+            errors.append(_fail("mount(tmpfs on %s)" % target))
+            return False
+        readonly = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+        for p, fd in held:
+            source = "/proc/self/fd/%d" % fd
+            try:
+                if os.path.isdir(source):
+                    os.makedirs(p, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(p), exist_ok=True)
+                    open(p, "a").close()
+            except OSError as e:
+                errors.append("mount point %s: %s" % (p, e.strerror))
+                continue
+            if libc.mount(source.encode(), p.encode(), None, MS_BIND | MS_REC, None) != 0:
+                errors.append(_fail("mount(bind %s)" % p))
+            elif _setattr(libc, p, readonly) != 0:
+                errors.append(_fail("mount_setattr(%s, read-only)" % p))
+        return True
+    finally:
+        for _p, fd in held:
+            os.close(fd)
+
+
 def confine(keep_visible=()):
-    """Confine this process (see the module docstring). A private tmpfs is not mounted over a
-    directory holding one of `keep_visible` (the candidate's files): that one stays read-only.
-    TMPDIR points at the first private tmpfs. Returns {"filesystem": str, "capabilities": str,
+    """Confine this process (see the module docstring). Paths of `keep_visible` (the candidate,
+    the task, where Python and anvil load from) under /tmp or /dev/shm are bound back, read-only,
+    into the private tmpfs mounted there. TMPDIR points at the first private tmpfs. Returns {"filesystem": str, "capabilities": str,
     "errors": [str]}."""
     libc = _libc()
     errors = []
@@ -108,11 +157,7 @@ def confine(keep_visible=()):
                     errors.append(_fail("mount_setattr(%s, writable)" % path.decode()))
             private = []
             for target in ("/tmp", "/dev/shm"):
-                if not os.path.isdir(target) or any(_under(p, target) for p in keep_visible):
-                    continue
-                if libc.mount(b"tmpfs", target.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777") != 0:
-                    errors.append(_fail("mount(tmpfs on %s)" % target))
-                else:
+                if os.path.isdir(target) and _private_tmpfs(libc, target, keep_visible, errors):
                     private.append(target)
             state["filesystem"] = "read-only; private tmpfs on " + (", ".join(private) if private else "nothing")
             if private:

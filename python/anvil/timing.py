@@ -24,10 +24,23 @@ propagates to the caller.
 
 The caller runs this under torch.no_grad() with its flags pinned; nothing here checks outputs.
 """
+import contextlib
 import time
 import warnings
 
 MIN_FLUSH_BYTES = 8 << 20
+
+
+class Clock(dict):
+    """Seconds spent per named phase, summed over repeats: `with clock("peaks"): ...`."""
+
+    @contextlib.contextmanager
+    def __call__(self, name):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self[name] = round(self.get(name, 0.0) + time.perf_counter() - start, 4)
 
 
 def percentile(sorted_samples, q):
@@ -99,9 +112,9 @@ def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_su
     input_sets: a list of argument tuples (rotated) or a function k -> the arguments of call k.
     observe(phase, k, out, sample_ms): called after every call, outside any timed region and after
     the device is synchronized (phase "warmup", "probe" or "timed"; sample_ms None but for timed).
-    trace: a dict, on a CUDA device: the timed calls run under torch.profiler and trace receives
-    their GPU activity and CPU-side ops (profiled_samples); kernel_sum_ms then comes from those
-    same calls and no separate profiled calls are made."""
+    trace: a dict: the timed calls run under torch.profiler and trace receives their GPU activity
+    and CPU-side ops (profiled_samples; on the CPU, profiled_cpu_samples, ops only); on a CUDA
+    device kernel_sum_ms then comes from those same calls and no separate profiled calls are made."""
     import torch
 
     device = torch.device(device)
@@ -123,6 +136,8 @@ def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_su
         samples = profiled_samples(fn, rotation, device, calls, flush_l2, hide.get("sleep_cycles", 0), observe, trace)
     elif cuda:
         samples = _cuda_samples(fn, rotation, device, calls, flush_l2, hide.get("sleep_cycles", 0), observe)
+    elif trace is not None:
+        samples = profiled_cpu_samples(fn, rotation, calls, observe, trace)
     else:
         samples = _cpu_samples(fn, rotation, calls, observe)
     result = summarize(samples)
@@ -162,6 +177,40 @@ def _cpu_samples(fn, rotation, calls, observe=_noop):
         observe("timed", k, out, sample)
         del out
         samples.append(sample)
+    return samples
+
+
+def profiled_cpu_samples(fn, rotation, calls, observe, trace):
+    """The timed calls of _cpu_samples under torch.profiler (CPU activity), each wrapped in
+    record_function("anvil::call"); trace gets what profiled_samples gives, without GPU activity."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    samples = []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+        prof = profile(activities=[ProfilerActivity.CPU])
+        prof.__enter__()
+        try:
+            for _ in range(calls):
+                k, args = rotation.next()
+                start = _perf_counter()
+                with record_function("anvil::call"):
+                    out = fn(*args)
+                end = _perf_counter()
+                sample = (end - start) * 1e3
+                observe("timed", k, out, sample)
+                del out
+                samples.append(sample)
+        finally:
+            try:
+                prof.__exit__(None, None, None)
+            except Exception as e:  # noqa: BLE001 - the profiler's failure, not the call's
+                trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
+    if "profiler_error" not in trace:
+        try:
+            _read_trace(prof, trace, calls, False)
+        except Exception as e:  # noqa: BLE001
+            trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
     return samples
 
 
@@ -244,10 +293,13 @@ def profiled_samples(fn, rotation, device, calls, flush_l2, sleep_cycles, observ
     samples = []
     cycles = max(int(sleep_cycles), 1)
     torch.cuda.synchronize()
+    clock = trace.setdefault("seconds", Clock())
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
         prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-        prof.__enter__()
+        with clock("profiler_start"):
+            prof.__enter__()
+        calls_start = _perf_counter()
         try:
             for _ in range(calls):
                 k, args = rotation.next()
@@ -264,14 +316,17 @@ def profiled_samples(fn, rotation, device, calls, flush_l2, sleep_cycles, observ
                 del out
                 samples.append(sample)
         finally:
+            clock["calls"] = round(_perf_counter() - calls_start, 4)
             try:
-                prof.__exit__(None, None, None)
+                with clock("profiler_stop"):
+                    prof.__exit__(None, None, None)
             except Exception as e:  # noqa: BLE001 - the profiler's failure, not the call's
                 trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
     del flush
     if "profiler_error" not in trace:
         try:
-            _read_trace(prof, trace, calls, flush_l2)
+            with clock("read_trace"):
+                _read_trace(prof, trace, calls, flush_l2)
         except Exception as e:  # noqa: BLE001
             trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
     return samples
@@ -294,7 +349,8 @@ def _read_trace(prof, trace, calls, flush_l2):
             ranges.append((e.start_ns(), e.start_ns() + e.duration_ns()))
             main_thread = e.start_thread_id()
         else:
-            cpu.append((e.start_ns(), e.start_thread_id(), e.name()))
+            if not e.is_user_annotation():
+                cpu.append((e.start_ns(), e.start_ns() + e.duration_ns(), e.start_thread_id(), e.name()))
             if e.name().startswith(("cuda", "cu")):
                 launches[e.correlation_id()] = (e.start_ns(), e.start_thread_id())
     gpu.sort()
@@ -320,10 +376,27 @@ def _read_trace(prof, trace, calls, flush_l2):
             if not inside(t) and (tid == main_thread or main_thread is None):
                 continue  # the harness's
         kernels.append({"name": g[2], "stream": g[3], "us": g[1] / 1e3})
-    ops = [name for t, tid, name in cpu
+    ops = [name for t, _end, tid, name in _outermost(cpu)
            if (tid != main_thread and main_thread is not None) or inside(t)]
     trace.update(kernels=kernels, cpu_ops=ops, marker_stream=marker_stream, calls=calls, markers=len(markers),
                  correlated=matched, kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
+
+
+def _outermost(ops):
+    """The ATen ops (start, end, thread, name) not nested in another ATen op of their thread: the
+    ones the caller asked for, not the ones an op runs inside itself (addmm's resolve_conj)."""
+    out = []
+    open_until = {}  # thread -> end of the outermost ATen op still open there
+    for op in sorted(ops):
+        start, end, tid, name = op
+        if not name.startswith("aten::"):
+            out.append(op)
+            continue
+        if start < open_until.get(tid, -1):
+            continue
+        open_until[tid] = end
+        out.append(op)
+    return out
 
 
 class _CallError(Exception):

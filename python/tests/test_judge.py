@@ -3,11 +3,14 @@
 Candidates here are plain Python (no extension), so a correct one computes with torch; where a
 test needs one to pass, the request's policy allows the ops it uses (the policy is data). The
 bundled hack suite (examples/hacks, test_hack_suite.py) covers real kernels."""
+import os
+import shutil
+import tempfile
 import textwrap
 
 import pytest
 
-from test_runner import DEVICE, STRICT, TASK, evaluate  # noqa: F401 - one runner harness
+from test_runner import DEVICE, PYTHON_DIR, STRICT, TASK, evaluate  # noqa: F401 - one runner harness
 
 HEAD = """
 import torch
@@ -173,17 +176,23 @@ def test_input_mutation_is_caught(make):
 
 
 def test_writing_files_is_refused(make, tmp_path):
+    """Writes to the candidate's own directory fail (read-only); writes to /tmp land in a private
+    tmpfs that vanishes with the process."""
     forward = """
     def forward(self, x, shift):
-        open(%r, "w").write("x")
+        import os
+        open("/tmp/anvil-judge-test-leak.txt", "w").write("x")
+        open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "leak.txt"), "w").write("x")
         return self.reference(x, shift)
-    """ % str(tmp_path / "leak.txt")
-    report = evaluate(make(forward, allow=TORCH_OPS)).report
-    if report["defenses"]["sandbox"]["errors"]:
+    """
+    request = make(forward, allow=TORCH_OPS)
+    report = evaluate(request).report
+    if report["defenses"].get("sandbox", {}).get("errors"):
         pytest.skip("no mount namespace here: %s" % report["defenses"]["sandbox"]["errors"])
     assert report["outcome"] == "runtime_error"
     assert "Read-only file system" in report["message"]
-    assert not (tmp_path / "leak.txt").exists()
+    assert not os.path.exists(os.path.join(request["candidate_dir"], "leak.txt"))
+    assert not os.path.exists("/tmp/anvil-judge-test-leak.txt")
 
 
 def test_crash_of_the_candidate_process(make):
@@ -195,3 +204,25 @@ def test_crash_of_the_candidate_process(make):
     report = evaluate(make(forward, allow=TORCH_OPS)).report
     assert outcome(report) == ("runtime_error", "process_died")
     assert "SIGABRT" in report["message"]
+
+
+def test_a_checkout_under_tmp_still_imports_once_confined(make, tmp_path):
+    """The candidate's process gets a private /tmp, but not over anvil's own modules (a clone
+    in /tmp), which it imports lazily after confinement; the candidate here lives in /dev/shm."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    assert str(tmp_path).startswith("/tmp/")
+    shutil.copytree(os.path.join(PYTHON_DIR, "anvil"), str(tmp_path / "py" / "anvil"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    request = make(CORRECT, allow=TORCH_OPS)
+    shm = tempfile.mkdtemp(dir="/dev/shm", prefix="anvil-test-")
+    try:
+        shutil.copy(request["task_file"], os.path.join(shm, "model.py"))
+        shutil.copytree(request["candidate_dir"], os.path.join(shm, "candidate"))
+        request.update(task_file=os.path.join(shm, "model.py"), candidate_dir=os.path.join(shm, "candidate"))
+        report = evaluate(request, python_dir=str(tmp_path / "py")).report
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+    if report["defenses"].get("sandbox", {}).get("errors"):
+        pytest.skip("no mount namespace here: %s" % report["defenses"]["sandbox"]["errors"])
+    assert outcome(report) == (None, None), report["message"] + report["detail"]

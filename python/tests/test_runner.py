@@ -77,7 +77,7 @@ class Run:
         self.report = json.loads(fd3) if fd3.strip() else None
 
 
-def run_runner(request, fd3=True, timeout=300):
+def run_runner(request, fd3=True, timeout=300, python_dir=PYTHON_DIR):
     """Start `python -m anvil.runner` with a pipe on fd 3, as anvil does; return a Run."""
     read_end, write_end = os.pipe()
 
@@ -85,7 +85,7 @@ def run_runner(request, fd3=True, timeout=300):
         if fd3:
             os.dup2(write_end, 3)  # dup2 clears close-on-exec: fd 3 survives the exec
 
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=python_dir, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "anvil.runner"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=child,
                             close_fds=False, env=env, text=True)

@@ -1,0 +1,101 @@
+"""CUDA IPC for anvil.channel: a CUDA tensor's bytes handed to the judge, a process on the same
+GPU, without a trip through host memory (docs/anti-hacking.md, "Two processes").
+
+The sender exports the allocation that holds the tensor (cudaIpcGetMemHandle on its base, found with
+cuMemGetAddressRange) and keeps the tensor alive until the receiver says it has copied it; the
+receiver maps the allocation (cudaIpcOpenMemHandle), checks that the tensor lies inside it, copies
+the bytes into memory of its own (device to device) and unmaps it. Both call the CUDA runtime torch
+itself loaded (found in /proc/self/maps), so they share torch's context. Anything that fails here
+(no runtime found, memory that cannot be exported, such as expandable segments) makes the sender
+fall back to host memory; the receiver raises ValueError."""
+import ctypes
+
+_libs = None
+IPC_LAZY_ENABLE_PEER_ACCESS = 1
+MEMCPY_DEVICE_TO_DEVICE = 3
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+
+
+def _load():
+    """(cudart, libcuda) as loaded in this process, or (None, None)."""
+    global _libs
+    if _libs is None:
+        runtime = None
+        try:
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    path = line.split()[-1]
+                    if "/libcudart.so" in path:
+                        runtime = path
+                        break
+        except OSError:
+            pass
+        try:
+            rt = ctypes.CDLL(runtime) if runtime else None
+            drv = ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            rt = drv = None
+        if rt is not None:
+            rt.cudaGetErrorString.restype = ctypes.c_char_p
+        _libs = (rt, drv) if rt is not None and drv is not None else (None, None)
+    return _libs
+
+
+def _range(drv, ptr):
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    if drv.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr)) != 0:
+        return None
+    return base.value, size.value
+
+
+def export(tensor):
+    """{"handle": hex, "offset": int} for a contiguous CUDA tensor, or None where it cannot be
+    exported (the caller then sends the bytes another way)."""
+    rt, drv = _load()
+    if rt is None or tensor.numel() == 0:
+        return None
+    found = _range(drv, tensor.data_ptr())
+    if found is None:
+        return None
+    handle = _Handle()
+    if rt.cudaIpcGetMemHandle(ctypes.byref(handle), ctypes.c_void_p(found[0])) != 0:
+        rt.cudaGetLastError()  # not sticky; leave no error behind for torch to trip on
+        return None
+    return {"handle": bytes(handle.reserved).hex(), "offset": tensor.data_ptr() - found[0]}
+
+
+def copy_into(out, handle_hex, offset):
+    """Copy the sender's bytes (an exported allocation, from `offset`) into `out`, a contiguous
+    CUDA tensor of this process, of the same byte size; raises ValueError if anything fails."""
+    import torch
+
+    rt, drv = _load()
+    if rt is None:
+        raise ValueError("a tensor came through CUDA IPC but the CUDA runtime is not loaded here")
+    raw = bytes.fromhex(handle_hex)
+    if len(raw) != 64:
+        raise ValueError("a CUDA IPC handle of %d bytes" % len(raw))
+    handle = _Handle()
+    ctypes.memmove(ctypes.addressof(handle), raw, 64)
+    nbytes = out.numel() * out.element_size()
+    torch.cuda.synchronize()
+    ptr = ctypes.c_void_p()
+    rc = rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, IPC_LAZY_ENABLE_PEER_ACCESS)
+    if rc != 0:
+        rt.cudaGetLastError()
+        raise ValueError("cudaIpcOpenMemHandle failed: %s" % rt.cudaGetErrorString(rc).decode())
+    try:
+        found = _range(drv, ptr.value)
+        if found is None or offset < 0 or ptr.value + offset + nbytes > found[0] + found[1]:
+            raise ValueError("a tensor lies outside the memory its sender exported")
+        rc = rt.cudaMemcpy(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(ptr.value + offset),
+                           ctypes.c_size_t(nbytes), MEMCPY_DEVICE_TO_DEVICE)
+        sync = rt.cudaDeviceSynchronize()
+        if rc != 0 or sync != 0:
+            rt.cudaGetLastError()
+            raise ValueError("copying a tensor through CUDA IPC failed: %s" % rt.cudaGetErrorString(rc or sync).decode())
+    finally:
+        rt.cudaIpcCloseMemHandle(ptr)

@@ -1,0 +1,103 @@
+"""anvil.channel: values round-trip through sealed memfds; unsealed tensor memory is refused."""
+import array
+import json
+import os
+import socket
+import threading
+
+import pytest
+import torch
+
+from anvil import channel
+
+
+def roundtrip(value):
+    a, b = channel.pair()
+    try:
+        sender = threading.Thread(target=channel.send, args=(a, {"type": "output"}, value))
+        sender.start()
+        message = channel.recv(b)
+        sender.join()
+        return message["value"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_tensors_and_structure_round_trip():
+    x = torch.randn(3, 5)
+    value = {"out": (x, torch.arange(7, dtype=torch.int64)[::2], [1.5, None, "s"]), "empty": torch.empty(0, 4)}
+    got = roundtrip(value)
+    out, idx, rest = got["out"]
+    assert torch.equal(out, x) and out.dtype == torch.float32
+    assert torch.equal(idx, torch.tensor([0, 2, 4, 6]))
+    assert rest == [1.5, None, "s"] and got["empty"].shape == (0, 4)
+    out.add_(1)  # the receiver owns its copy
+    assert not torch.equal(out, x)
+
+
+def test_a_subclass_arrives_opaque():
+    class Sub(torch.Tensor):
+        pass
+
+    got = roundtrip(torch.ones(2).as_subclass(Sub))
+    assert isinstance(got, channel.Opaque) and "Sub" in repr(got)
+
+
+def test_unsealed_tensor_memory_is_refused():
+    """A sender that keeps the right to write (no seals) could change bytes the judge is reading."""
+    a, b = channel.pair()
+    fd = os.memfd_create("forged", os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, 64)
+        header = {"type": "output", "value": {"__tensor__": 0},
+                  "tensors": [{"dtype": "float32", "shape": [4], "offset": 0, "nbytes": 16, "device": "cpu"}]}
+        a.sendmsg([json.dumps(header).encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(array.array("i", [fd])))])
+        with pytest.raises(ValueError, match="unsealed"):
+            channel.recv(b)
+    finally:
+        os.close(fd)
+        a.close()
+        b.close()
+
+
+SENDER = r"""
+import socket, sys, torch
+sys.path.insert(0, sys.argv[2])
+from anvil import channel
+sock = socket.socket(fileno=int(sys.argv[1]))
+g = torch.Generator().manual_seed(5)
+x = torch.randn(1000, 333, generator=g).cuda()
+value = {"big": x, "slice": x[7:9, 3:300], "int": torch.arange(10, device="cuda"), "host": torch.ones(3)}
+shared = channel.send(sock, {"type": "output"}, value, ipc=True)
+assert channel.recv(sock)["type"] == "received"
+"""
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_cuda_tensors_cross_through_ipc(tmp_path):
+    """A second process's CUDA tensors arrive through CUDA IPC, equal to what it sent."""
+    import subprocess
+    import sys
+
+    a, b = channel.pair()
+    script = tmp_path / "sender.py"
+    script.write_text(SENDER)
+    python_dir = os.path.dirname(os.path.dirname(channel.__file__))
+    proc = subprocess.Popen([sys.executable, str(script), str(a.fileno()), python_dir], pass_fds=[a.fileno()])
+    a.close()
+    try:
+        message = channel.recv(b, torch.device("cuda"))
+        channel.send(b, {"type": "received"})
+        assert proc.wait(timeout=120) == 0
+    finally:
+        proc.kill()
+        b.close()
+    kinds = ["ipc" if "ipc" in e else "memfd" for e in message["tensors"]]
+    assert kinds == ["ipc", "ipc", "ipc", "memfd"], message["tensors"]
+    x = torch.randn(1000, 333, generator=torch.Generator().manual_seed(5)).cuda()
+    got = message["value"]
+    assert torch.equal(got["big"], x) and got["big"].is_cuda
+    assert torch.equal(got["slice"], x[7:9, 3:300])
+    assert torch.equal(got["int"], torch.arange(10, device="cuda"))
+    assert torch.equal(got["host"], torch.ones(3, device="cuda"))
