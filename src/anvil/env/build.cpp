@@ -38,8 +38,13 @@ namespace anvil {
 namespace {
 
 constexpr const char* kObjectFormat = "anvil-object-v1";
-constexpr const char* kModuleFormat = "anvil-module-v1";
-constexpr const char* kRuntimeFormat = "anvil-runtime-v1";
+constexpr const char* kModuleFormat = "anvil-module-v2";    // v2: --exclude-libs,ALL
+constexpr const char* kRuntimeFormat = "anvil-runtime-v2";  // v2: --exclude-libs,ALL
+// Shared objects anvil links keep the symbols of static archives to themselves. A compiler that
+// links libstdc++ statically (some toolchains do by default) would otherwise export its copy from
+// libanvil_torch.so, and a module's std::ostream calls could bind to it while its streams come
+// from the process's libstdc++: a crash on the first formatted error message.
+constexpr const char* kKeepStaticSymbolsLocal = "-Wl,--exclude-libs,ALL";
 constexpr size_t kMaxManifestEntries = 16;
 constexpr auto kCompileTimeout = std::chrono::minutes(10);
 // Compat bindings include torch and pybind11 through a precompiled header.
@@ -578,6 +583,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
         argv.push_back((env.share() / "runtime" / "anvil_torch.cpp").string());
         argv.push_back("-o");
         argv.push_back((work / "libanvil_torch.so").string());
+        argv.push_back(kKeepStaticSymbolsLocal);
         auto lf = torch_link_flags(env);
         argv.insert(argv.end(), lf.begin(), lf.end());
         if (cuda) {
@@ -718,7 +724,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       report.link_explain = prev_module == mkey ? "up to date (cached)" : "found in the cache (linked before)";
     } else {
       fs::path work = make_temp_dir(b.tmp(), "link");
-      std::vector<std::string> argv = {env.cxx.path.string(), "-shared", "-o",
+      std::vector<std::string> argv = {env.cxx.path.string(), "-shared", kKeepStaticSymbolsLocal, "-o",
                                        (work / (plan.module_name + ".so")).string()};
       for (const auto& st : states) argv.push_back(b.object_path(st.object).string());
       argv.insert(argv.end(), link.begin(), link.end());

@@ -262,6 +262,38 @@ TEST_F(BuildTest, LoadInlineSourcesShareTheCache) {
   EXPECT_TRUE(second.link_cached);
 }
 
+// Some toolchains link libstdc++ statically into every shared object (the GPU host's g++ wrapper
+// does). A module's std::ostream calls must then still bind to one consistent copy: before anvil
+// kept static archives' symbols local, libanvil_torch.so exported its copy and an ANVIL_CHECK
+// message with a number in it came out truncated on the CPU and crashed the process on a GPU.
+TEST_F(BuildTest, StaticLibstdcxxToolchainStillFormatsErrors) {
+  std::string e;
+  fs::path wrapper = dir_ / "g++-static";
+  ASSERT_TRUE(write_file_atomic(wrapper, "#!/bin/sh\nexec '" + env().cxx.path.string() +
+                                             "' \"$@\" -static-libstdc++ -static-libgcc\n", &e)) << e;
+  fs::permissions(wrapper, fs::perms::owner_all);
+  Environment static_env = env();
+  static_env.cxx.path = wrapper;
+  static_env.cache = dir_ / "cache";
+  // try_fallback's binding always fails a check whose message ends in x.dim(): "got 2-d".
+  fs::path w = candidate("examples/hacks/try_fallback/cpu");
+  BuildReport r = build_workdir(static_env, w, {});
+  ASSERT_TRUE(r.ok) << r.error << "\n" << r.diagnostics;
+  SubprocessOptions so;
+  so.cwd = w;
+  so.merge_stderr = true;
+  SubprocessResult run = run_subprocess(
+      {env().python.string(), "-c",
+       "import torch, cuda_extension\n"
+       "try:\n"
+       "    cuda_extension.elementwise_chain(torch.ones(4, 8), torch.ones(8), 1.0, -1.0, 1.0)\n"
+       "except RuntimeError as e:\n"
+       "    print('raised:', e)\n"},
+      so);
+  EXPECT_TRUE(run.ok()) << run.describe() << "\n" << run.output;
+  EXPECT_NE(run.output.find("got 2-d"), std::string::npos) << run.output;
+}
+
 TEST(Depfile, Parse) {
   EXPECT_EQ(parse_depfile("out.o: kernels/a.cu \\\n  /usr/include/x.h kernels/my\\ file.h\n\nkernels/a.cu:\n"),
             (std::vector<std::string>{"kernels/a.cu", "/usr/include/x.h", "kernels/my file.h"}));
