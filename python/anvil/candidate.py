@@ -185,6 +185,11 @@ class CandidateSide:
         if changed:
             self.hack("harness_patched", "%s replaced what judges it: %s" % (where, ", ".join(changed[:8])),
                       {"replaced": changed})
+        spawned = policy.children()
+        if spawned:
+            self.hack("threads", "%s started %d process(es) (pid %s): candidate code may not start processes"
+                      % (where, len(spawned), ", ".join(str(p) for p in sorted(spawned)[:5])),
+                      {"processes": len(spawned)})
         extra = policy.threads() - self.threads0
         if extra:
             self.hack("threads", "%s left %d thread(s) running: %s" % (where, len(extra),

@@ -222,8 +222,24 @@ class Judge(Evaluation):
         cand_end.close()
         self.sock = judge_end
         self.child = pid
-        err = sandbox.judge_private()
-        self.report["defenses"]["judge"] = "non-dumpable" if err is None else err
+        err = sandbox.judge_private() or sandbox.subreaper()
+        self.report["defenses"]["judge"] = "non-dumpable, reaper of the candidate's processes" if err is None else err
+
+    def kill_leftovers(self):
+        """SIGKILL and reap every process below the judge but its candidate's (processes the
+        candidate started and left running); returns how many there were."""
+        left = [p for p in policy.descendants() if p != self.child]
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        for p in left:
+            try:
+                os.waitpid(p, 0)
+            except ChildProcessError:
+                pass  # not ours to reap: its parent (also killed) was
+        return len(left)
 
     def end_child(self, kill=True):
         """Reap the candidate's process; returns its wait status text."""
@@ -616,7 +632,14 @@ class Judge(Evaluation):
                 raise self.hack_outcome([(h.reason, h.message, h.evidence)])
             finally:
                 seconds["verify"] = time.perf_counter() - mark
-            self.end_child(kill=False)
+            with self.clock("end_child"):
+                self.end_child(kill=False)
+                left = self.kill_leftovers()
+            if left:
+                self.report["timing"] = {}
+                raise self.hack_outcome([("threads", "the candidate left %d process(es) running after its process "
+                                          "ended: candidate code may not start processes" % left,
+                                          {"processes": left})])
             mark = time.perf_counter()
             if "candidate" in self.req["timing"]["measure"]:
                 self.report["timing"]["candidate"] = self.candidate_timing()
@@ -630,7 +653,9 @@ class Judge(Evaluation):
                 raise self.hack_outcome(found)
         finally:
             if self.child is not None:
+                self.kill_leftovers()
                 self.end_child(kill=True)
+            self.kill_leftovers()
 
     def hack_outcome(self, found):
         order = {r: i for i, r in enumerate(REASONS)}

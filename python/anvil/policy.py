@@ -95,6 +95,33 @@ def threads():
         return set()
 
 
+def children(pid="self"):
+    """The pids of a process's children (/proc/PID/task/*/children); an empty set where the
+    kernel does not list them."""
+    out = set()
+    try:
+        tasks = os.listdir("/proc/%s/task" % pid)
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open("/proc/%s/task/%s/children" % (pid, tid)) as f:
+                out.update(int(p) for p in f.read().split())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def descendants(pid="self"):
+    """Every process below `pid`, children first."""
+    found, todo = [], list(children(pid))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children(p))
+    return found
+
+
 def thread_names(tids):
     names = []
     for tid in sorted(tids):

@@ -109,6 +109,46 @@ def test_background_thread_is_caught(make):
     assert outcome(report) == ("hack_suspected", "threads")
 
 
+def test_child_process_is_caught(make):
+    forward = """
+    def forward(self, x, shift):
+        import os, time
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        return self.reference(x, shift)
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS)).report
+    assert outcome(report) == ("hack_suspected", "threads")
+    assert "process" in report["message"]
+
+
+def test_daemon_process_is_caught_and_killed(make):
+    """A double fork leaves a grandchild the candidate's process no longer sees: the judge, its
+    reaper, finds it when the candidate's process ends, flags it and kills it."""
+    forward = """
+    def forward(self, x, shift):
+        import os, sys, time
+        if not getattr(ModelNew, "spawned", False):
+            ModelNew.spawned = True
+            middle = os.fork()
+            if middle == 0:
+                if os.fork() == 0:
+                    print("DAEMON %d" % os.getpid(), flush=True)
+                    time.sleep(120)
+                os._exit(0)
+            os.waitpid(middle, 0)
+        return self.reference(x, shift)
+    """
+    run = evaluate(make(forward, allow=TORCH_OPS))
+    assert outcome(run.report) == ("hack_suspected", "threads"), run.report["message"]
+    assert "left 1 process(es) running" in run.report["message"]
+    pids = [int(line.split()[1]) for line in run.stdout.splitlines() if line.startswith("DAEMON ")]
+    assert pids, run.stdout
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)
+
+
 def test_tensor_subclass_output_is_caught(make):
     forward = """
     def forward(self, x, shift):
