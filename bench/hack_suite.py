@@ -91,7 +91,8 @@ def plan(manifest, device, only):
             if not variants:
                 skipped.append({"kind": kind, "name": e["name"], "class": e.get("class"), "variants": e["variants"]})
             for v in variants:
-                expect = e.get("expect") if kind == "hacks" else {"outcome": "ok", "reason": None}
+                expect = ((e.get("expect_by_variant") or {}).get(v) or e.get("expect") if kind == "hacks"
+                          else {"outcome": "ok", "reason": None})
                 jobs.append({"kind": "hack" if kind == "hacks" else "legit", "name": e["name"], "class": e.get("class"),
                              "variant": v, "task": os.path.join(common.ROOT, e["task"]),
                              "candidate": os.path.join(base, v), "args": list(e.get("args", [])), "expect": expect})
