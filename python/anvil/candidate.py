@@ -144,6 +144,18 @@ class CandidateSide:
         torch.ones(1 << 22).add_(1).sum()  # the intra-op pool
         for args in self.pristine:
             _map_tensors(args, lambda t: t.clone())
+        # One reference call: the libraries its ops use (cuBLAS, cuDNN handles and workspaces, which
+        # the candidate's library calls share) start here, while the judge computes its own
+        # reference, not inside the candidate's first call. Its output is zeroed before it is
+        # freed: no correct answer waits in memory the candidate may be handed.
+        try:
+            with torch.no_grad():
+                out = self.ev.ref(*_map_tensors(self.pristine[0], lambda t: t.clone())) if self.pristine else None
+            _map_tensors(out, lambda t: t.zero_())
+            self.ev.sync()
+            del out
+        except Exception:  # noqa: BLE001 - a broken reference is the judge's to report
+            pass
         cuda = self.ev.device.type == "cuda"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -181,6 +193,7 @@ class CandidateSide:
 
     # -- the checks of this process ----------------------------------------------------------
     def check_after(self, where, out=None):
+        running = policy.threads()  # first: a short-lived launcher thread may be gone a moment later
         changed = self.fingerprint.changed()
         if changed:
             self.hack("harness_patched", "%s replaced what judges it: %s" % (where, ", ".join(changed[:8])),
@@ -190,7 +203,7 @@ class CandidateSide:
             self.hack("threads", "%s started %d process(es) (pid %s): candidate code may not start processes"
                       % (where, len(spawned), ", ".join(str(p) for p in sorted(spawned)[:5])),
                       {"processes": len(spawned)})
-        extra = policy.threads() - self.threads0
+        extra = running - self.threads0
         if extra:
             self.hack("threads", "%s left %d thread(s) running: %s" % (where, len(extra),
                       ", ".join(policy.thread_names(extra)[:5])), {"threads": len(extra)})

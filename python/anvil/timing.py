@@ -282,7 +282,7 @@ def profiled_samples(fn, rotation, device, calls, flush_l2, sleep_cycles, observ
     (the flush right before a marker, the marker itself), "cpu_ops": [names of ops recorded on any
     thread inside a call's host range, or on another thread at any time], "marker_stream", "calls",
     "markers" (how many marker kernels the trace holds: fewer than calls means the trace is
-    incomplete), "kernel_sum_ms" (summed device time of the candidate's activity per call), and
+    incomplete), "other_thread_kernels" (GPU activity launched from a thread other than the calls'), "kernel_sum_ms" (summed device time of the candidate's activity per call), and
     "profiler_error" when the profiler itself failed (samples are still returned)."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -366,6 +366,7 @@ def _read_trace(prof, trace, calls, flush_l2):
     marker_stream = markers[0][3] if markers else None
     kernels = []
     matched = 0
+    other_thread = 0
     for g in gpu:
         if "spin_kernel" in g[2]:
             continue
@@ -375,11 +376,13 @@ def _read_trace(prof, trace, calls, flush_l2):
             t, tid = launch
             if not inside(t) and (tid == main_thread or main_thread is None):
                 continue  # the harness's
+            if main_thread is not None and tid != main_thread:
+                other_thread += 1
         kernels.append({"name": g[2], "stream": g[3], "us": g[1] / 1e3})
     ops = [name for t, _end, tid, name in _outermost(cpu)
            if (tid != main_thread and main_thread is not None) or inside(t)]
     trace.update(kernels=kernels, cpu_ops=ops, marker_stream=marker_stream, calls=calls, markers=len(markers),
-                 correlated=matched, kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
+                 correlated=matched, other_thread_kernels=other_thread, kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
 
 
 def _outermost(ops):
