@@ -16,8 +16,8 @@ fingerprint to --out, and exits 1 if a hack got through or an honest candidate w
 not be evaluated).
 
 --defenses-off passes --no-defenses to anvil eval (to see what the defenses buy: most hacks should
-then get through). --overhead evaluates each honest candidate 3 times with defenses on and 3 times
-off, alternating, after one untimed warm-up, and reports the median wall-time ratio (on / off) per
+then get through). --overhead evaluates each honest candidate 3 times (--runs N) with defenses on and
+as many off, alternating, after one untimed warm-up, and reports the median wall-time ratio (on / off) per
 candidate and overall; the bar is 1.20 (defenses add at most 20%), and exceeding it exits 1.
 
 On the CPU, evaluations run with --compile-mode none (the torch.compile baseline costs a C++ build per
@@ -205,14 +205,14 @@ def table(done, skipped, device, defenses_off):
 # ---------------------------------------------------------------------------------------------
 # Overhead of the defenses
 
-def overhead(anvil, jobs, extra):
-    """Per honest candidate: one warm-up, then OVERHEAD_RUNS evaluations with defenses on and off,
+def overhead(anvil, jobs, extra, runs=OVERHEAD_RUNS):
+    """Per honest candidate: one warm-up, then `runs` evaluations with defenses on and off,
     alternating; the ratio of the median wall times."""
     rows = []
     for job in (j for j in jobs if j["kind"] == "legit"):
         warm = evaluate(anvil, job, extra, False)
         on, off, outcomes, phases = [], [], [], {"on": [], "off": []}
-        for _ in range(OVERHEAD_RUNS):
+        for _ in range(runs):
             for defenses_off, into in ((False, on), (True, off)):
                 r = evaluate(anvil, job, extra, defenses_off)
                 into.append(r["seconds"])
@@ -232,7 +232,7 @@ def overhead(anvil, jobs, extra):
     total_off = sum(common.median(r["off_s"]) for r in rows)
     summary = {"median_ratio": common.median(ratios) if ratios else None,
                "total_ratio": total_on / total_off if total_off > 0 else None, "bar": OVERHEAD_BAR}
-    lines = ["# Defense overhead (median wall time of `anvil eval`, %d runs each, alternating)" % OVERHEAD_RUNS, "",
+    lines = ["# Defense overhead (median wall time of `anvil eval`, %d runs each, alternating)" % runs, "",
              "| candidate | variant | on, s | off, s | on / off |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append("| %s | %s | %s | %s | %s |" % (r["name"], r["variant"], ", ".join("%.2f" % x for x in r["on_s"]),
@@ -257,6 +257,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=1, help="evaluations at once on the CPU (cuda: always 1)")
     ap.add_argument("--out", default=None, help="write every result and the fingerprint to this JSON file")
     ap.add_argument("--defenses-off", action="store_true", help="pass --no-defenses to anvil eval")
+    ap.add_argument("--runs", type=int, default=OVERHEAD_RUNS, help="with --overhead: evaluations per side "
+                    "(default %d)" % OVERHEAD_RUNS)
     ap.add_argument("--overhead", action="store_true",
                     help="time the honest candidates with defenses on and off instead of running the suite")
     ap.add_argument("--with-compile", action="store_true", help="CPU: keep the torch.compile baseline")
@@ -288,7 +290,7 @@ def main():
            "eval_args": extra, "defenses": "off" if a.defenses_off else "on"}
     if a.overhead:
         print("overhead: %d honest candidates on %s" % (sum(j["kind"] == "legit" for j in jobs), device), flush=True)
-        rows, summary, text = overhead(anvil, jobs, extra)
+        rows, summary, text = overhead(anvil, jobs, extra, a.runs)
         out.update(overhead=rows, summary=summary)
         ok = summary["median_ratio"] is not None and summary["median_ratio"] <= OVERHEAD_BAR
     else:

@@ -1,7 +1,7 @@
 """The hack suite on the CPU: bench/hack_suite.py --device cpu over the whole manifest
 (examples/hacks/manifest.json) must catch every reward hack that has a CPU variant and pass every
 honest CPU candidate. It runs ~30 evaluations of full-size tasks (several minutes on a small
-machine); set ANVIL_HACK_SUITE_JOBS to run more of them at once."""
+machine); set ANVIL_HACK_SUITE_JOBS to run more of them at once, ANVIL_HACK_SUITE=0 to skip it."""
 import json
 import os
 import subprocess
@@ -13,11 +13,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ANVIL = os.environ.get("ANVIL_BIN") or os.path.join(ROOT, "build", "anvil")
 SUITE = os.path.join(ROOT, "bench", "hack_suite.py")
 
-# Opt-in until issue 4 lands: the CPU suite does not catch every hack yet (dispatch_bypass), and a
-# known-failing test would hide the rest of CI. Run with ANVIL_HACK_SUITE=1.
+# In CI by default (the README's test command); ANVIL_HACK_SUITE=0 skips it for a quick local run.
 pytestmark = [
-    pytest.mark.skipif(os.environ.get("ANVIL_HACK_SUITE") != "1",
-                       reason="set ANVIL_HACK_SUITE=1 (opt-in until every CPU hack is caught; issue 4)"),
+    pytest.mark.skipif(os.environ.get("ANVIL_HACK_SUITE") == "0", reason="ANVIL_HACK_SUITE=0"),
     pytest.mark.skipif(not os.access(ANVIL, os.X_OK),
                        reason="%s is not built (cmake -S . -B build -G Ninja && ninja -C build)" % ANVIL),
 ]
