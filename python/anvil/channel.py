@@ -4,9 +4,11 @@ One SOCK_SEQPACKET socket pair, created before the fork. A message is one JSON o
 travel beside it in a memfd (passed with SCM_RIGHTS), so their bytes never go through a pipe. The
 sender seals the memfd against writes, shrinking and growing before it sends it, and the receiver
 refuses one without those seals: the bytes it maps can no longer change, whoever else holds the
-file, so it reads them in place (straight to the GPU when asked) without a private copy first. A value (an output: a tensor, or tuples, lists and dicts of
-them and of plain scalars) is sent as a skeleton in which every tensor is {"__tensor__": i}, tuples
-are {"__tuple__": [...]}, and anything else is {"__object__": "its type name"}.
+file, so it reads them in place (straight to the GPU when asked) without a private copy first.
+With ipc, CUDA tensors go through CUDA IPC instead (anvil.cuda_ipc). A value (an output: a tensor,
+or tuples, lists and dicts of them and of plain scalars) is sent as a skeleton in which every
+tensor is {"__tensor__": i}, tuples are {"__tuple__": [...]}, and anything else is
+{"__object__": "its type name"}.
 
 Both sides capture what they call (socket methods, json, mmap, os) when this module is imported,
 before any candidate code exists, so a candidate that patches json.dumps or socket.send in its own

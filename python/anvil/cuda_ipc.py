@@ -96,6 +96,7 @@ def copy_into(out, handle_hex, offset):
         sync = rt.cudaDeviceSynchronize()
         if rc != 0 or sync != 0:
             rt.cudaGetLastError()
-            raise ValueError("copying a tensor through CUDA IPC failed: %s" % rt.cudaGetErrorString(rc or sync).decode())
+            raise ValueError("copying a tensor through CUDA IPC failed: %s"
+                             % rt.cudaGetErrorString(rc or sync).decode())
     finally:
         rt.cudaIpcCloseMemHandle(ptr)

@@ -166,12 +166,14 @@ def _synchronize():
     torch.cuda.synchronize()
 
 
-def _cpu_samples(fn, rotation, calls, observe=_noop):
+def _cpu_samples(fn, rotation, calls, observe=_noop, scope=contextlib.nullcontext):
+    """Timed calls on the CPU; each runs inside scope() (profiled_cpu_samples' annotation)."""
     samples = []
     for _ in range(calls):
         k, args = rotation.next()
         start = _perf_counter()
-        out = fn(*args)
+        with scope():
+            out = fn(*args)
         end = _perf_counter()
         sample = (end - start) * 1e3
         observe("timed", k, out, sample)
@@ -191,16 +193,7 @@ def profiled_cpu_samples(fn, rotation, calls, observe, trace):
         prof = profile(activities=[ProfilerActivity.CPU])
         prof.__enter__()
         try:
-            for _ in range(calls):
-                k, args = rotation.next()
-                start = _perf_counter()
-                with record_function("anvil::call"):
-                    out = fn(*args)
-                end = _perf_counter()
-                sample = (end - start) * 1e3
-                observe("timed", k, out, sample)
-                del out
-                samples.append(sample)
+            samples = _cpu_samples(fn, rotation, calls, observe, lambda: record_function("anvil::call"))
         finally:
             try:
                 prof.__exit__(None, None, None)
@@ -282,8 +275,8 @@ def profiled_samples(fn, rotation, device, calls, flush_l2, sleep_cycles, observ
     (the flush right before a marker, the marker itself), "cpu_ops": [names of ops recorded on any
     thread inside a call's host range, or on another thread at any time], "marker_stream", "calls",
     "markers" (how many marker kernels the trace holds: fewer than calls means the trace is
-    incomplete), "other_thread_kernels" (GPU activity launched from a thread other than the calls'), "kernel_sum_ms" (summed device time of the candidate's activity per call), and
-    "profiler_error" when the profiler itself failed (samples are still returned)."""
+    incomplete), "other_thread_kernels" (GPU activity launched from a thread other than the calls'),
+    "kernel_sum_ms" (summed device time of the candidate's activity per call), and "profiler_error" when the profiler itself failed (samples are still returned)."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -382,7 +375,8 @@ def _read_trace(prof, trace, calls, flush_l2):
     ops = [name for t, _end, tid, name in _outermost(cpu)
            if (tid != main_thread and main_thread is not None) or inside(t)]
     trace.update(kernels=kernels, cpu_ops=ops, marker_stream=marker_stream, calls=calls, markers=len(markers),
-                 correlated=matched, other_thread_kernels=other_thread, kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
+                 correlated=matched, other_thread_kernels=other_thread,
+                 kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
 
 
 def _outermost(ops):
