@@ -86,25 +86,23 @@ class CandidateSide:
             confinement = sandbox.confine(keep_visible=self.ev.visible_paths())
         os.environ["HOME"] = os.environ.get("TMPDIR", "/tmp")
         ev = self.ev
-        mark = time.perf_counter()
         try:
-            ev.setup()
-            clock["device"] = round(time.perf_counter() - mark, 4)
-            import torch
-            import torch._dynamo  # noqa: F401 - it re-wraps torch functions on import: before the fingerprint
+            with clock("setup"):
+                with clock("device"):
+                    ev.setup()
+                import torch
+                import torch._dynamo  # noqa: F401 - it re-wraps torch functions on import: before the fingerprint
 
-            _Tensor = torch.Tensor
-            self.torch = torch
-            ev.load_task()
-            ev.build_reference()  # Model's weights, for load_state_dict (the judge keeps its own)
-            inputs_start = time.perf_counter()
-            self.pristine = [ev.trial_inputs(i) for i in range(ev.req["trials"])]
-            if "candidate" in ev.req["timing"]["measure"]:
-                ev.timing_sets()  # made before any candidate code exists (mostly trials' inputs)
-            clock["inputs"] = round(time.perf_counter() - inputs_start, 4)
+                _Tensor = torch.Tensor
+                self.torch = torch
+                ev.load_task()
+                ev.build_reference()  # Model's weights, for load_state_dict (the judge keeps its own)
+                with clock("inputs"):
+                    self.pristine = [ev.trial_inputs(i) for i in range(ev.req["trials"])]
+                    if "candidate" in ev.req["timing"]["measure"]:
+                        ev.timing_sets()  # made before any candidate code exists (mostly trials' inputs)
         except Outcome as o:
             self.fail(o.outcome, o.message, o.detail)
-        clock["setup"] = round(time.perf_counter() - mark, 4)
         self.send({"type": "hello", "pid": os.getpid(), "sandbox": confinement})
         with clock("warm_instruments"):
             self._warm_instruments()

@@ -193,7 +193,6 @@ class Judge(Evaluation):
         self.trace = None
         self.done_ops = {}
         self.own_names = None
-        self.hacks = []
         self.checked_calls = set()
         self.timed_checked = 0
         self.precision = None
@@ -201,6 +200,7 @@ class Judge(Evaluation):
         self.trial_sets = []
         self.released = None  # the candidate's process, killed and not waited for
         self.clock = timing.Clock()
+        self.report["defenses"]["seconds"] = {"judge": self.clock, "candidate": {}}
 
     # -- the fork -----------------------------------------------------------------------------
     def fork_candidate(self):
@@ -226,13 +226,17 @@ class Judge(Evaluation):
         err = sandbox.judge_private() or sandbox.subreaper()
         self.report["defenses"]["judge"] = "non-dumpable, reaper of the candidate's processes" if err is None else err
 
+    @staticmethod
+    def _kill(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
     def let_child_go(self):
         """The candidate's process has said all it will: SIGKILL it and go on without waiting while
         the driver tears its CUDA context down (its zombie is reaped when the judge exits)."""
-        try:
-            os.kill(self.child, signal.SIGKILL)
-        except OSError:
-            pass
+        self._kill(self.child)
         self.released = self.child
         self.child = None
 
@@ -241,10 +245,7 @@ class Judge(Evaluation):
         candidate started and left running); returns how many there were."""
         left = [p for p in policy.descendants() if p not in (self.child, self.released)]
         for p in left:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+            self._kill(p)
         for p in left:
             try:
                 os.waitpid(p, 0)
@@ -257,10 +258,7 @@ class Judge(Evaluation):
         if self.child is None:
             return ""
         if kill:
-            try:
-                os.kill(self.child, signal.SIGKILL)
-            except OSError:
-                pass
+            self._kill(self.child)
         try:
             _, status = os.waitpid(self.child, 0)
         except ChildProcessError:
@@ -323,7 +321,7 @@ class Judge(Evaluation):
                 self.trace = msg.get("trace")
             elif kind == "done":
                 self.done_ops = msg.get("ops") or {}
-                self.candidate_clock = msg.get("clock") or {}
+                self.report["defenses"]["seconds"]["candidate"] = msg.get("clock") or {}
                 return
             else:
                 raise Outcome("runtime_error", "the candidate's process sent an unknown message %r" % (kind,))
@@ -624,8 +622,6 @@ class Judge(Evaluation):
     # -- all of it ------------------------------------------------------------------------------
     def run(self, started):
         seconds = self.report["seconds"]
-        self.candidate_clock = {}
-        self.report["defenses"]["seconds"] = {"judge": self.clock, "candidate": {}}
         with self.clock("fork"):
             self.fork_candidate()
         try:
@@ -665,15 +661,13 @@ class Judge(Evaluation):
                 self.time_models()
             seconds["timing"] = time.perf_counter() - mark
             self.report["defenses"]["precision"] = self.precision
-            self.report["defenses"]["seconds"]["candidate"] = self.candidate_clock
             found = self.findings()
             if found:
                 raise self.hack_outcome(found)
         finally:
-            if self.child is not None:
-                self.kill_leftovers()
-                self.end_child(kill=True)
-            self.kill_leftovers()
+            self.kill_leftovers()      # the candidate's processes, while they are still below it
+            self.end_child(kill=True)
+            self.kill_leftovers()      # any orphaned since (they land on the judge, the subreaper)
 
     def hack_outcome(self, found):
         order = {r: i for i, r in enumerate(REASONS)}

@@ -346,6 +346,7 @@ class Evaluation:
         self.stage = "setup"
         self.torch = None
         self.device = None
+        self.kept_inputs = {}  # trial -> inputs, for trials that are also timing's base sets
 
     # -- setup ------------------------------------------------------------------------------
     def setup(self):
@@ -507,12 +508,11 @@ class Evaluation:
     def trial_inputs(self, i):
         """get_inputs() of trial i (seed + 1 + i). Those of the first `input_sets` trials are made
         once and kept: they are also timing's base sets. Callers never modify them (they clone)."""
-        kept = self.__dict__.setdefault("_kept_inputs", {})
-        if i in kept:
-            return kept[i]
+        if i in self.kept_inputs:
+            return self.kept_inputs[i]
         args = self.inputs(self.req["seed"] + 1 + i)
         if i < self.req["timing"]["input_sets"]:
-            kept[i] = args
+            self.kept_inputs[i] = args
         return args
 
     def timing_sets(self):

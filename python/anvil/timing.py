@@ -185,23 +185,37 @@ def _cpu_samples(fn, rotation, calls, observe=_noop, scope=contextlib.nullcontex
 def profiled_cpu_samples(fn, rotation, calls, observe, trace):
     """The timed calls of _cpu_samples under torch.profiler (CPU activity), each wrapped in
     record_function("anvil::call"); trace gets what profiled_samples gives, without GPU activity."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import ProfilerActivity, record_function
 
-    samples = []
+    return _under_profiler(trace, [ProfilerActivity.CPU], calls, lambda: _cpu_samples(
+        fn, rotation, calls, observe, lambda: record_function("anvil::call")))
+
+
+def _under_profiler(trace, activities, calls, run):
+    """run() (the timed calls; returns their samples) under torch.profiler with `activities`;
+    trace then gets _read_trace's summary, or "profiler_error" when the profiler itself failed, and
+    "seconds" (a Clock of the profiler's phases)."""
+    from torch.profiler import profile
+
+    clock = trace.setdefault("seconds", Clock())
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-        prof = profile(activities=[ProfilerActivity.CPU])
-        prof.__enter__()
+        prof = profile(activities=activities)
+        with clock("profiler_start"):
+            prof.__enter__()
         try:
-            samples = _cpu_samples(fn, rotation, calls, observe, lambda: record_function("anvil::call"))
+            with clock("calls"):
+                samples = run()
         finally:
             try:
-                prof.__exit__(None, None, None)
+                with clock("profiler_stop"):
+                    prof.__exit__(None, None, None)
             except Exception as e:  # noqa: BLE001 - the profiler's failure, not the call's
                 trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
     if "profiler_error" not in trace:
         try:
-            _read_trace(prof, trace, calls, False)
+            with clock("read_trace"):
+                _read_trace(prof, trace, calls)
         except Exception as e:  # noqa: BLE001
             trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
     return samples
@@ -241,7 +255,9 @@ def _launch_hiding(fn, rotation, observe=_noop):
     return {"host_enqueue_ms": host_ms, "sleep_ms": sleep_ms, "sleep_cycles": int(sleep_ms * _sleep_cycles_per_ms())}
 
 
-def _cuda_samples(fn, rotation, device, calls, flush_l2, sleep_cycles=0, observe=_noop):
+def _cuda_samples(fn, rotation, device, calls, flush_l2, sleep_cycles=0, observe=_noop, scope=contextlib.nullcontext):
+    """Timed calls on a CUDA device (the module docstring's method); each call runs inside
+    scope() (profiled_samples' annotation)."""
     import torch
 
     flush = torch.empty(flush_bytes(device), dtype=torch.uint8, device=device) if flush_l2 else None
@@ -255,7 +271,8 @@ def _cuda_samples(fn, rotation, device, calls, flush_l2, sleep_cycles=0, observe
         if sleep_cycles:
             torch.cuda._sleep(sleep_cycles)
         start.record()
-        out = fn(*args)
+        with scope():
+            out = fn(*args)
         end.record()
         torch.cuda.synchronize()
         sample = start.elapsed_time(end)
@@ -276,56 +293,18 @@ def profiled_samples(fn, rotation, device, calls, flush_l2, sleep_cycles, observ
     thread inside a call's host range, or on another thread at any time], "marker_stream", "calls",
     "markers" (how many marker kernels the trace holds: fewer than calls means the trace is
     incomplete), "other_thread_kernels" (GPU activity launched from a thread other than the calls'),
-    "kernel_sum_ms" (summed device time of the candidate's activity per call), and "profiler_error" when the profiler itself failed (samples are still returned)."""
+    "kernel_sum_ms" (summed device time of the candidate's activity per call), and "profiler_error"
+    when the profiler itself failed (samples are still returned)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import ProfilerActivity, record_function
 
-    flush = torch.empty(flush_bytes(device), dtype=torch.uint8, device=device) if flush_l2 else None
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    samples = []
-    cycles = max(int(sleep_cycles), 1)
     torch.cuda.synchronize()
-    clock = trace.setdefault("seconds", Clock())
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-        with clock("profiler_start"):
-            prof.__enter__()
-        calls_start = _perf_counter()
-        try:
-            for _ in range(calls):
-                k, args = rotation.next()
-                if flush is not None:
-                    flush.zero_()
-                torch.cuda._sleep(cycles)
-                start.record()
-                with record_function("anvil::call"):
-                    out = fn(*args)
-                end.record()
-                torch.cuda.synchronize()
-                sample = start.elapsed_time(end)
-                observe("timed", k, out, sample)
-                del out
-                samples.append(sample)
-        finally:
-            clock["calls"] = round(_perf_counter() - calls_start, 4)
-            try:
-                with clock("profiler_stop"):
-                    prof.__exit__(None, None, None)
-            except Exception as e:  # noqa: BLE001 - the profiler's failure, not the call's
-                trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
-    del flush
-    if "profiler_error" not in trace:
-        try:
-            with clock("read_trace"):
-                _read_trace(prof, trace, calls, flush_l2)
-        except Exception as e:  # noqa: BLE001
-            trace["profiler_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
-    return samples
+    return _under_profiler(trace, [ProfilerActivity.CPU, ProfilerActivity.CUDA], calls, lambda: _cuda_samples(
+        fn, rotation, device, calls, flush_l2, max(int(sleep_cycles), 1), observe,
+        lambda: record_function("anvil::call")))
 
 
-def _read_trace(prof, trace, calls, flush_l2):
+def _read_trace(prof, trace, calls):
     """GPU activity launched from inside a call (its launch, matched by correlation id, lies in an
     "anvil::call" host range) or from another thread; the harness's own (flush, marker, input
     making, output copies) is launched outside and left out."""

@@ -73,13 +73,49 @@ std::string baseline_key(const Environment& env, const std::string& task_hash, c
   return h.hex();
 }
 
-// Where a GPU's measured memory bandwidth and peak rate (the roofline floor's) are kept: per GPU
-// model, driver and torch, so a judge measures them once per machine, not once per evaluation.
+std::string gpu_name(const Environment& env, int gpu) {
+  return gpu >= 0 && gpu < static_cast<int>(env.gpus.size()) ? env.gpus[gpu].name : "unknown";
+}
+
+// A GPU's measured memory bandwidth and peak rate (the roofline floor's) are kept per GPU model,
+// driver and torch, so a judge measures them once per machine, not once per evaluation.
 fs::path roofline_cache_path(const Environment& env, int gpu) {
-  std::string name = gpu >= 0 && gpu < static_cast<int>(env.gpus.size()) ? env.gpus[gpu].name : "unknown";
   Hasher h;
-  h.add("format", "anvil-roofline-v1").add("gpu", name).add("driver", env.driver).add("torch", env.torch.version);
+  h.add("format", "anvil-roofline-v1").add("gpu", gpu_name(env, gpu)).add("driver", env.driver)
+      .add("torch", env.torch.version);
   return env.cache / "roofline" / (h.hex().substr(0, 24) + ".json");
+}
+
+// The request's defenses.roofline: what the options give, the rest from the cache if there.
+nlohmann::json roofline_request(const Environment& env, const EvalOptions& opts, const std::string& device) {
+  nlohmann::json roofline = nlohmann::json::object();
+  if (opts.roofline_bandwidth > 0) roofline["bandwidth_bytes_per_s"] = opts.roofline_bandwidth;
+  if (opts.roofline_flops > 0) roofline["flops_per_s"] = opts.roofline_flops;
+  if (device != "cuda" || roofline.size() == 2) return roofline;
+  if (auto text = read_file(roofline_cache_path(env, opts.gpu))) {
+    nlohmann::json cached = nlohmann::json::parse(*text, nullptr, false);  // corrupt: measured again
+    if (cached.is_object()) {
+      for (const char* key : {"bandwidth_bytes_per_s", "flops_per_s"})
+        if (!roofline.contains(key) && number_at(cached, key)) roofline[key] = cached[key];
+      roofline["cached"] = true;
+    }
+  }
+  return roofline;
+}
+
+// Keeps what the judge measured (never what the options gave) for the next evaluation.
+void remember_roofline(const Environment& env, const EvalOptions& opts, const nlohmann::json& measured) {
+  if (opts.roofline_bandwidth > 0 || opts.roofline_flops > 0 || !measured.is_object() ||
+      !measured.value("measured", false) || !number_at(measured, "bandwidth_bytes_per_s") ||
+      !number_at(measured, "flops_per_s"))
+    return;
+  nlohmann::json entry = {{"bandwidth_bytes_per_s", measured["bandwidth_bytes_per_s"]},
+                          {"flops_per_s", measured["flops_per_s"]},
+                          {"gpu", gpu_name(env, opts.gpu)},
+                          {"driver", env.driver},
+                          {"torch", env.torch.version}};
+  std::string err;
+  write_file_atomic(roofline_cache_path(env, opts.gpu), entry.dump(1), &err);
 }
 
 std::string clean_tail(const std::string& text, const fs::path& private_dir) {
@@ -468,25 +504,10 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
         {"hide_launch", opts.hide_launch && device == "cuda"},
         {"compile_mode", opts.compile_mode}}}};
   if (opts.defenses) {
-    nlohmann::json roofline = nlohmann::json::object();
-    if (opts.roofline_bandwidth > 0) roofline["bandwidth_bytes_per_s"] = opts.roofline_bandwidth;
-    if (opts.roofline_flops > 0) roofline["flops_per_s"] = opts.roofline_flops;
-    if (device == "cuda" && (opts.roofline_bandwidth <= 0 || opts.roofline_flops <= 0)) {
-      if (auto text = read_file(roofline_cache_path(env, opts.gpu))) {
-        try {
-          nlohmann::json cached = nlohmann::json::parse(*text);
-          for (const char* key : {"bandwidth_bytes_per_s", "flops_per_s"})
-            if (!roofline.contains(key) && number_at(cached, key)) roofline[key] = cached[key];
-          roofline["cached"] = true;
-        } catch (const std::exception&) {
-          // a corrupt cache entry: measured again and replaced
-        }
-      }
-    }
     fs::path cuobjdump = env.cuda_home / "bin" / "cuobjdump";
     request["defenses"] = {{"enabled", true},
                            {"allow_lower_precision", opts.allow_lower_precision},
-                           {"roofline", roofline},
+                           {"roofline", roofline_request(env, opts, device)},
                            {"cuobjdump", fs::exists(cuobjdump, ec) ? nlohmann::json(cuobjdump.string())
                                                                    : nlohmann::json(nullptr)}};
   } else {
@@ -569,17 +590,8 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   if (report.is_object()) {
     j["env"] = report.value("env", nlohmann::json());
     if (report.contains("defenses")) j["defenses"] = report["defenses"];
-    const nlohmann::json measured = j.value("defenses", nlohmann::json::object()).value("roofline", nlohmann::json());
-    if (device == "cuda" && opts.roofline_bandwidth <= 0 && opts.roofline_flops <= 0 && measured.is_object() &&
-        measured.value("measured", false) &&
-        number_at(measured, "bandwidth_bytes_per_s") && number_at(measured, "flops_per_s")) {
-      nlohmann::json entry = {{"bandwidth_bytes_per_s", measured["bandwidth_bytes_per_s"]},
-                              {"flops_per_s", measured["flops_per_s"]},
-                              {"gpu", opts.gpu < static_cast<int>(env.gpus.size()) ? env.gpus[opts.gpu].name : ""},
-                              {"driver", env.driver},
-                              {"torch", env.torch.version}};
-      std::string werr;
-      write_file_atomic(roofline_cache_path(env, opts.gpu), entry.dump(1), &werr);
+    if (device == "cuda") {
+      remember_roofline(env, opts, j.value("defenses", nlohmann::json::object()).value("roofline", nlohmann::json()));
     }
     if (report.contains("hack")) j["hack"] = report["hack"];
     if (report.contains("reason")) j["reason"] = report["reason"];
