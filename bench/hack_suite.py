@@ -17,8 +17,10 @@ not be evaluated).
 
 --defenses-off passes --no-defenses to anvil eval (to see what the defenses buy: most hacks should
 then get through). --overhead evaluates each honest candidate 3 times (--runs N) with defenses on and
-as many off, alternating, after one untimed warm-up, and reports the median wall-time ratio (on / off) per
-candidate and overall; the bar is 1.20 (defenses add at most 20%), and exceeding it exits 1.
+as many off, alternating, each on an idle GPU, after one untimed warm-up each way, and reports the
+median wall-time ratio (on / off) per candidate and overall; the bar is 1.20 (defenses add at most
+20%), and a median ratio above it exits 1. It also times N evaluations each way back to back (the
+throughput an RL loop sees, where one evaluation's teardown overlaps the next one's start).
 
 On the CPU, evaluations run with --compile-mode none (the torch.compile baseline costs a C++ build per
 task and decides nothing here) unless --with-compile is given; --jobs N runs N evaluations at once
@@ -205,45 +207,87 @@ def table(done, skipped, device, defenses_off):
 # ---------------------------------------------------------------------------------------------
 # Overhead of the defenses
 
-def overhead(anvil, jobs, extra, runs=OVERHEAD_RUNS):
-    """Per honest candidate: one warm-up, then `runs` evaluations with defenses on and off,
-    alternating; the ratio of the median wall times."""
+def settle(device, limit_s=20.0):
+    """Wait until no process computes on the GPU (the previous evaluation's processes are killed
+    when their report is complete and may still be tearing their CUDA contexts down), so that each
+    timed evaluation starts from an idle GPU; returns the seconds waited (0 on the CPU)."""
+    smi = shutil.which("nvidia-smi") if device == "cuda" else None
+    if not smi:
+        return 0.0
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit_s:
+        r = common.sh([smi, "--query-compute-apps=pid", "--format=csv,noheader"])
+        if r.returncode != 0 or not r.stdout.strip():
+            break
+        time.sleep(0.05)
+    return time.perf_counter() - start
+
+
+def overhead(anvil, jobs, extra, runs=OVERHEAD_RUNS, device="cuda"):
+    """Per honest candidate, after one warm-up evaluation each way (builds, baselines): `runs`
+    evaluations with defenses on and off, alternating, each started on an idle GPU (settle()): the
+    ratio of the median wall times is the latency the defenses add. Then `runs` evaluations each
+    way back to back, as an RL loop issues them (one's teardown overlapping the next one's start):
+    the ratio of the summed wall times is the throughput they cost."""
     rows = []
     for job in (j for j in jobs if j["kind"] == "legit"):
         warm = evaluate(anvil, job, extra, False)
-        on, off, outcomes, phases = [], [], [], {"on": [], "off": []}
+        warm_off = evaluate(anvil, job, extra, True)
+        on, off, outcomes, phases, waited = [], [], [], {"on": [], "off": []}, []
         for _ in range(runs):
             for defenses_off, into in ((False, on), (True, off)):
+                waited.append(settle(device))
                 r = evaluate(anvil, job, extra, defenses_off)
                 into.append(r["seconds"])
                 outcomes.append(("off" if defenses_off else "on", describe_got(r["result"])))
                 # where the time went: anvil's stages, and the judge's and candidate's phases
                 phases["off" if defenses_off else "on"].append({
                     "anvil": (r["result"] or {}).get("seconds"),
+                    "ended": ((r["result"] or {}).get("isolation") or {}).get("ended"),
                     "defenses": ((r["result"] or {}).get("defenses") or {}).get("seconds")})
+        back_to_back = {}
+        for side, defenses_off in (("on", False), ("off", True)):
+            settle(device)
+            start = time.perf_counter()
+            for _ in range(runs):
+                r = evaluate(anvil, job, extra, defenses_off)
+                outcomes.append(("%s, back to back" % side, describe_got(r["result"])))
+            back_to_back[side] = time.perf_counter() - start
         ratio = common.median(on) / common.median(off) if off and common.median(off) > 0 else None
         rows.append({"name": job["name"], "variant": job["variant"], "warmup_s": warm["seconds"],
-                     "warmup": describe_got(warm["result"]), "on_s": on, "off_s": off, "ratio": ratio,
+                     "warmup": describe_got(warm["result"]), "warmup_off": describe_got(warm_off["result"]),
+                     "on_s": on, "off_s": off, "ratio": ratio, "settle_s": waited,
+                     "back_to_back_s": back_to_back,
+                     "back_to_back_ratio": back_to_back["on"] / back_to_back["off"] if back_to_back["off"] else None,
                      "outcomes": outcomes, "phases": phases})
-        print("  %-22s %-11s on %s off %s ratio %s" % (job["name"], job["variant"], on, off,
-                                                        "%.3f" % ratio if ratio else "-"), flush=True)
+        print("  %-22s %-11s on %s off %s ratio %s; back to back %.2f s / %.2f s" % (
+            job["name"], job["variant"], on, off, "%.3f" % ratio if ratio else "-", back_to_back["on"],
+            back_to_back["off"]), flush=True)
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     total_on = sum(common.median(r["on_s"]) for r in rows)
     total_off = sum(common.median(r["off_s"]) for r in rows)
+    b2b_on = sum(r["back_to_back_s"]["on"] for r in rows)
+    b2b_off = sum(r["back_to_back_s"]["off"] for r in rows)
     summary = {"median_ratio": common.median(ratios) if ratios else None,
-               "total_ratio": total_on / total_off if total_off > 0 else None, "bar": OVERHEAD_BAR}
-    lines = ["# Defense overhead (median wall time of `anvil eval`, %d runs each, alternating)" % runs, "",
-             "| candidate | variant | on, s | off, s | on / off |", "|---|---|---|---|---|"]
+               "max_ratio": max(ratios) if ratios else None,
+               "total_ratio": total_on / total_off if total_off > 0 else None,
+               "back_to_back_ratio": b2b_on / b2b_off if b2b_off > 0 else None, "bar": OVERHEAD_BAR}
+    lines = ["# Defense overhead (wall time of `anvil eval`, %d runs each way)" % runs, "",
+             "Latency: evaluations alternating on and off, each started on an idle GPU; the ratio of the "
+             "medians. Back to back: %d evaluations each way in a row, as an RL loop issues them." % runs, "",
+             "| candidate | variant | on, s | off, s | on / off | back to back on / off |", "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| %s | %s | %s | %s | %s |" % (r["name"], r["variant"], ", ".join("%.2f" % x for x in r["on_s"]),
-                                                  ", ".join("%.2f" % x for x in r["off_s"]),
-                                                  "%.3f" % r["ratio"] if r["ratio"] else "-"))
+        lines.append("| %s | %s | %s | %s | %s | %.2f / %.2f s = %s |" % (
+            r["name"], r["variant"], ", ".join("%.2f" % x for x in r["on_s"]), ", ".join("%.2f" % x for x in r["off_s"]),
+            "%.3f" % r["ratio"] if r["ratio"] else "-", r["back_to_back_s"]["on"], r["back_to_back_s"]["off"],
+            "%.3f" % r["back_to_back_ratio"] if r["back_to_back_ratio"] else "-"))
 
     def fmt(x):
         return "%.3f" % x if x is not None else "-"
 
-    lines += ["", "overall: median of the ratios %s, ratio of the summed medians %s (bar %.2f)" % (
-        fmt(summary["median_ratio"]), fmt(summary["total_ratio"]), OVERHEAD_BAR)]
+    lines += ["", "overall: median of the ratios %s (largest %s), ratio of the summed medians %s, back to back %s "
+              "(bar %.2f)" % (fmt(summary["median_ratio"]), fmt(summary["max_ratio"]), fmt(summary["total_ratio"]),
+                              fmt(summary["back_to_back_ratio"]), OVERHEAD_BAR)]
     return rows, summary, "\n".join(lines) + "\n"
 
 
@@ -290,7 +334,7 @@ def main():
            "eval_args": extra, "defenses": "off" if a.defenses_off else "on"}
     if a.overhead:
         print("overhead: %d honest candidates on %s" % (sum(j["kind"] == "legit" for j in jobs), device), flush=True)
-        rows, summary, text = overhead(anvil, jobs, extra, a.runs)
+        rows, summary, text = overhead(anvil, jobs, extra, a.runs, device)
         out.update(overhead=rows, summary=summary)
         ok = summary["median_ratio"] is not None and summary["median_ratio"] <= OVERHEAD_BAR
     else:

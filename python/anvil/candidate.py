@@ -3,8 +3,10 @@
 The judge (anvil.runner) forks this process before either initialises CUDA and talks to it over
 anvil.channel. Here, in order:
   1. confine the process (anvil.sandbox: read-only filesystem, no capabilities);
-  2. set up the device, load the task (trusted code) and make every trial's inputs, before any
-     candidate code exists;
+  2. load the task (trusted code), make its half of the trials' inputs on the host (sent to the
+     judge, which makes the other half: channel.SharedInputs), set up the device once the judge's
+     is (two CUDA contexts made at once each take longer), warm the harness's own instruments, and
+     receive the judge's half, all before any candidate code exists;
   3. capture the fingerprint of the judging code and the thread list, then import model_new.py
      (load_inline builds are asked of the judge), construct ModelNew, load Model's weights;
   4. verification calls: each under the op recorder, which also fills every tensor the candidate
@@ -82,30 +84,38 @@ class CandidateSide:
         from anvil.runner import Outcome
 
         clock = self.clock
+        clock.mark("started")
         with clock("confine"):
             confinement = sandbox.confine(keep_visible=self.ev.visible_paths())
         os.environ["HOME"] = os.environ.get("TMPDIR", "/tmp")
         ev = self.ev
         try:
             with clock("setup"):
-                with clock("device"):
-                    ev.setup()
                 import torch
                 import torch._dynamo  # noqa: F401 - it re-wraps torch functions on import: before the fingerprint
 
                 _Tensor = torch.Tensor
-                self.torch = torch
+                self.torch = ev.torch = torch
                 ev.load_task()
+                with clock("host_inputs"):  # this side's half, made and sent while the judge starts CUDA
+                    ev.shared.make_mine(ev)
+                with clock("device_wait"):
+                    ev.shared.wait_device_ready()
+                with clock("device"):
+                    ev.setup()
                 ev.build_reference()  # Model's weights, for load_state_dict (the judge keeps its own)
                 with clock("inputs"):
+                    mine = [ev.trial_inputs(i) for i in ev.shared.mine()]
+                with clock("warm_instruments"):  # while the judge makes its half
+                    self._warm_instruments(mine[0] if mine else ev.trial_inputs(0))
+                with clock("inputs_received"):
                     self.pristine = [ev.trial_inputs(i) for i in range(ev.req["trials"])]
                     if "candidate" in ev.req["timing"]["measure"]:
                         ev.timing_sets()  # made before any candidate code exists (mostly trials' inputs)
         except Outcome as o:
             self.fail(o.outcome, o.message, o.detail)
+        clock.mark("set_up")
         self.send({"type": "hello", "pid": os.getpid(), "sandbox": confinement})
-        with clock("warm_instruments"):
-            self._warm_instruments()
         from anvil import load_inline
 
         load_inline.set_builder(self.build_via_judge)
@@ -124,36 +134,45 @@ class CandidateSide:
         except Outcome as o:
             self.fail(o.outcome, o.message, o.detail)
         self.send({"type": "loaded", "modules": sorted(_maps() - before_maps)})
+        clock.mark("imported")
         with clock("verify"):
             self.verify()
+        clock.mark("verified")
         with clock("timing"):
             self.time()
+        clock.mark("done")
         self.send({"type": "done", "ops": self.recorder.forbidden, "clock": clock})
 
-    def _warm_instruments(self):
+    def _warm_instruments(self, args):
         """Start what the harness's own work starts (torch's CPU thread pool, the profiler), so
-        those threads exist before the thread list is taken."""
+        those threads exist before the thread list is taken, and load the kernels its checks use;
+        `args`: one trial's inputs."""
         import warnings
 
-        from anvil.runner import _map_tensors
+        from anvil import compare
+        from anvil.runner import _map_tensors, _tensor_pairs
+
         from torch.profiler import ProfilerActivity, profile
 
         torch = self.torch
         torch.ones(1 << 22).add_(1).sum()  # the intra-op pool
-        for args in self.pristine:
-            _map_tensors(args, lambda t: t.clone())
+        copies = _map_tensors(args, lambda t: t.clone())
+        for _name, a, b in _tensor_pairs(args, copies, "input"):
+            if isinstance(a, torch.Tensor):
+                compare.changed_elements(a, b)  # the input check's kernels, loaded here
         # One reference call: the libraries its ops use (cuBLAS, cuDNN handles and workspaces, which
         # the candidate's library calls share) start here, while the judge computes its own
         # reference, not inside the candidate's first call. Its output is zeroed before it is
         # freed: no correct answer waits in memory the candidate may be handed.
         try:
             with torch.no_grad():
-                out = self.ev.ref(*_map_tensors(self.pristine[0], lambda t: t.clone())) if self.pristine else None
+                out = self.ev.ref(*copies)
             _map_tensors(out, lambda t: t.zero_())
             self.ev.sync()
             del out
         except Exception:  # noqa: BLE001 - a broken reference is the judge's to report
             pass
+        del copies
         cuda = self.ev.device.type == "cuda"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -191,12 +210,16 @@ class CandidateSide:
 
     # -- the checks of this process ----------------------------------------------------------
     def check_after(self, where, out=None):
-        running = policy.threads()  # first: a short-lived launcher thread may be gone a moment later
-        changed = self.fingerprint.changed()
+        clock = self.clock
+        with clock("check_threads"):
+            running = policy.threads()  # first: a short-lived launcher thread may be gone a moment later
+        with clock("check_fingerprint"):
+            changed = self.fingerprint.changed()
         if changed:
             self.hack("harness_patched", "%s replaced what judges it: %s" % (where, ", ".join(changed[:8])),
                       {"replaced": changed})
-        spawned = policy.children()
+        with clock("check_children"):
+            spawned = policy.children() if policy.has_children() else ()
         if spawned:
             self.hack("threads", "%s started %d process(es) (pid %s): candidate code may not start processes"
                       % (where, len(spawned), ", ".join(str(p) for p in sorted(spawned)[:5])),
@@ -242,17 +265,20 @@ class CandidateSide:
                 args = _map_tensors(pristine, lambda t: t.clone())
                 self.poison = True
                 try:
-                    out = self.call(args, where)
+                    with self.clock("verify_calls"):
+                        out = self.call(args, where)
                 finally:
                     self.poison = False
-                for name, before, after in _tensor_pairs(pristine, args, "input"):
-                    if isinstance(after, self.torch.Tensor):
-                        changed = compare.changed_elements(before, after)
-                        if changed:
-                            self.fail("wrong_answer", "%s: the candidate modified %s (%d of %d elements changed)"
-                                      % (where, name, changed, before.numel()), reason="input_mutated")
-                reply = self.send_output({"type": "output", "trial": i, "call": c, "ops": self.recorder.forbidden},
-                                         out)
+                with self.clock("verify_inputs"):
+                    for name, before, after in _tensor_pairs(pristine, args, "input"):
+                        if isinstance(after, self.torch.Tensor):
+                            changed = compare.changed_elements(before, after)
+                            if changed:
+                                self.fail("wrong_answer", "%s: the candidate modified %s (%d of %d elements "
+                                          "changed)" % (where, name, changed, before.numel()), reason="input_mutated")
+                with self.clock("verify_send"):
+                    reply = self.send_output({"type": "output", "trial": i, "call": c,
+                                              "ops": self.recorder.forbidden}, out)
                 if reply.get("type") != "received":
                     raise Stop()
                 del out, args
@@ -267,6 +293,7 @@ class CandidateSide:
         reply = channel.recv(self.sock)
         if reply.get("type") != "go":
             raise Stop()
+        self.clock.mark("go")
         ev = self.ev
         trace = {}
 

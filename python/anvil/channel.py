@@ -244,3 +244,107 @@ def _rebuild(skeleton, tensors):
         if "__object__" in skeleton:
             return Opaque(skeleton["__object__"])
     return skeleton
+
+
+class SharedInputs:
+    """The trials' inputs of a defended evaluation, made half by the judge and half by the
+    candidate's process, so that neither makes them all (get_inputs() on the host is often the
+    longest part of an evaluation). Trial i is made by the side whose `parity` is i % 2 (the
+    judge: 0, so it makes trial 0 first), which sends the task's own tensors through a sealed
+    memfd on `sock`, a socket of their own; the other side rebuilds them on its device. The
+    candidate's process makes and sends its trials before any candidate code exists, and the judge
+    reads exactly those messages, in order: whatever arrives after them is never read. Anything
+    missing or odd (a closed socket, a value that is not plain tensors and values) makes the
+    receiver make that trial itself, so the split only ever saves time."""
+
+    def __init__(self, sock, parity, trials):
+        self.sock = sock
+        self.parity = parity
+        self.trials = trials
+        self.received = {}
+        self.made = {}  # trial -> host inputs made (and sent) ahead, by make_mine()
+        self.next_theirs = 1 - parity
+        self.closed = False
+
+    def device_ready(self):
+        """The judge's device is set up: the candidate's process, which waits for this before
+        starting its own (two CUDA contexts made at once take longer each), may go on."""
+        try:
+            send(self.sock, {"type": "device_ready"})
+        except (ChannelClosed, OSError):
+            self.closed = True
+
+    def wait_device_ready(self):
+        """The candidate's side of device_ready(); returns at once if the judge went away."""
+        if self.closed:
+            return
+        try:
+            msg = recv(self.sock)
+        except (ChannelClosed, OSError, ValueError):
+            self.closed = True
+            return
+        if msg.get("type") != "device_ready":
+            self.closed = True  # out of step: make every trial here
+
+    def mine(self):
+        return [i for i in range(self.trials) if i % 2 == self.parity]
+
+    def theirs(self):
+        return [i for i in range(self.trials) if i % 2 != self.parity]
+
+    def make_mine(self, ev):
+        """Make this side's trials on the host and send them now (before the device is set up)."""
+        for i in self.mine():
+            self.made[i] = ev.host_inputs(ev.req["seed"] + 1 + i)
+            self._send(i, self.made[i])
+
+    def take(self, i, ev):
+        """Trial i's inputs on ev's device: made here (and sent) if it is ours, else received;
+        None when the caller must make them."""
+        if not 0 <= i < self.trials:
+            return None
+        if i % 2 == self.parity:
+            host = self.made.pop(i, None)
+            if host is None:
+                host = ev.host_inputs(ev.req["seed"] + 1 + i)
+                self._send(i, host)
+            return ev.to_device(host)
+        return self._receive(i, ev.device)
+
+    def _send(self, i, host):
+        if self.closed:
+            return
+        try:
+            send(self.sock, {"type": "inputs", "trial": i}, host)
+        except (ChannelClosed, OSError, ValueError):
+            try:
+                send(self.sock, {"type": "inputs", "trial": i, "none": True})
+            except (ChannelClosed, OSError):
+                self.closed = True
+
+    def _receive(self, i, device):
+        while i not in self.received and not self.closed and self.next_theirs < self.trials:
+            expected = self.next_theirs
+            self.next_theirs += 2
+            try:
+                msg = recv(self.sock, device)
+            except (ChannelClosed, OSError, ValueError):
+                self.closed = True
+                break
+            value = msg.get("value")
+            if msg.get("type") != "inputs" or msg.get("trial") != expected or msg.get("none") or not _plain(value):
+                self.received[expected] = None
+            else:
+                self.received[expected] = value
+        return self.received.pop(i, None)
+
+
+def _plain(value, depth=0):
+    """A list of tensors and plain values (what get_inputs() returns), rebuilt without Opaque."""
+    if _isinstance(value, Opaque) or depth > 32:
+        return False
+    if _isinstance(value, (list, tuple)):
+        return all(_plain(v, depth + 1) for v in value)
+    if _isinstance(value, dict):
+        return all(_plain(v, depth + 1) for v in value.values())
+    return True

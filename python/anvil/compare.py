@@ -328,13 +328,12 @@ def changed_elements(before, after):
         return max(before.numel(), after.numel(), 1)
     if before.numel() == 0:
         return 0
-    item = before.element_size()
-    a = before.detach().contiguous().reshape(-1).view(_uint8()).reshape(-1, item)
-    b = after.detach().contiguous().reshape(-1).view(_uint8()).reshape(-1, item)
-    return int((a != b).any(dim=1).sum())
-
-
-def _uint8():
     import torch
 
-    return torch.uint8
+    item = before.element_size()
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(item)
+    a = before.detach().contiguous().reshape(-1)
+    b = after.detach().contiguous().reshape(-1)
+    if bits is not None:  # one integer of the element's width per element: compared as bits
+        return int((a.view(bits) != b.view(bits)).sum())
+    return int((a.view(torch.uint8).reshape(-1, item) != b.view(torch.uint8).reshape(-1, item)).any(dim=1).sum())

@@ -95,6 +95,21 @@ def threads():
         return set()
 
 
+_WALL = 0x40000000  # waitid's __WALL: children of every kind, clone()d ones with another exit signal too
+
+
+def has_children():
+    """Whether this process has a child, running or ended and not yet reaped (one waitid, which
+    sees the children of every thread of the process); children() lists them."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT | _WALL)
+    except ChildProcessError:
+        return False
+    except OSError:
+        return bool(children())
+    return True
+
+
 def children(pid="self"):
     """The pids of a process's children (/proc/PID/task/*/children); an empty set where the
     kernel does not list them."""
@@ -219,6 +234,16 @@ class Fingerprint:
                 self.entries.append(("%s.%s" % (name, attr), module, attr, value))
                 for label, fn in self._functions(name + "." + attr, value):
                     self.codes.append((label, fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__))
+        # What changed() reads: an entry that is the owner's own attribute is read from the owner's
+        # namespace (a module's dict, a class's live mappingproxy, sys.modules), the rest with getattr.
+        self.own = []      # (label, namespace, attribute, object)
+        self.lookups = []  # (label, owner, attribute, object)
+        for label, owner, attr, obj in self.entries:
+            space = owner if isinstance(owner, dict) else getattr(owner, "__dict__", None)
+            if isinstance(space, (dict, types.MappingProxyType)) and attr in space:
+                self.own.append((label, space, attr, obj))
+            else:
+                self.lookups.append((label, owner, attr, obj))
 
     @staticmethod
     def _functions(label, value):
@@ -232,18 +257,18 @@ class Fingerprint:
                     yield "%s.%s" % (label, attr), member
 
     def changed(self):
-        """Labels of what was replaced, added to a watched module, or rewritten in place."""
-        out = []
-        for label, owner, attr, obj in self.entries:
+        """Labels of what was replaced, added to a watched module, or rewritten in place (a check
+        the candidate's process makes after every call: it reads each entry once)."""
+        out = [label for label, space, attr, obj in self.own if space.get(attr) is not obj]
+        for label, owner, attr, obj in self.lookups:
             try:
                 now = _lookup(owner, attr)
             except Exception:  # noqa: BLE001 - a property that raises is a change too
                 now = None
             if now is not obj:
                 out.append(label)
-        for label, fn, code, defaults, kwdefaults in self.codes:
-            if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
-                out.append(label + " (code)")
+        out += [label + " (code)" for label, fn, code, defaults, kwdefaults in self.codes
+                if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults]
         return sorted(set(out))
 
 

@@ -48,6 +48,7 @@ DEFENSES = {"enabled": True, "policy": None, "allow_lower_precision": False, "ro
             "roofline_slack": 1.25, "precision_ratio": 16.0, "cuobjdump": None}
 
 _REPORT_FD = None  # the report's descriptor: the candidate's process closes it first thing
+_DONE_FD = None    # the zygote's report-complete pipe (ANVIL_DONE_FD): likewise
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _MODULE_CALL_FILE = os.path.join("torch", "nn", "modules", "module.py")
 
@@ -174,8 +175,17 @@ class ReportChannel:
         if self.to_stdout:
             self.fd = os.dup(1)
         self.sent = False
-        global _REPORT_FD
+        self.done = None  # a pipe told "1" once the report is written (anvil.zygote)
+        try:
+            fd = int(os.environ.pop("ANVIL_DONE_FD", ""))
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                self.done = os.dup(fd)
+                os.close(fd)
+        except (ValueError, OSError):
+            self.done = None
+        global _REPORT_FD, _DONE_FD
         _REPORT_FD = self.fd
+        _DONE_FD = self.done
 
     def send(self, report):
         if self.sent:
@@ -187,20 +197,29 @@ class ReportChannel:
             text = json.dumps({"protocol": PROTOCOL, "status": "error", "outcome": None,
                                "message": "the runner could not encode its report: %s" % e})
         data = (text + "\n").encode("utf-8")
-        if self.to_stdout:
+        for stream in (sys.stdout, sys.stderr):  # the output is complete before the report is
             try:
-                sys.stdout.flush()
-            except Exception:  # noqa: BLE001 - the candidate may have closed sys.stdout
+                stream.flush()
+            except Exception:  # noqa: BLE001 - the candidate may have closed them
                 pass
+        written = False
         try:
             while data:
                 data = data[os.write(self.fd, data):]
+            written = True
         except OSError:
             pass  # anvil went away; nothing to tell
         try:
             os.close(self.fd)
         except OSError:
             pass
+        if self.done is not None:
+            try:
+                if written:
+                    os.write(self.done, b"1")  # the report is complete: the process need not be waited for
+                os.close(self.done)
+            except OSError:
+                pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,6 +366,7 @@ class Evaluation:
         self.torch = None
         self.device = None
         self.kept_inputs = {}  # trial -> inputs, for trials that are also timing's base sets
+        self.shared = None  # a channel.SharedInputs in a defended evaluation: half the trials come from the other side
 
     # -- setup ------------------------------------------------------------------------------
     def setup(self):
@@ -496,22 +516,32 @@ class Evaluation:
         self.new = new
 
     # -- calls ------------------------------------------------------------------------------
-    def inputs(self, seed):
-        """get_inputs() after seeding with `seed`, tensors moved to the device."""
+    def host_inputs(self, seed):
+        """get_inputs() after seeding with `seed`, as the task makes them (usually on the host)."""
         self.seed_all(seed)
-        args = self._call_list("get_inputs")
+        return self._call_list("get_inputs")
+
+    def to_device(self, args):
         try:
             return _map_tensors(args, lambda t: t.to(self.device))
         except BaseException as e:  # noqa: BLE001
             raise Outcome("task_error", _raised(e, "moving get_inputs() to %s" % self.device), _trace(e))
 
+    def inputs(self, seed):
+        """get_inputs() after seeding with `seed`, tensors moved to the device."""
+        return self.to_device(self.host_inputs(seed))
+
     def trial_inputs(self, i):
-        """get_inputs() of trial i (seed + 1 + i). Those of the first `input_sets` trials are made
-        once and kept: they are also timing's base sets. Callers never modify them (they clone)."""
+        """get_inputs() of trial i (seed + 1 + i), made here or, in a defended evaluation, by the
+        other process (self.shared). Those of the first `input_sets` trials (every trial, in a
+        defended evaluation) are made once and kept: they are also timing's base sets. Callers
+        never modify them (they clone)."""
         if i in self.kept_inputs:
             return self.kept_inputs[i]
-        args = self.inputs(self.req["seed"] + 1 + i)
-        if i < self.req["timing"]["input_sets"]:
+        args = self.shared.take(i, self) if self.shared is not None else None
+        if args is None:
+            args = self.inputs(self.req["seed"] + 1 + i)
+        if i < self.req["timing"]["input_sets"] or self.shared is not None:
             self.kept_inputs[i] = args
         return args
 
@@ -744,6 +774,7 @@ def evaluate(request_text, report, started):
 
 def main():
     started = time.perf_counter()
+    timing.Clock.origin = started
     channel = ReportChannel()
     report = new_report()
     code = 2
@@ -752,6 +783,7 @@ def main():
     except BaseException as e:  # noqa: BLE001 - reading stdin failed, or worse
         report.update(status="error", message="the runner failed: %s" % _what(e))
     finally:
+        report["seconds"]["main"] = time.perf_counter() - started
         for key in report["seconds"]:
             report["seconds"][key] = round(report["seconds"][key], 3)
         channel.send(report)

@@ -32,7 +32,15 @@ MIN_FLUSH_BYTES = 8 << 20
 
 
 class Clock(dict):
-    """Seconds spent per named phase, summed over repeats: `with clock("peaks"): ...`."""
+    """Seconds spent per named phase, summed over repeats: `with clock("peaks"): ...`; and, with
+    mark(name), when an event happened ("@name": seconds since Clock.origin, the evaluation's
+    start, which forked processes share)."""
+
+    origin = None
+
+    def mark(self, name):
+        if Clock.origin is not None and "@" + name not in self:
+            self["@" + name] = round(time.perf_counter() - Clock.origin, 4)
 
     @contextlib.contextmanager
     def __call__(self, name):

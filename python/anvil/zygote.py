@@ -15,8 +15,14 @@ Protocol (one connection per evaluation, JSON lines over a Unix socket):
              "network": false}
   zygote -> {"pid": PID}                          as soon as the child exists
   zygote -> {"pid": PID, "exit_code": N, "signal": S}  when it has ended
-The client enforces the timeout and memory limit by killing the child's process
-group; the zygote only reaps and reports.
+  zygote -> {"pid": PID, "report": true}         once the runner's report is complete
+                                                  (before the process has ended)
+The runner says its report is complete by writing one byte to a pipe (its
+ANVIL_DONE_FD) and closing it; the client need not wait for the process's
+teardown (a CUDA context takes a tenth of a second or more to go) and may kill
+the group at once. A runner that dies first leaves no byte: then only the exit
+line comes. The client enforces the timeout and memory limit by killing the
+child's process group; the zygote only reaps and reports.
 """
 import argparse
 import json
@@ -38,10 +44,40 @@ def _unshare_network():
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
 
 
-def _child(msg):
+_BASE_FDS = frozenset()  # the descriptors the zygote had before serving (torch's, Python's)
+DONE_FD = 4
+
+
+def _close_strays(keep):
+    """Close every descriptor but the zygote's own from before serving and `keep`: a child forked
+    while another request was being set up must not hold that request's pipe or connection."""
+    try:
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        return
+    for fd in fds:
+        if fd not in keep and fd not in _BASE_FDS:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _is_open(fd):
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _child(msg, done):
     """Runs in the forked child; never returns."""
     code = 70
     try:
+        os.dup2(done, DONE_FD)
+        _close_strays({0, 1, 2, DONE_FD})
+        os.environ["ANVIL_DONE_FD"] = str(DONE_FD)
         os.setpgid(0, 0)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         limits = msg.get("rlimits", {})
@@ -64,7 +100,7 @@ def _child(msg):
         rep = os.open(msg["report_path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(rep, 3)
         for fd in (rfd, out, rep):
-            if fd > 3:
+            if fd > DONE_FD:
                 os.close(fd)
         sys.stdin = os.fdopen(0, "r")
         sys.stdout = os.fdopen(1, "w", buffering=1)
@@ -132,11 +168,24 @@ def _serve(conn):
         except json.JSONDecodeError as e:
             f.write((json.dumps({"error": f"bad request: {e}"}) + "\n").encode())
             return
+        done_r, done_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            conn.close()
-            _child(msg)
+            _child(msg, done_w)
+        os.close(done_w)
         f.write((json.dumps({"pid": pid}) + "\n").encode())
+        said = b""
+        while True:  # until every write end is closed: the runner's, after its report, or at its death
+            chunk = os.read(done_r, 64)
+            if not chunk:
+                break
+            said += chunk
+        os.close(done_r)
+        if said == b"1":
+            try:
+                f.write((json.dumps({"pid": pid, "report": True}) + "\n").encode())
+            except OSError:
+                pass
         _, status = os.waitpid(pid, 0)
         result = {"pid": pid, "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
                   "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0}
@@ -168,6 +217,13 @@ def main(argv=None):
     except Exception:
         pass
     assert not torch.cuda.is_initialized(), "the zygote must not initialise CUDA before forking"
+    from anvil import sandbox
+
+    # Non-dumpable, as its children (runner, judge, candidate's process) then are from birth: no
+    # other process of this user can open /proc/ZYGOTE/fd (a request's report pipe) or ptrace them.
+    sandbox.judge_private()
+    global _BASE_FDS
+    _BASE_FDS = frozenset(fd for fd in (int(n) for n in os.listdir("/proc/self/fd")) if _is_open(fd))
     if os.path.exists(a.socket):
         os.unlink(a.socket)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

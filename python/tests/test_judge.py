@@ -78,6 +78,23 @@ def test_allowed_ops_pass_and_are_timed(make):
     assert report["verify"]["passed"] == 3
     assert report["timing"]["candidate"]["median_ms"] > 0
     assert report["defenses"]["sandbox"]["filesystem"].startswith("read-only") or report["defenses"]["sandbox"]["errors"]
+    # As precise as the reference: proved by the bound, without the float64 run.
+    precision = report["defenses"]["precision"]
+    assert precision["by"] == "bound" and precision["difference"] <= precision["bound"]
+
+
+def test_precision_beyond_the_bound_is_decided_by_the_float64_run(make):
+    # An error of ~9e-6 relative: above the bound (2^-17), within the strict tolerance (1e-5).
+    forward = """
+    def forward(self, x, shift):
+        y = self.reference(x, shift)
+        return y + 1e-5 * y.abs().mean()
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS + ["abs", "mean"])).report
+    assert report["outcome"] is None, report["message"]
+    precision = report["defenses"]["precision"]
+    assert "by" not in precision and precision["checked"]
+    assert precision["candidate_error"] <= precision["limit"]
 
 
 def test_replaced_timer_is_caught(make):

@@ -185,7 +185,7 @@ def test_correct_candidate(make):
         assert env["capability"] is None and env["driver"] is None
     else:
         assert re.fullmatch(r"[0-9]+\.[0-9]+", env["capability"]) and env["driver"] and env["cuda"]
-    assert set(report["seconds"]) == {"import", "verify", "timing"}
+    assert set(report["seconds"]) == {"import", "verify", "timing", "main"}
     assert report["seconds"]["import"] > 0
     # The candidate's chatter stays on stdout/stderr; the report went to fd 3 only.
     assert "candidate chatter" in run.stdout and "and on stderr" in run.stderr

@@ -142,7 +142,7 @@ int connect_unix(const std::string& path) {
 // with the same limits as a fresh process; the result reads like run_subprocess's.
 SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::json& request, const fs::path& cwd,
                                const std::map<std::string, std::string>& env, const SubprocessOptions& so,
-                               const fs::path& scratch) {
+                               const fs::path& scratch, bool* ended_at_report) {
   SubprocessResult r;
   auto t0 = Clock::now();
   int fd = connect_unix(socket_path);
@@ -166,6 +166,7 @@ SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::j
   std::string buf;
   int pid = 0;
   nlohmann::json status;
+  bool reported = false;  // the runner's report is complete: its process need not be waited for
   auto deadline = t0 + so.timeout;
   bool killed = false;
   while (true) {
@@ -175,9 +176,16 @@ SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::j
       auto j = nlohmann::json::parse(buf.substr(0, nl), nullptr, false);
       buf.erase(0, nl + 1);
       if (j.is_object() && j.contains("exit_code")) status = j;
+      else if (j.is_object() && j.value("report", false)) reported = true;
       else if (j.is_object() && j.contains("pid")) pid = j["pid"].get<int>();
     }
     if (!status.is_null()) break;
+    if (reported && pid > 0 && !killed) {
+      // Done: the group goes now, without waiting for its CUDA teardown (the zygote reaps it).
+      ::kill(-pid, SIGKILL);
+      status = {{"pid", pid}, {"exit_code", 0}, {"signal", 0}};
+      break;
+    }
     if (pid > 0 && !killed) {
       if (so.timeout.count() > 0 && Clock::now() >= deadline) {
         r.timed_out = true;
@@ -209,6 +217,7 @@ SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::j
     return r;
   }
   r.started = true;
+  *ended_at_report = reported;
   r.signal = killed ? 0 : status.value("signal", 0);
   r.exit_code = status["exit_code"].is_number() ? status["exit_code"].get<int>() : -1;
   r.fd3_output = read_file(report).value_or("");
@@ -572,9 +581,12 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   if (zygote.empty() || zygote == "none") {
     r = run_subprocess({env.python.string(), "-m", "anvil.runner"}, so);
     j["isolation"]["runner"] = "fresh process";
+    j["isolation"]["ended"] = "at its exit";
   } else {
-    r = run_in_zygote(zygote, request, work, so.env, so, private_dir);
+    bool at_report = false;
+    r = run_in_zygote(zygote, request, work, so.env, so, private_dir, &at_report);
     j["isolation"]["runner"] = "forked from the warm zygote at " + zygote;
+    j["isolation"]["ended"] = at_report ? "at its report (killed then, its teardown not waited for)" : "at its exit";
   }
   double run_seconds = since(tr);
   j["output_tail"] = clean_tail(r.output, private_dir);

@@ -111,6 +111,22 @@ TEST_F(EvalTest, SegfaultIsARuntimeErrorAndTheNextEvaluationIsUnaffected) {
   EXPECT_EQ(after["outcome"], "ok");
 }
 
+TEST_F(EvalTest, TheRunEndsAtTheReportNotAtTheTeardown) {
+  // A complete report ends the run (the zygote says so before the process has exited); a runner
+  // that dies without one is waited for, and its signal is the evidence.
+  nlohmann::json ok = run(options("examples/candidates/01_elementwise_chain/cpu"));
+  ASSERT_EQ(ok["outcome"], "ok") << ok.dump(2);
+  EXPECT_EQ(ok["isolation"]["ended"].get<std::string>().rfind("at its report", 0), 0u) << ok["isolation"];
+  EvalOptions o = options("examples/broken/crash/cpu");
+  o.defenses = false;  // the crash takes the runner itself down: no report
+  nlohmann::json crash = run(o);
+  EXPECT_EQ(crash["outcome"], "runtime_error");
+  EXPECT_EQ(crash["isolation"]["ended"], "at its exit");
+  EXPECT_NE(crash["message"].get<std::string>().find("signal 11"), std::string::npos) << crash["message"];
+  nlohmann::json after = run(options("examples/candidates/01_elementwise_chain/cpu"));
+  EXPECT_EQ(after["outcome"], "ok");
+}
+
 TEST_F(EvalTest, FreshProcessRunnerJudgesAlike) {
   EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu");
   o.zygote_socket = "none";
