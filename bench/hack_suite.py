@@ -359,7 +359,12 @@ def main():
         os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
         with open(a.out, "w") as f:
             json.dump(out, f, indent=2)
-        print("results: %s" % a.out)
+        head = "Device: %s, driver %s, torch %s (CUDA %s), anvil %s, %s. `python3 bench/hack_suite.py %s`\n\n" % (
+            fp.get("device") or platform.processor() or "cpu", fp.get("driver", "-"), fp.get("torch"),
+            fp.get("torch_cuda"), fp.get("anvil_rev"), fp.get("date"), " ".join(sys.argv[1:]))
+        with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
+            f.write(head + text)
+        print("results: %s (and .md)" % a.out)
     return 0 if ok else 1
 
 

@@ -32,7 +32,7 @@ from anvil import channel, compare, policy, sandbox, timing
 from anvil.runner import (DETAIL_LINES, Evaluation, Outcome, _map_tensors, _raised, _tensor_pairs, _trace,
                           new_report, tail)
 
-REASONS = ("harness_patched", "lazy_output", "threads", "torch_fallback", "timing_escape", "side_stream",
+REASONS = ("harness_patched", "lazy_output", "threads", "torch_fallback", "side_stream", "timing_escape",
            "no_kernels", "foreign_work", "timed_output_mismatch", "precision", "below_roofline")
 CHECKED_CALLS = 4       # timed calls whose outputs are checked in full, chosen in secret (plus the last)
 ESCAPE_SLACK = 1.25     # kernel time per call may exceed the events' time by this factor ...
