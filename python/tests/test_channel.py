@@ -101,3 +101,55 @@ def test_cuda_tensors_cross_through_ipc(tmp_path):
     assert torch.equal(got["slice"], x[7:9, 3:300])
     assert torch.equal(got["int"], torch.arange(10, device="cuda"))
     assert torch.equal(got["host"], torch.ones(3, device="cuda"))
+
+
+class _Side:
+    """What SharedInputs asks of an Evaluation: seeded host inputs, a device, the request."""
+
+    def __init__(self):
+        self.req = {"seed": 10}
+        self.device = torch.device("cpu")
+        self.made = []
+
+    def host_inputs(self, seed):
+        self.made.append(seed)
+        return [torch.full((4,), float(seed)), seed]
+
+    def to_device(self, args):
+        return [a.to(self.device) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def test_shared_inputs_split_the_trials_and_ignore_what_comes_after():
+    judge_sock, cand_sock = channel.pair()
+    judge, cand = channel.SharedInputs(judge_sock, 0, 5), channel.SharedInputs(cand_sock, 1, 5)
+    j, c = _Side(), _Side()
+    cand.make_mine(c)  # trials 1 and 3, sent before any candidate code exists
+    channel.send(cand_sock, {"type": "inputs", "trial": 3}, [torch.zeros(4), 0])  # later, forged: never read
+    judge.device_ready()
+    cand.wait_device_ready()
+    for i in judge.mine():
+        judge.take(i, j)
+    got = {i: judge.take(i, j) for i in (1, 3)}
+    assert j.made == [11, 13, 15] and c.made == [12, 14]  # each side made only its own trials
+    assert torch.equal(got[3][0], torch.full((4,), 14.0)) and got[3][1] == 14
+    assert [cand.take(i, c)[1] for i in range(5)] == [11, 12, 13, 14, 15]
+    assert c.made == [12, 14]  # the judge's trials came over; the candidate's own were not made again
+    judge_sock.close()
+    cand_sock.close()
+
+
+def test_shared_inputs_make_what_does_not_come():
+    judge_sock, cand_sock = channel.pair()
+    judge = channel.SharedInputs(judge_sock, 0, 4)
+    j = _Side()
+    channel.send(cand_sock, {"type": "inputs", "trial": 1, "none": True})  # the other side could not send it
+    channel.send(cand_sock, {"type": "inputs", "trial": 3, "value": {"__object__": "x.Y"}})  # not plain values
+    assert judge.take(1, j) is None and judge.take(3, j) is None  # the caller makes them itself
+    cand_sock.close()
+    judge2_sock, gone = channel.pair()
+    gone.close()
+    judge2 = channel.SharedInputs(judge2_sock, 0, 4)
+    assert judge2.take(1, j) is None  # the other side went away
+    assert judge2.take(0, j)[1] == 11  # and sending to it is not an error
+    judge_sock.close()
+    judge2_sock.close()

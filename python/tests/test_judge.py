@@ -83,6 +83,13 @@ def test_allowed_ops_pass_and_are_timed(make):
     assert precision["by"] == "bound" and precision["difference"] <= precision["bound"]
 
 
+def test_one_trial_comes_from_the_judge_alone(make):
+    # The candidate's process makes no trial of its own: it waits for the judge's.
+    report = evaluate(make(CORRECT, allow=TORCH_OPS, trials=1)).report
+    assert report["outcome"] is None, report["message"]
+    assert report["verify"]["passed"] == 1
+
+
 def test_precision_beyond_the_bound_is_decided_by_the_float64_run(make):
     # An error of ~9e-6 relative: above the bound (2^-17), within the strict tolerance (1e-5).
     forward = """
