@@ -289,9 +289,6 @@ class SharedInputs:
     def mine(self):
         return [i for i in range(self.trials) if i % 2 == self.parity]
 
-    def theirs(self):
-        return [i for i in range(self.trials) if i % 2 != self.parity]
-
     def make_mine(self, ev):
         """Make this side's trials on the host and send them now (before the device is set up)."""
         for i in self.mine():

@@ -5,15 +5,15 @@ The sender exports the allocation that holds the tensor (cudaIpcGetMemHandle on 
 cuMemGetAddressRange) and keeps the tensor alive until the receiver says it has copied it; the
 receiver maps the allocation (cudaIpcOpenMemHandle), checks that the tensor lies inside it, copies
 the bytes into memory of its own (device to device); it unmaps every allocation at the end
-(close_all). Both call the CUDA runtime torch
-itself loaded (found in /proc/self/maps), so they share torch's context. Anything that fails here
+(close_all). Both call the CUDA runtime torch itself loaded (found in /proc/self/maps), so they
+share torch's context. Anything that fails here
 (no runtime found, memory that cannot be exported, such as expandable segments) makes the sender
 fall back to host memory; the receiver raises ValueError."""
 import ctypes
 import time
 
 _libs = None
-_opened = {}  # handle bytes -> pointer, mapped once per allocation (opening costs milliseconds)
+_opened = {}  # handle bytes -> (pointer, end): each allocation mapped once (opening costs milliseconds)
 seconds = {"ipc_open": 0.0, "ipc_copy": 0.0}  # this process's time in copy_into, for the report
 IPC_LAZY_ENABLE_PEER_ACCESS = 1
 MEMCPY_DEVICE_TO_DEVICE = 3
@@ -87,8 +87,7 @@ def copy_into(out, handle_hex, offset):
     nbytes = out.numel() * out.element_size()
     start = time.perf_counter()
     torch.cuda.synchronize()
-    ptr = _opened.get(raw)
-    if ptr is None:
+    if raw not in _opened:
         handle = _Handle()
         ctypes.memmove(ctypes.addressof(handle), raw, 64)
         mapped = ctypes.c_void_p()
@@ -96,11 +95,12 @@ def copy_into(out, handle_hex, offset):
         if rc != 0:
             rt.cudaGetLastError()
             raise ValueError("cudaIpcOpenMemHandle failed: %s" % rt.cudaGetErrorString(rc).decode())
-        ptr = _opened[raw] = mapped.value
+        found = _range(drv, mapped.value)
+        _opened[raw] = (mapped.value, found[0] + found[1] if found else mapped.value)
+    ptr, end = _opened[raw]
     opened = time.perf_counter()
     seconds["ipc_open"] += opened - start
-    found = _range(drv, ptr)
-    if found is None or offset < 0 or ptr + offset + nbytes > found[0] + found[1]:
+    if offset < 0 or ptr + offset + nbytes > end:
         raise ValueError("a tensor lies outside the memory its sender exported")
     rc = rt.cudaMemcpy(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(ptr + offset), ctypes.c_size_t(nbytes),
                        MEMCPY_DEVICE_TO_DEVICE)
@@ -116,6 +116,6 @@ def close_all():
     if not _opened:
         return
     rt, _drv = _load()
-    for ptr in _opened.values():
+    for ptr, _end in _opened.values():
         rt.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr))
     _opened.clear()

@@ -230,7 +230,7 @@ class Judge(Evaluation):
         self.shared = channel.SharedInputs(judge_inputs, 0, self.req["trials"])
         self.sock = judge_end
         self.child = pid
-        err = sandbox.judge_private() or sandbox.subreaper()
+        err = sandbox.non_dumpable() or sandbox.subreaper()
         self.report["defenses"]["judge"] = "non-dumpable, reaper of the candidate's processes" if err is None else err
 
     @staticmethod

@@ -1,6 +1,6 @@
 """Confinement of the candidate's process (docs/anti-hacking.md, "Two processes").
 
-judge_private(): the judge makes itself non-dumpable, so a process of the same user without
+non_dumpable(): the judge (and the zygote) makes itself non-dumpable, so a process of the same user without
 CAP_SYS_PTRACE can neither ptrace it nor read or write its memory through /proc/PID/mem.
 
 confine(): the candidate's process, right after the fork and before any candidate code, gets
@@ -50,7 +50,7 @@ def _fail(what):
     return "%s: %s" % (what, os.strerror(err) if err else "failed")
 
 
-def judge_private():
+def non_dumpable():
     """Make this process non-dumpable; returns an error string or None."""
     libc = _libc()
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
@@ -126,8 +126,8 @@ def _private_tmpfs(libc, target, keep_visible, errors):
 def confine(keep_visible=()):
     """Confine this process (see the module docstring). Paths of `keep_visible` (the candidate,
     the task, where Python and anvil load from) under /tmp or /dev/shm are bound back, read-only,
-    into the private tmpfs mounted there. TMPDIR points at the first private tmpfs. Returns {"filesystem": str, "capabilities": str,
-    "errors": [str]}."""
+    into the private tmpfs mounted there. TMPDIR points at the first private tmpfs. Returns
+    {"filesystem": str, "capabilities": str, "errors": [str]}."""
     libc = _libc()
     errors = []
     state = {"filesystem": "not isolated", "capabilities": "kept", "errors": errors}

@@ -221,7 +221,7 @@ def main(argv=None):
 
     # Non-dumpable, as its children (runner, judge, candidate's process) then are from birth: no
     # other process of this user can open /proc/ZYGOTE/fd (a request's report pipe) or ptrace them.
-    sandbox.judge_private()
+    sandbox.non_dumpable()
     global _BASE_FDS
     _BASE_FDS = frozenset(fd for fd in (int(n) for n in os.listdir("/proc/self/fd")) if _is_open(fd))
     if os.path.exists(a.socket):
