@@ -1,0 +1,1 @@
+// episode.cpp: placeholder, being written.

@@ -1,0 +1,1 @@
+// file_tools.cpp: placeholder, being written.

@@ -1,0 +1,1 @@
+// http.cpp: placeholder, being written.

@@ -1,0 +1,1 @@
+// local_server.cpp: placeholder, being written.

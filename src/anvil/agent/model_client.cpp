@@ -1,0 +1,1 @@
+// model_client.cpp: placeholder, being written.

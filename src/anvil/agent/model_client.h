@@ -1,0 +1,99 @@
+// model_client.h: chat completions against any OpenAI-compatible server
+// (vLLM, SGLang, llama.cpp, hosted APIs).
+//
+// One call to chat() is one model turn: the request (messages, tools, sampling
+// settings) is sent, retried with exponential back-off on 429, 5xx and dropped
+// connections (honouring Retry-After), and the first choice's message comes
+// back with its finish_reason, usage, and, when the server returns them, the
+// generated token ids and log-probabilities (vLLM's return_token_ids and
+// logprobs), which RL training needs exactly. A context-length error (HTTP 400
+// naming the maximum context length) is its own status, so the agent can
+// shorten its history and ask again; it is never retried as is.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "anvil/agent/http.h"
+
+namespace anvil {
+
+struct Endpoint {
+  std::string base_url;  // e.g. http://127.0.0.1:8000/v1 (a trailing /v1 is added when missing)
+  std::string model;
+  std::string api_key;   // sent as "Authorization: Bearer ..." when not empty
+};
+
+struct SamplingOptions {
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<int> top_k;            // vLLM/SGLang extension
+  std::optional<int> max_tokens;       // per turn
+  std::optional<uint64_t> seed;
+  bool logprobs = true;                // ask for log-probabilities (servers that refuse get none)
+  bool return_token_ids = true;        // vLLM: prompt_token_ids and token_ids
+  nlohmann::json extra = nlohmann::json::object();  // merged into the request body as is
+  nlohmann::json to_json() const;      // what the trajectory records
+};
+
+struct RetryPolicy {
+  int max_attempts = 8;
+  std::chrono::milliseconds initial_backoff{1000};
+  double factor = 2.0;
+  std::chrono::milliseconds max_backoff{60000};
+  std::chrono::milliseconds request_timeout{900000};  // one request (a long generation)
+};
+
+struct ChatResponse {
+  enum class Status {
+    ok,                // message holds the model's turn
+    context_overflow,  // the server said the request exceeds the context length
+    failed,            // gave up: error says why (status, body excerpt, attempts)
+  };
+  Status status = Status::failed;
+  std::string error;
+  long http_status = 0;      // the last HTTP status (0: no answer)
+  int attempts = 0;          // requests sent, retries included
+  std::vector<std::string> retry_log;  // one line per failed attempt: "503 Service Unavailable", ...
+  nlohmann::json message;    // {"role":"assistant","content":...,"tool_calls":[...]}
+  std::string finish_reason; // stop | length | tool_calls | ...
+  nlohmann::json usage;      // {"prompt_tokens", "completion_tokens", "total_tokens"} or null
+  nlohmann::json prompt_token_ids;  // arrays of ints, or null when not returned
+  nlohmann::json token_ids;
+  nlohmann::json logprobs;   // [{"token","logprob","token_id"?}, ...] or null
+  double seconds = 0;        // wall time, retries and back-off included
+};
+
+class ModelClient {
+ public:
+  // `sleep` waits between retries (tests pass a recorder).
+  ModelClient(Endpoint endpoint, HttpClient& http, RetryPolicy retry = {},
+              std::function<void(std::chrono::milliseconds)> sleep = {});
+
+  ChatResponse chat(const nlohmann::json& messages, const nlohmann::json& tools, const SamplingOptions& sampling);
+
+  // Checks, before any episode, that the endpoint answers and serves the
+  // model: GET {base}/models (retried briefly). Returns "" when it does, else
+  // one message naming the URL, the model and what was tried.
+  std::string check() const;
+
+  const Endpoint& endpoint() const { return endpoint_; }
+
+ private:
+  Endpoint endpoint_;
+  HttpClient& http_;
+  RetryPolicy retry_;
+  std::function<void(std::chrono::milliseconds)> sleep_;
+};
+
+// Whether an error body says the prompt is longer than the model's context
+// (vLLM: "maximum context length is N tokens"; SGLang: "longer than the
+// model's context length"; OpenAI: "context_length_exceeded"; llama.cpp:
+// "exceeds the available context size").
+bool is_context_overflow(long status, const std::string& body);
+
+}  // namespace anvil

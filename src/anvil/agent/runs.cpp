@@ -1,0 +1,1 @@
+// runs.cpp: placeholder, being written.

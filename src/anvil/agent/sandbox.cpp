@@ -1,0 +1,1 @@
+// sandbox.cpp: placeholder, being written.

@@ -1,0 +1,1 @@
+// tools.cpp: placeholder, being written.

@@ -1,0 +1,1 @@
+// trajectory.cpp: placeholder, being written.
