@@ -3,9 +3,11 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <map>
 
+#include "anvil/agent/local_server.h"
 #include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
 #include "anvil/util/fs.h"
@@ -24,30 +26,6 @@ bool environment(Environment* env) {
     std::fprintf(stderr, "anvil: %s\n", e.what());
     return false;
   }
-}
-
-std::string model_new_stub(const std::string& signature) {
-  std::string sig = signature.empty() ? "(self, *args, **kwargs)" : signature;
-  return "# model_new.py: the optimized version of model.py's Model.\n"
-         "#\n"
-         "# ModelNew must take the same constructor arguments and create the same\n"
-         "# parameters and buffers (names and shapes) as Model: the judge copies Model's\n"
-         "# weights with load_state_dict(strict=True). forward() may call only\n"
-         "# cuda_extension functions, plus tensor creation and metadata (shape, view,\n"
-         "# contiguous). Build kernels/ into cuda_extension with `anvil build .`.\n"
-         "import torch\n"
-         "import torch.nn as nn\n"
-         "\n"
-         "import cuda_extension\n"
-         "\n"
-         "\n"
-         "class ModelNew(nn.Module):\n"
-         "    def __init__" + sig + ":\n"
-         "        super().__init__()\n"
-         "        raise NotImplementedError(\"create the same parameters as Model\")\n"
-         "\n"
-         "    def forward(self, *inputs):\n"
-         "        raise NotImplementedError(\"call your kernels through cuda_extension\")\n";
 }
 
 void print_task_error(const nlohmann::json& probe) {
@@ -109,34 +87,16 @@ int cmd_init(const InitArgs& a) {
     }
     signature = probe["model"].value("init_signature", std::string());
   }
-  fs::path dir = a.dir;
   std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec) && !a.force) {
+  if (fs::exists(a.dir, ec) && !fs::is_empty(a.dir, ec) && !a.force) {
     std::fprintf(stderr, "anvil: %s exists and is not empty (use --force to overwrite its fixed files)\n",
                  a.dir.c_str());
     return 2;
   }
-  fs::create_directories(dir / "kernels", ec);
-  fs::create_directories(dir / "anvil", ec);
-  auto write = [&](const fs::path& p, const std::string& data, int mode) {
-    fs::permissions(p, fs::perms::owner_write, fs::perm_options::add, ec);  // an old read-only copy
-    if (!write_file_atomic(p, data, &err, mode)) {
-      std::fprintf(stderr, "anvil: %s\n", err.c_str());
-      return false;
-    }
-    return true;
-  };
-  bool ok = write(dir / "model.py", task->code, 0444);
-  for (const auto& f : fixed_compat_files()) {
-    ok = ok && write(dir / f, read_file(env.share() / "workdir" / f).value_or(""), 0444);
+  if (!create_workdir(env, *task, a.dir, signature, a.force, &err)) {
+    std::fprintf(stderr, "anvil: %s\n", err.c_str());
+    return 2;
   }
-  ok = ok && write(dir / "anvil" / "binding.h", read_file(env.anvil_include() / "anvil" / "binding.h").value_or(""), 0444);
-  if (ok && (!fs::exists(dir / "model_new.py", ec) || a.force)) {
-    ok = write(dir / "model_new.py", model_new_stub(signature), 0644);
-  }
-  nlohmann::json meta = {{"task", task->name}, {"spec", task->spec}, {"hash", task->hash}, {"meta", task->meta}};
-  ok = ok && write(dir / ".anvil-task.json", meta.dump(2) + "\n", 0444);
-  if (!ok) return 2;
   std::printf("initialized %s for task %s\n", a.dir.c_str(), task->name.c_str());
   return 0;
 }
@@ -381,6 +341,120 @@ int cmd_cache(const std::string& action) {
   }
   std::printf("(cache: %s)\n", cache.c_str());
   return 0;
+}
+
+int cmd_agent(const AgentArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  if (a.task.empty() == a.tasks.empty()) {
+    std::fprintf(stderr, "anvil agent: give one of --task TASK or --tasks DIR|DATASET\n");
+    return 2;
+  }
+  if (a.endpoint.empty()) {
+    std::fprintf(stderr, "anvil agent: --endpoint URL is required (an OpenAI-compatible server, e.g. "
+                         "http://127.0.0.1:8000/v1 for vLLM, or `local` for the bundled small model)\n");
+    return 2;
+  }
+  std::string err;
+  RunOptions run = a.run;
+  if (!a.task.empty()) {
+    run.tasks = {a.task};
+  } else {
+    auto specs = list_tasks(env, a.tasks, &err);
+    if (!specs) {
+      std::fprintf(stderr, "anvil agent: %s\n", err.c_str());
+      return 2;
+    }
+    run.tasks = *specs;
+  }
+  // Every task must load before any episode starts.
+  for (const auto& t : run.tasks) {
+    if (!load_task(env, t, &err)) {
+      std::fprintf(stderr, "anvil agent: task_error: %s\n", err.c_str());
+      return 2;
+    }
+  }
+
+  Endpoint ep;
+  ep.model = a.model;
+  LocalServer local;
+  if (a.endpoint == "local") {
+    LocalServerOptions lo;
+    lo.model_path = a.local_model;
+    lo.context = a.local_context;
+    std::fprintf(stderr, "starting the local model server (llama.cpp, %s)...\n",
+                 a.local_model.empty() ? "Gemma 3 270M" : a.local_model.c_str());
+    if (!local.start(lo, &err)) {
+      std::fprintf(stderr, "anvil agent: --endpoint local: %s\n", err.c_str());
+      return 2;
+    }
+    ep.base_url = local.base_url();
+    if (ep.model.empty()) ep.model = local.model();
+    std::fprintf(stderr, "local model server at %s serving %s\n", ep.base_url.c_str(), ep.model.c_str());
+  } else {
+    ep.base_url = a.endpoint;
+    if (ep.model.empty()) {
+      std::fprintf(stderr, "anvil agent: --model NAME is required (the name the server at %s serves)\n",
+                   a.endpoint.c_str());
+      return 2;
+    }
+  }
+  std::vector<std::string> key_vars = a.api_key_env.empty() ? std::vector<std::string>{"ANVIL_API_KEY", "OPENAI_API_KEY"}
+                                                            : std::vector<std::string>{a.api_key_env};
+  for (const auto& v : key_vars) {
+    const char* k = std::getenv(v.c_str());
+    if (k && *k) {
+      ep.api_key = k;
+      break;
+    }
+  }
+  if (!a.api_key_env.empty() && ep.api_key.empty()) {
+    std::fprintf(stderr, "anvil agent: --api-key-env %s: the variable is not set\n", a.api_key_env.c_str());
+    return 2;
+  }
+  auto http = make_http_client();
+  RetryPolicy retry;
+  retry.max_attempts = std::max(1, a.retries);
+  ModelClient model(ep, *http, retry);
+  std::string problem = model.check();
+  if (!problem.empty()) {
+    std::fprintf(stderr, "anvil agent: %s\n", problem.c_str());
+    return 2;
+  }
+
+  run.samples = std::max(1, a.samples);
+  run.concurrency = std::max(1, a.concurrency);
+  run.gpus = a.gpus;
+  run.build_slots = a.build_slots;
+  run.resume = a.resume;
+  if (!a.out.empty()) {
+    run.out = a.out;
+  } else {
+    if (a.resume) {
+      std::fprintf(stderr, "anvil agent: --resume needs --out DIR (the run directory to continue)\n");
+      return 2;
+    }
+    std::time_t t = std::time(nullptr);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "runs/agent-%Y%m%d-%H%M%S", std::gmtime(&t));
+    run.out = buf;
+  }
+  std::error_code ec;
+  if (a.resume && !fs::exists(run.out, ec)) {
+    std::fprintf(stderr, "anvil agent: --resume: %s does not exist\n", run.out.c_str());
+    return 2;
+  }
+  std::fprintf(stderr, "anvil agent: %zu task(s) x %d sample(s), concurrency %d, model %s at %s -> %s\n",
+               run.tasks.size(), run.samples, run.concurrency, ep.model.c_str(), ep.base_url.c_str(),
+               run.out.c_str());
+  RunSummary s = run_episodes(env, model, run);
+  if (a.json) {
+    std::printf("%s\n", s.json.dump(2).c_str());
+  } else {
+    std::printf("%s", s.text().c_str());
+    std::printf("trajectories under %s (summary.json)\n", run.out.c_str());
+  }
+  return s.interrupted + s.failed_to_start > 0 ? 1 : 0;
 }
 
 }  // namespace anvil

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "anvil/agent/runs.h"
 #include "anvil/env/build.h"
 #include "anvil/env/eval.h"
 #include "anvil/env/vet.h"
@@ -63,6 +64,29 @@ struct VetArgs {
 // document. 0: no task flagged; 1: some task flagged; 2: could not vet
 // (usage, environment, or a task that could not be loaded or run).
 int cmd_vet(const VetArgs& a);
+
+struct AgentArgs {
+  std::string task;               // one task (--task)
+  std::string tasks;              // a directory of task files or a dataset (--tasks)
+  std::string endpoint;           // http(s)://host:port[/v1], or "local"
+  std::string model;              // the served model's name (with local: the local server's)
+  std::string api_key_env;        // environment variable with the API key; default ANVIL_API_KEY, then OPENAI_API_KEY
+  std::string out;                // the run directory; default runs/agent-<UTC time>
+  bool resume = false;
+  int samples = 1;
+  int concurrency = 4;
+  std::vector<int> gpus;
+  int build_slots = 0;
+  int retries = 8;
+  RunOptions run;                 // episode template: limits, sampling, tools' eval options
+  std::string local_model;        // --local-model GGUF (with --endpoint local)
+  int local_context = 8192;
+  bool json = false;              // print the summary as JSON
+};
+// Runs the episodes and prints a summary. 0: every episode finished (whatever
+// its reward); 1: some episode was interrupted or could not start; 2: could
+// not run (usage, unreachable endpoint, unknown model, environment).
+int cmd_agent(const AgentArgs& a);
 
 int cmd_env(bool json, bool refresh);
 int cmd_cache(const std::string& action);

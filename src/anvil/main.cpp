@@ -124,6 +124,66 @@ int main(int argc, char** argv) {
     status = anvil::cmd_vet(vet);
   });
 
+  anvil::AgentArgs ag;
+  int wall_clock_s = 3 * 3600, eval_timeout_s = 600;
+  double temperature = -1, top_p = -1;
+  int top_k = -1, max_tokens = -1;
+  int64_t sample_seed = -1;
+  bool no_ncu = false, ag_tf32 = false;
+  auto* agent_cmd = app.add_subcommand(
+      "agent", "run the agent: a model behind an OpenAI-compatible server optimises tasks with anvil's tools; "
+               "each final workdir is judged afresh");
+  agent_cmd->add_option("--task", ag.task, "one task: FILE or DATASET#ROW");
+  agent_cmd->add_option("--tasks", ag.tasks, "many tasks: a directory of task files, or a dataset (.jsonl, .parquet)");
+  agent_cmd->add_option("--endpoint", ag.endpoint,
+                        "the model server: http://HOST:PORT[/v1] (vLLM, SGLang, llama.cpp, a hosted API), or "
+                        "`local` (starts the bundled small model on loopback)");
+  agent_cmd->add_option("--model", ag.model, "the served model's name");
+  agent_cmd->add_option("--api-key-env", ag.api_key_env,
+                        "the environment variable holding the API key (default: ANVIL_API_KEY, then OPENAI_API_KEY)");
+  agent_cmd->add_option("--out", ag.out, "the run directory (default runs/agent-<UTC time>)");
+  agent_cmd->add_flag("--resume", ag.resume, "continue the run in --out: finished episodes kept, the rest continue");
+  agent_cmd->add_option("--samples", ag.samples, "episodes per task (default 1)");
+  agent_cmd->add_option("--concurrency", ag.concurrency, "episodes at once (default 4)");
+  agent_cmd->add_option("--max-turns", ag.run.episode.max_turns, "model turns per episode (default 200)");
+  agent_cmd->add_option("--max-context", ag.run.episode.max_context, "context budget in tokens (default 131072)");
+  agent_cmd->add_option("--wall-clock", wall_clock_s, "seconds per episode (default 10800)");
+  agent_cmd->add_option("--temperature", temperature, "sampling temperature (default: the server's)");
+  agent_cmd->add_option("--top-p", top_p, "nucleus sampling (default: the server's)");
+  agent_cmd->add_option("--top-k", top_k, "top-k sampling (vLLM, SGLang)");
+  agent_cmd->add_option("--max-tokens", max_tokens, "tokens per model turn (default 8192)");
+  agent_cmd->add_option("--seed", sample_seed, "sampling seed");
+  agent_cmd->add_option("--retries", ag.retries, "attempts per model request (default 8)");
+  agent_cmd->add_option("--gpus", ag.gpus, "GPU indices for evaluations (default: all)");
+  agent_cmd->add_option("--build-slots", ag.build_slots, "concurrent builds (default: a quarter of the cores)");
+  agent_cmd->add_option("--skill", ag.run.episode.skill, "the system prompt file (default share/agent/SKILL.md)");
+  agent_cmd->add_option("--max-tool-output", ag.run.episode.tools.max_output,
+                        "characters of one tool answer (default 12000)");
+  agent_cmd->add_option("--device", ag.run.episode.tools.eval.device, "evaluate on cuda or cpu (default: the candidate's)");
+  agent_cmd->add_option("--preset", ag.run.episode.tools.eval.preset, "tolerances: strict (default) or paper");
+  agent_cmd->add_option("--timing", ag.run.episode.tools.eval.timing, "what the reward uses: events (default) or kernel-sum");
+  agent_cmd->add_option("--compile-mode", ag.run.episode.tools.eval.compile_mode,
+                        "torch.compile mode of the baseline, or none");
+  agent_cmd->add_flag("--tf32", ag_tf32, "allow TF32 (default: off)");
+  agent_cmd->add_option("--eval-timeout", eval_timeout_s, "seconds per evaluation (default 600)");
+  agent_cmd->add_flag("--no-ncu", no_ncu, "do not offer the ncu_profile tool");
+  agent_cmd->add_option("--local-model", ag.local_model, "with --endpoint local: a GGUF file (default: Gemma 3 270M)");
+  agent_cmd->add_option("--local-context", ag.local_context, "with --endpoint local: the server's context (default 8192)");
+  agent_cmd->add_flag("--json", ag.json, "print the run summary as JSON");
+  agent_cmd->callback([&] {
+    auto& ep = ag.run.episode;
+    ep.wall_clock = std::chrono::seconds(wall_clock_s);
+    if (temperature >= 0) ep.sampling.temperature = temperature;
+    if (top_p >= 0) ep.sampling.top_p = top_p;
+    if (top_k >= 0) ep.sampling.top_k = top_k;
+    ep.sampling.max_tokens = max_tokens > 0 ? max_tokens : 8192;
+    if (sample_seed >= 0) ep.sampling.seed = static_cast<uint64_t>(sample_seed);
+    ep.tools.ncu = !no_ncu;
+    ep.tools.eval.allow_tf32 = ag_tf32;
+    ep.tools.eval.timeout = std::chrono::seconds(eval_timeout_s);
+    status = anvil::cmd_agent(ag);
+  });
+
   bool env_json = false, env_refresh = false;
   auto* env_cmd = app.add_subcommand("env", "show the build environment (compilers, torch, GPUs)");
   env_cmd->add_flag("--json", env_json, "print JSON");

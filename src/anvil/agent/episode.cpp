@@ -1,1 +1,560 @@
-// episode.cpp: placeholder, being written.
+// episode.cpp: the ReAct loop, its budgets, malformed-call handling, context
+// shortening, and the final independent evaluation.
+//
+// Implementation notes:
+// - The record's "messages" are the full history exactly as produced (the
+//   model's messages as returned, every tool result whole). What was cut to
+//   fit the context lives beside it ("context.shortened": message index ->
+//   the text sent instead), so a trainer can rebuild exactly what the model
+//   saw at each turn.
+// - A turn is saved only when complete (the model's message and the answers
+//   to all its calls). A crash in the middle loses that turn from the record;
+//   its tool calls may already have changed the workdir, which a resume keeps.
+// - The context budget uses the server's own count (usage.prompt_tokens of
+//   the last turn plus its completion) and ~3.5 characters per token for
+//   what was added since.
+#include "anvil/agent/episode.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "anvil/agent/trajectory.h"
+#include "anvil/env/task.h"
+#include "anvil/env/workdir.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
+
+namespace anvil {
+
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string task_message(const Task& task, const std::filesystem::path& workdir) {
+  return "Your task: optimize the PyTorch model in model.py.\n\n"
+         "Write CUDA kernels in kernels/ and a ModelNew in model_new.py that computes the same outputs as Model, "
+         "correctly, and more than 5% faster than torch.compile. Your workdir is " +
+         workdir.string() + " (task " + task.name +
+         "). model.py (read-only) is:\n\n```python\n" + task.code + (ends_with(task.code, "\n") ? "" : "\n") +
+         "```\n\nStart by reading the files of the workdir, then plan with todo_write. Call finish when your best "
+         "version is in place.";
+}
+
+size_t content_chars(const Json& m) {
+  size_t n = 0;
+  if (m.contains("content") && m["content"].is_string()) n += m["content"].get_ref<const std::string&>().size();
+  if (m.contains("tool_calls")) n += m["tool_calls"].dump().size();
+  return n;
+}
+
+// Parses one tool call of the model's message. On success fills name/args;
+// else returns the error kind and fills *why for the model.
+std::string parse_call(const Json& tc, const ToolBox& tools, bool cut_by_length, std::string* name, Json* args,
+                       std::string* why) {
+  if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object()) {
+    *why = "a tool call without a function object";
+    return "bad_call";
+  }
+  const Json& f = tc["function"];
+  *name = f.value("name", std::string());
+  if (name->empty()) {
+    *why = "a tool call without a function name";
+    return "bad_call";
+  }
+  if (!tools.has(*name)) {
+    *why = "there is no tool named '" + *name + "'; the tools are: " + join(tools.names(), ", ");
+    return "unknown_tool";
+  }
+  const Json& a = f.contains("arguments") ? f["arguments"] : Json("{}");
+  if (a.is_object()) {  // some servers send the object itself
+    *args = a;
+    return "";
+  }
+  if (!a.is_string()) {
+    *why = "the arguments must be a JSON object encoded as a string";
+    return "bad_json";
+  }
+  std::string text = a.get<std::string>();
+  if (trim(text).empty()) text = "{}";
+  try {
+    *args = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    std::string excerpt = text.size() > 200 ? text.substr(0, 200) + "..." : text;
+    *why = "the arguments of " + *name + " are not valid JSON (" + std::string(e.what()) + "): " + excerpt;
+    if (cut_by_length) {
+      *why += "\nYour reply was cut at the token limit (finish_reason: length) in the middle of this call, so "
+              "nothing was run. Make the call shorter (for a large file: write it in parts, then edit_file).";
+    }
+    return cut_by_length ? "truncated_call" : "bad_json";
+  }
+  if (!args->is_object()) {
+    *why = "the arguments of " + *name + " must be a JSON object, not " + args->type_name();
+    return "bad_arguments";
+  }
+  return "";
+}
+
+// Counts (into counters.malformed) one malformed call or turn.
+void count_malformed(Json& record, const std::string& kind) {
+  Json& m = record["counters"]["malformed"];
+  m[kind] = m.value(kind, 0) + 1;
+  record["counters"]["malformed_total"] = record["counters"].value("malformed_total", 0) + 1;
+}
+
+std::vector<int64_t> ids_of(const Json& j) {
+  std::vector<int64_t> out;
+  if (j.is_array()) {
+    for (const auto& v : j) {
+      if (v.is_number_integer()) out.push_back(v.get<int64_t>());
+    }
+  }
+  return out;
+}
+
+// The full token sequence (prompt + completion) of the last turn that recorded
+// token ids, rebuilt from the record's deltas (for a resumed episode).
+std::vector<int64_t> last_sequence(const Json& record) {
+  std::vector<int64_t> seq;
+  for (const auto& t : record["turns"]) {
+    if (!t.contains("prompt_token_ids")) continue;
+    std::vector<int64_t> prompt = expand_prompt_ids(seq, t["prompt_token_ids"]);
+    seq = prompt;
+    for (auto id : ids_of(t.value("token_ids", Json()))) seq.push_back(id);
+  }
+  return seq;
+}
+
+}  // namespace
+
+std::string find_raw_tool_markup(const std::string& content) {
+  static const char* kMarkers[] = {"<tool_call>", "</tool_call>", "<function=", "<|python_tag|>", "[TOOL_CALLS]",
+                                   "<|tool_call|>", "<tool_code>", "```tool_call", "<|tool_calls_section_begin|>",
+                                   "<｜tool▁calls▁begin｜>", "<|start|>assistant<|channel|>commentary to="};
+  for (const char* m : kMarkers) {
+    if (content.find(m) != std::string::npos) return m;
+  }
+  // A bare JSON call: {"name": "bash", "arguments": {...}}
+  size_t n = content.find("\"name\"");
+  if (n != std::string::npos && (content.find("\"arguments\"", n) != std::string::npos ||
+                                 content.find("\"parameters\"", n) != std::string::npos)) {
+    return "a JSON object with \"name\" and \"arguments\"";
+  }
+  return "";
+}
+
+size_t shorten_context(Json& record, int level, int keep_turns) {
+  Json& msgs = record["messages"];
+  if (!record.contains("context") || !record["context"].is_object()) record["context"] = Json::object();
+  Json& shortened = record["context"]["shortened"];
+  if (!shortened.is_object()) shortened = Json::object();
+  // The first message of the last keep_turns assistant turns: everything from it on stays whole.
+  size_t protect_from = msgs.size();
+  int seen = 0;
+  for (size_t i = msgs.size(); i-- > 2;) {
+    if (msgs[i].value("role", std::string()) == "assistant" && ++seen >= keep_turns) {
+      protect_from = i;
+      break;
+    }
+  }
+  if (seen < keep_turns) protect_from = 2;  // too few turns: nothing old enough... except by level 3
+  size_t limit = level <= 1 ? 2000 : 300;
+  size_t removed = 0;
+  auto cut = [&](size_t i) {
+    std::string key = std::to_string(i);
+    std::string text = shortened.contains(key) ? shortened[key].get<std::string>()
+                       : msgs[i]["content"].is_string() ? msgs[i]["content"].get<std::string>()
+                                                        : std::string();
+    if (text.size() <= limit) return;
+    size_t head = limit * 2 / 3, tail = limit / 4;
+    std::string s = text.substr(0, head) + "\n[... " + std::to_string(text.size() - head - tail) +
+                    " characters of this older output were cut by anvil to fit the context ...]\n" +
+                    text.substr(text.size() - tail);
+    if (s.size() >= text.size()) return;
+    removed += text.size() - s.size();
+    shortened[key] = s;
+  };
+  for (size_t i = 2; i < protect_from; ++i) {
+    if (msgs[i].value("role", std::string()) == "tool") cut(i);
+  }
+  if (removed == 0 && level >= 2) {
+    for (size_t i = 2; i < protect_from; ++i) {
+      if (msgs[i].value("role", std::string()) == "assistant") cut(i);
+    }
+  }
+  if (removed == 0 && level >= 3) {  // the last resort: the recent turns' tool outputs too
+    for (size_t i = 2; i < msgs.size(); ++i) {
+      if (msgs[i].value("role", std::string()) == "tool") cut(i);
+    }
+  }
+  if (removed > 0) {
+    record["context"]["shortened_chars"] = record["context"].value("shortened_chars", 0ul) + removed;
+  }
+  return removed;
+}
+
+EpisodeResult run_episode(const Environment& env, ModelClient& model, const EpisodeOptions& opts_in) {
+  EpisodeOptions opts = opts_in;
+  EpisodeResult res;
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::absolute(opts.dir, ec);
+  std::filesystem::path traj_path = dir / "trajectory.json";
+  std::filesystem::path workdir = dir / "workdir";
+  std::string err;
+  Json record;
+
+  if (opts.resume) {
+    auto loaded = load_trajectory(traj_path, &err);
+    if (!loaded) {
+      res.error = "cannot resume: " + err;
+      return res;
+    }
+    record = *loaded;
+    if (record.value("status", std::string()) == "finished") {
+      res.ran = true;
+      res.record = record;
+      res.status = "finished";
+      res.end_reason = record.value("end_reason", std::string());
+      res.reward = record.value("reward", -1);
+      return res;
+    }
+    opts.task = record["task"].value("spec", opts.task);
+    workdir = record["workdir"].get<std::string>();
+    if (!std::filesystem::is_directory(workdir, ec)) {
+      res.error = "cannot resume: the episode's workdir " + workdir.string() + " is gone";
+      return res;
+    }
+    record["resumes"].push_back({{"at", now_iso()}, {"after_turns", record["turns"].size()}});
+    record["status"] = "running";
+  }
+
+  auto task = load_task(env, opts.task, &err);
+  if (!task) {
+    res.error = "task_error: " + err;
+    return res;
+  }
+  opts.tools.workdir = workdir;
+  opts.tools.task = opts.task;
+  ToolBox tools(env, opts.tools);
+
+  if (!opts.resume) {
+    if (std::filesystem::exists(traj_path, ec)) {
+      res.error = traj_path.string() + " exists: resume it (--resume) or choose another output directory";
+      return res;
+    }
+    std::string signature;
+    try {
+      Json probe = probe_task(env, *task, /*run_forward=*/false);
+      if (!probe.value("ok", false)) {
+        res.error = "task_error: " + probe.value("cause", std::string("the task cannot be imported"));
+        return res;
+      }
+      signature = probe["model"].value("init_signature", std::string());
+    } catch (const std::exception& e) {
+      res.error = e.what();
+      return res;
+    }
+    if (!create_workdir(env, *task, workdir, signature, false, &err)) {
+      res.error = "cannot create the workdir: " + err;
+      return res;
+    }
+    std::filesystem::path skill = opts.skill.empty() ? env.share() / "agent" / "SKILL.md" : opts.skill;
+    auto skill_text = read_file(skill);
+    if (!skill_text) {
+      res.error = "cannot read the system prompt " + skill.string();
+      return res;
+    }
+    const Endpoint& ep = model.endpoint();
+    record = {
+        {"schema", kTrajectorySchema},
+        {"id", opts.id.empty() ? dir.filename().string() : opts.id},
+        {"status", "running"},
+        {"end_reason", nullptr},
+        {"task", {{"spec", task->spec}, {"name", task->name}, {"hash", task->hash}, {"meta", task->meta}}},
+        {"model", {{"base_url", ep.base_url}, {"model", ep.model}}},
+        {"sampling", opts.sampling.to_json()},
+        {"limits",
+         {{"max_turns", opts.max_turns},
+          {"max_context", opts.max_context},
+          {"wall_clock_s", opts.wall_clock.count()},
+          {"max_tool_output", opts.tools.max_output}}},
+        {"workdir", workdir.string()},
+        {"skill", skill.string()},
+        {"tools", tools.schemas()},
+        {"messages",
+         Json::array({{{"role", "system"}, {"content", *skill_text}},
+                      {{"role", "user"}, {"content", task_message(*task, workdir)}}})},
+        {"turns", Json::array()},
+        {"context", {{"shortened", Json::object()}, {"shortened_chars", 0}}},
+        {"counters",
+         {{"turns", 0},
+          {"tool_calls", 0},
+          {"tool_errors", 0},
+          {"malformed", Json::object()},
+          {"malformed_total", 0},
+          {"context_overflows", 0},
+          {"retries", 0},
+          {"prompt_tokens", 0},
+          {"completion_tokens", 0}}},
+        {"state", tools.state()},
+        {"started_at", now_iso()},
+        {"seconds", 0.0},
+        {"resumes", Json::array()},
+        {"evaluation", nullptr},
+        {"reward", nullptr},
+    };
+    if (!save_trajectory(traj_path, record, &err)) {
+      res.error = err;
+      return res;
+    }
+  }
+  tools.restore(record.value("state", Json()));
+
+  const double seconds_before = record.value("seconds", 0.0);
+  auto t_start = Clock::now();
+  auto elapsed = [&] { return seconds_before + since(t_start); };
+  std::vector<int64_t> sequence = last_sequence(record);
+  std::string end_reason;
+  int shorten_level = 0;
+  size_t added_chars = 0;  // characters added since the last usage count
+  long last_tokens = 0;    // the server's count of the last turn (prompt + completion)
+  if (!record["turns"].empty()) {
+    const Json& u = record["turns"].back().value("usage", Json());
+    if (u.is_object()) last_tokens = u.value("prompt_tokens", 0L) + u.value("completion_tokens", 0L);
+  }
+
+  auto save = [&] {
+    record["seconds"] = elapsed();
+    record["state"] = tools.state();
+    std::string e;
+    if (!save_trajectory(traj_path, record, &e)) std::fprintf(stderr, "anvil: %s\n", e.c_str());
+    if (opts.on_turn) opts.on_turn(record);
+  };
+
+  while (true) {
+    int turn_index = static_cast<int>(record["turns"].size());
+    if (turn_index >= opts.max_turns) {
+      end_reason = "max_turns";
+      break;
+    }
+    if (elapsed() >= static_cast<double>(opts.wall_clock.count())) {
+      end_reason = "wall_clock";
+      break;
+    }
+    // The context budget, before asking.
+    long estimate = last_tokens > 0 ? last_tokens + static_cast<long>(added_chars / 3.5)
+                                    : static_cast<long>(request_messages(record).dump().size() / 3.5);
+    long reserve = opts.sampling.max_tokens.value_or(4096);
+    if (estimate + reserve > opts.max_context) {
+      size_t cut = shorten_context(record, std::max(1, ++shorten_level));
+      if (cut == 0) {
+        end_reason = "max_context";
+        break;
+      }
+      last_tokens = std::max(0L, estimate - static_cast<long>(cut / 3.5));
+      added_chars = 0;
+      if (last_tokens + reserve > opts.max_context && shorten_level >= 3) {
+        end_reason = "max_context";
+        break;
+      }
+      continue;
+    }
+
+    auto t_turn = Clock::now();
+    ChatResponse r = model.chat(request_messages(record), tools.schemas(), opts.sampling);
+    record["counters"]["retries"] = record["counters"].value("retries", 0) + std::max(0, r.attempts - 1);
+    if (r.status == ChatResponse::Status::context_overflow) {
+      record["counters"]["context_overflows"] = record["counters"].value("context_overflows", 0) + 1;
+      size_t cut = shorten_context(record, std::min(3, ++shorten_level));
+      if (cut == 0 && shorten_level >= 3) {
+        end_reason = "max_context";
+        break;
+      }
+      last_tokens = 0;  // unknown now: estimate from the characters
+      added_chars = 0;
+      save();
+      continue;
+    }
+    if (r.status == ChatResponse::Status::failed) {
+      end_reason = "model_error";
+      record["model_error"] = {{"error", r.error},
+                               {"http_status", r.http_status},
+                               {"attempts", r.attempts},
+                               {"retry_log", r.retry_log},
+                               {"at_turn", turn_index}};
+      break;
+    }
+
+    Json msg = r.message.is_object() ? r.message : Json::object();
+    msg["role"] = "assistant";
+    if (!msg.contains("content")) msg["content"] = nullptr;
+    Json turn = {{"index", turn_index},
+                 {"started_at", now_iso()},
+                 {"finish_reason", r.finish_reason},
+                 {"usage", r.usage},
+                 {"attempts", r.attempts},
+                 {"retry_log", r.retry_log},
+                 {"tool_calls", Json::array()},
+                 {"malformed", Json::array()}};
+    if (!r.token_ids.is_null()) turn["token_ids"] = r.token_ids;
+    if (!r.prompt_token_ids.is_null()) {
+      std::vector<int64_t> prompt = ids_of(r.prompt_token_ids);
+      turn["prompt_token_ids"] = delta_prompt_ids(sequence, prompt);
+      sequence = prompt;
+      for (auto id : ids_of(r.token_ids)) sequence.push_back(id);
+    }
+    if (!r.logprobs.is_null()) turn["logprobs"] = r.logprobs;
+    double model_seconds = r.seconds;
+    if (r.usage.is_object()) {
+      record["counters"]["prompt_tokens"] = record["counters"].value("prompt_tokens", 0L) + r.usage.value("prompt_tokens", 0L);
+      record["counters"]["completion_tokens"] =
+          record["counters"].value("completion_tokens", 0L) + r.usage.value("completion_tokens", 0L);
+      last_tokens = r.usage.value("prompt_tokens", 0L) + r.usage.value("completion_tokens", 0L);
+      added_chars = 0;
+    } else {
+      last_tokens = 0;
+    }
+    size_t msg_index = record["messages"].size();
+    record["messages"].push_back(msg);
+    turn["message_index"] = msg_index;
+    bool cut_by_length = r.finish_reason == "length";
+    if (cut_by_length) record["counters"]["truncated_turns"] = record["counters"].value("truncated_turns", 0) + 1;
+
+    double tool_seconds = 0;
+    bool finished = false;
+    const Json calls = msg.contains("tool_calls") && msg["tool_calls"].is_array() ? msg["tool_calls"] : Json::array();
+    std::string content = msg["content"].is_string() ? msg["content"].get<std::string>() : std::string();
+    if (calls.empty()) {
+      std::string marker = find_raw_tool_markup(content);
+      std::string nudge;
+      if (!marker.empty()) {
+        count_malformed(record, "raw_markup");
+        turn["malformed"].push_back({{"kind", "raw_markup"}, {"marker", marker}});
+        nudge = "Your message contains tool-call markup in its text (" + marker +
+                "), which was not received as a function call, so nothing was run. Call tools through the "
+                "function-calling interface, one JSON arguments object per call.";
+      } else if (cut_by_length) {
+        nudge = "Your reply was cut at the token limit (finish_reason: length). Continue, and keep replies shorter.";
+      }
+      if (nudge.empty()) {
+        turn["seconds"] = {{"model", model_seconds}, {"tools", 0.0}, {"turn", since(t_turn)}};
+        record["turns"].push_back(turn);
+        record["counters"]["turns"] = record["turns"].size();
+        end_reason = "no_tool_calls";
+        save();
+        break;
+      }
+      record["messages"].push_back({{"role", "user"}, {"content", nudge}});
+      added_chars += content_chars(msg) + nudge.size();
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const Json& tc = calls[i];
+      std::string id = tc.is_object() && tc.contains("id") && tc["id"].is_string() ? tc["id"].get<std::string>()
+                                                                                    : "";
+      if (id.empty()) {  // answer it anyway: an id of our own, recorded in the message
+        id = "anvil_" + std::to_string(turn_index) + "_" + std::to_string(i);
+        record["messages"][msg_index]["tool_calls"][i]["id"] = id;
+      }
+      std::string name, why;
+      Json args;
+      std::string kind = parse_call(tc, tools, cut_by_length, &name, &args, &why);
+      Json call_rec = {{"id", id}, {"name", name}};
+      std::string answer;
+      if (!kind.empty()) {
+        count_malformed(record, kind);
+        turn["malformed"].push_back({{"kind", kind}, {"id", id}, {"name", name}});
+        call_rec["ok"] = false;
+        call_rec["error_kind"] = kind;
+        answer = "error: " + why;
+      } else {
+        ToolOutcome o = tools.call(name, args);
+        tool_seconds += o.seconds;
+        call_rec["ok"] = !o.error;
+        call_rec["seconds"] = o.seconds;
+        if (o.error) {
+          call_rec["error_kind"] = o.error_kind;
+          record["counters"]["tool_errors"] = record["counters"].value("tool_errors", 0) + 1;
+          if (o.error_kind == "bad_arguments") {
+            count_malformed(record, "bad_arguments");
+            turn["malformed"].push_back({{"kind", "bad_arguments"}, {"id", id}, {"name", name}});
+          }
+        }
+        if (!o.detail.is_null()) call_rec["detail"] = o.detail;
+        answer = o.text;
+        if (o.finish) {
+          finished = true;
+          record["finish_summary"] = args.value("summary", std::string());
+        }
+      }
+      call_rec["output_chars"] = answer.size();
+      record["counters"]["tool_calls"] = record["counters"].value("tool_calls", 0) + 1;
+      turn["tool_calls"].push_back(call_rec);
+      record["messages"].push_back({{"role", "tool"}, {"tool_call_id", id}, {"name", name}, {"content", answer}});
+      added_chars += answer.size();
+    }
+    added_chars += content_chars(msg);
+    turn["seconds"] = {{"model", model_seconds}, {"tools", tool_seconds}, {"turn", since(t_turn)}};
+    record["turns"].push_back(turn);
+    record["counters"]["turns"] = record["turns"].size();
+    save();
+    if (finished) {
+      end_reason = "finish";
+      break;
+    }
+  }
+
+  record["end_reason"] = end_reason;
+  res.end_reason = end_reason;
+  if (end_reason == "model_error") {
+    // Not the policy's doing: kept resumable, not judged.
+    record["status"] = "interrupted";
+    save();
+    res.ran = true;
+    res.status = "interrupted";
+    res.record = record;
+    res.error = record["model_error"].value("error", std::string());
+    return res;
+  }
+
+  // The final, independent evaluation of the workdir as it is now.
+  if (opts.evaluate) {
+    EvalOptions o = opts.tools.eval;
+    o.task = opts.task;
+    o.candidate = workdir.string();
+    o.measure_time = true;
+    int gpu = opts.tools.gpus ? opts.tools.gpus->acquire() : -1;
+    Slots::Hold hold{opts.tools.gpus, gpu};
+    if (gpu >= 0) o.gpu = gpu;
+    auto t_eval = Clock::now();
+    EvalResult ev = evaluate(env, o);
+    if (ev.evaluated) {
+      record["evaluation"] = ev.json;
+      record["reward"] = ev.json.value("reward", -1);
+    } else {
+      record["evaluation"] = {{"error", ev.error}};
+      record["reward"] = -1;
+    }
+    record["evaluation_seconds"] = since(t_eval);
+  }
+  record["status"] = "finished";
+  record["ended_at"] = now_iso();
+  save();
+  res.ran = true;
+  res.status = "finished";
+  res.reward = record["reward"].is_number() ? record["reward"].get<int>() : -1;
+  res.record = record;
+  return res;
+}
+
+}  // namespace anvil

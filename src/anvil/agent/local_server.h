@@ -3,6 +3,7 @@
 // running the harness against real model output without a GPU or an API key.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace anvil {
@@ -13,6 +14,8 @@ struct LocalServerOptions {
   int context = 8192;     // n_ctx
   int threads = 0;        // 0: the server's default
   int startup_timeout_s = 120;
+  std::string alias = "gemma-3-270m";   // the model name the server answers to
+  std::string chat_format = "chatml-function-calling";  // llama-cpp-python's; see local_server.cpp
 };
 
 // A running server; stopped (its process group killed) on destruction.
@@ -36,6 +39,7 @@ class LocalServer {
   int pid_ = -1;
   std::string base_url_;
   std::string model_;
+  std::filesystem::path log_dir_;  // the server's output (server.log)
 };
 
 }  // namespace anvil

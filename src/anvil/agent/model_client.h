@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -88,6 +89,10 @@ class ModelClient {
   HttpClient& http_;
   RetryPolicy retry_;
   std::function<void(std::chrono::milliseconds)> sleep_;
+  // A server refused an optional field (logprobs, return_token_ids, top_k):
+  // they are left out of this client's later requests.
+  std::mutex mu_;
+  bool drop_optional_ = false;
 };
 
 // Whether an error body says the prompt is longer than the model's context

@@ -1,1 +1,271 @@
-// runs.cpp: placeholder, being written.
+// runs.cpp: the episode scheduler, its progress display and the run summary.
+#include "anvil/agent/runs.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "anvil/agent/trajectory.h"
+#include "anvil/env/task.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
+
+namespace anvil {
+
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Job {
+  std::string task;
+  int sample;
+  std::filesystem::path dir;
+};
+
+std::string duration(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, (static_cast<int>(s) / 60) % 60);
+  return buf;
+}
+
+// What one episode's record says, for the summary.
+Json episode_line(const Json& r, const std::string& dir) {
+  const Json& c = r.value("counters", Json::object());
+  Json line = {{"dir", dir},
+               {"task", r.value("task", Json::object()).value("name", std::string("?"))},
+               {"status", r.value("status", std::string("?"))},
+               {"end_reason", r.value("end_reason", Json())},
+               {"reward", r.value("reward", Json())},
+               {"turns", c.value("turns", 0)},
+               {"tool_calls", c.value("tool_calls", 0)},
+               {"malformed", c.value("malformed_total", 0)},
+               {"prompt_tokens", c.value("prompt_tokens", 0L)},
+               {"completion_tokens", c.value("completion_tokens", 0L)},
+               {"seconds", r.value("seconds", 0.0)}};
+  if (r.contains("evaluation") && r["evaluation"].is_object()) {
+    line["outcome"] = r["evaluation"].value("outcome", Json());
+    if (r["evaluation"].contains("timing") && r["evaluation"]["timing"].is_object()) {
+      line["speedup_eager"] = r["evaluation"]["timing"].value("speedup_eager", Json());
+      line["speedup_compile"] = r["evaluation"]["timing"].value("speedup_compile", Json());
+    }
+  }
+  return line;
+}
+
+}  // namespace
+
+std::string episode_dir_name(const std::string& name) {
+  std::string s;
+  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  return s.empty() ? "task" : s;
+}
+
+std::string RunSummary::text() const {
+  std::string s;
+  const Json& t = json.value("totals", Json::object());
+  s += "episodes: " + std::to_string(episodes) + " (" + std::to_string(finished) + " finished, " +
+       std::to_string(interrupted) + " interrupted, " + std::to_string(failed_to_start) + " could not start)\n";
+  s += "rewards: ";
+  for (const char* k : {"-1", "1", "2", "3"}) {
+    s += std::string(k) + ": " + std::to_string(json["rewards"].value(k, 0)) + "  ";
+  }
+  if (json["mean_reward"].is_number()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "mean %.2f, correct %.0f%%", json["mean_reward"].get<double>(),
+                  100 * json.value("correct_rate", 0.0));
+    s += buf;
+  }
+  s += "\nend reasons: ";
+  for (auto it = json["end_reasons"].begin(); it != json["end_reasons"].end(); ++it) {
+    s += it.key() + " " + std::to_string(it.value().get<int>()) + "  ";
+  }
+  s += "\nturns " + std::to_string(t.value("turns", 0)) + ", tool calls " + std::to_string(t.value("tool_calls", 0)) +
+       ", malformed calls " + std::to_string(t.value("malformed", 0)) + ", tokens " +
+       std::to_string(t.value("prompt_tokens", 0L)) + " prompt + " + std::to_string(t.value("completion_tokens", 0L)) +
+       " completion, wall " + duration(json.value("seconds", 0.0)) + "\n";
+  return s;
+}
+
+RunSummary run_episodes(const Environment& env, ModelClient& model, const RunOptions& opts) {
+  auto t0 = Clock::now();
+  std::error_code ec;
+  std::filesystem::create_directories(opts.out, ec);
+  std::string err;
+  Json run = {{"schema", "anvil.agent-run/1"},
+              {"tasks", opts.tasks},
+              {"samples", opts.samples},
+              {"concurrency", opts.concurrency},
+              {"model", {{"base_url", model.endpoint().base_url}, {"model", model.endpoint().model}}},
+              {"sampling", opts.episode.sampling.to_json()},
+              {"limits",
+               {{"max_turns", opts.episode.max_turns},
+                {"max_context", opts.episode.max_context},
+                {"wall_clock_s", opts.episode.wall_clock.count()}}}};
+  if (!opts.resume || !std::filesystem::exists(opts.out / "run.json", ec)) {
+    write_file_atomic(opts.out / "run.json", run.dump(1) + "\n", &err);
+  }
+
+  // Slots: GPUs for evaluations (CPU slots when evaluating on the CPU), and builds.
+  std::vector<int> gpu_ids = opts.gpus;
+  bool cpu = opts.episode.tools.eval.device == "cpu" || env.gpus.empty();
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (cpu) {
+    gpu_ids.clear();
+    for (unsigned i = 0; i < std::max(1u, cores / 4); ++i) gpu_ids.push_back(static_cast<int>(i));
+  } else if (gpu_ids.empty()) {
+    for (size_t i = 0; i < env.gpus.size(); ++i) gpu_ids.push_back(static_cast<int>(i));
+  }
+  Slots eval_slots(gpu_ids);
+  std::vector<int> build_ids;
+  int nb = opts.build_slots > 0 ? opts.build_slots : static_cast<int>(std::max(1u, cores / 4));
+  for (int i = 0; i < nb; ++i) build_ids.push_back(i);
+  Slots build_slots(build_ids);
+
+  std::vector<Job> jobs;
+  for (const auto& t : opts.tasks) {
+    std::string name = t;
+    if (auto task = load_task(env, t, &err)) name = task->name;
+    for (int k = 0; k < opts.samples; ++k) {
+      jobs.push_back({t, k, opts.out / episode_dir_name(name) / ("sample-" + std::to_string(k))});
+    }
+  }
+
+  std::mutex mu;
+  std::vector<Json> lines(jobs.size());
+  std::atomic<size_t> next{0};
+  int done = 0, running = 0;
+  long turns_total = 0;
+  bool tty = opts.progress && isatty(STDERR_FILENO);
+  auto status_line = [&](const std::string& event) {  // under mu
+    if (!opts.progress) return;
+    double el = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::string eta = done > 0 && done < static_cast<int>(jobs.size())
+                          ? ", ETA " + duration(el / done * (static_cast<double>(jobs.size()) - done))
+                          : "";
+    std::string status = "[" + std::to_string(done) + "/" + std::to_string(jobs.size()) + "] running " +
+                         std::to_string(running) + ", turns " + std::to_string(turns_total) + ", " + duration(el) + eta;
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (!event.empty()) std::fprintf(stderr, "%s\n", event.c_str());
+    if (tty) std::fprintf(stderr, "%s", status.c_str());
+    std::fflush(stderr);
+  };
+
+  auto worker = [&] {
+    while (true) {
+      size_t i = next++;
+      if (i >= jobs.size()) return;
+      const Job& job = jobs[i];
+      EpisodeOptions eo = opts.episode;
+      eo.task = job.task;
+      eo.dir = job.dir;
+      eo.id = episode_dir_name(job.dir.parent_path().filename().string()) + "/sample-" + std::to_string(job.sample);
+      eo.tools.gpus = &eval_slots;
+      eo.tools.builds = &build_slots;
+      bool exists = std::filesystem::exists(job.dir / "trajectory.json", ec);
+      if (exists && !opts.resume) {
+        std::lock_guard<std::mutex> lock(mu);
+        lines[i] = {{"dir", job.dir.string()}, {"task", job.task}, {"status", "not_started"},
+                    {"error", (job.dir / "trajectory.json").string() + " exists: use --resume to continue this run"}};
+        ++done;
+        status_line(job.task + " sample " + std::to_string(job.sample) + ": " + lines[i]["error"].get<std::string>());
+        continue;
+      }
+      eo.resume = exists;
+      size_t last_turns = 0;
+      eo.on_turn = [&, last_turns](const Json& r) mutable {
+        std::lock_guard<std::mutex> lock(mu);
+        size_t n = r["turns"].size();
+        turns_total += static_cast<long>(n > last_turns ? n - last_turns : 0);
+        last_turns = n;
+        if (tty) status_line("");
+      };
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++running;
+      }
+      EpisodeResult res;
+      try {
+        res = run_episode(env, model, eo);
+      } catch (const std::exception& e) {  // an episode must never take the run down
+        res.ran = false;
+        res.error = std::string("anvil error: ") + e.what();
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      --running;
+      ++done;
+      std::string label = job.dir.parent_path().filename().string() + " sample " + std::to_string(job.sample);
+      if (!res.ran) {
+        lines[i] = {{"dir", job.dir.string()}, {"task", job.task}, {"status", "not_started"}, {"error", res.error}};
+        status_line(label + ": could not start: " + res.error);
+        continue;
+      }
+      lines[i] = episode_line(res.record, job.dir.string());
+      std::string ev = res.status == "finished"
+                           ? "reward " + std::to_string(res.reward) + " (" +
+                                 lines[i].value("outcome", Json("not evaluated")).dump() + ")"
+                           : "interrupted: " + res.error;
+      status_line(label + ": " + res.end_reason + ", " + std::to_string(lines[i]["turns"].get<int>()) + " turns, " +
+                  ev);
+    }
+  };
+  int threads = std::max(1, std::min<int>(opts.concurrency, static_cast<int>(jobs.size())));
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  if (tty) std::fprintf(stderr, "\n");
+
+  RunSummary s;
+  Json rewards = {{"-1", 0}, {"1", 0}, {"2", 0}, {"3", 0}};
+  Json reasons = Json::object();
+  Json totals = {{"turns", 0}, {"tool_calls", 0}, {"malformed", 0}, {"prompt_tokens", 0L}, {"completion_tokens", 0L}};
+  double reward_sum = 0;
+  int judged = 0, correct = 0;
+  for (const auto& l : lines) {
+    ++s.episodes;
+    std::string st = l.value("status", std::string());
+    if (st == "finished") ++s.finished;
+    else if (st == "not_started") ++s.failed_to_start;
+    else ++s.interrupted;
+    if (l.contains("end_reason") && l["end_reason"].is_string()) {
+      std::string r = l["end_reason"].get<std::string>();
+      reasons[r] = reasons.value(r, 0) + 1;
+    }
+    if (st == "finished" && l.contains("reward") && l["reward"].is_number()) {
+      int r = l["reward"].get<int>();
+      rewards[std::to_string(r)] = rewards.value(std::to_string(r), 0) + 1;
+      reward_sum += r;
+      ++judged;
+      if (r >= 1) ++correct;
+    }
+    for (const char* k : {"turns", "tool_calls", "malformed"}) totals[k] = totals[k].get<int>() + l.value(k, 0);
+    for (const char* k : {"prompt_tokens", "completion_tokens"}) totals[k] = totals[k].get<long>() + l.value(k, 0L);
+  }
+  s.json = {{"schema", "anvil.agent-summary/1"},
+            {"out", opts.out.string()},
+            {"model", run["model"]},
+            {"episodes", s.episodes},
+            {"finished", s.finished},
+            {"interrupted", s.interrupted},
+            {"not_started", s.failed_to_start},
+            {"rewards", rewards},
+            {"mean_reward", judged ? Json(reward_sum / judged) : Json(nullptr)},
+            {"correct_rate", judged ? Json(static_cast<double>(correct) / judged) : Json(nullptr)},
+            {"end_reasons", reasons},
+            {"totals", totals},
+            {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()},
+            {"episodes_detail", lines}};
+  write_file_atomic(opts.out / "summary.json", s.json.dump(1) + "\n", &err);
+  return s;
+}
+
+}  // namespace anvil

@@ -1,1 +1,544 @@
-// tools.cpp: placeholder, being written.
+// tools.cpp: the tool box's schemas, argument checks and the harness tools.
+//
+// compile builds the workdir in place (the agent may import the module in its
+// own tests); verify and profile go through evaluate(), which copies the
+// workdir privately and judges it against the task's pristine reference, so
+// nothing the agent changed outside kernels/ and model_new.py takes effect.
+// Evaluations hold a GPU slot (one timed evaluation per GPU at a time);
+// builds hold a build slot.
+#include "anvil/agent/tools.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "anvil/env/build.h"
+#include "anvil/env/task.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
+#include "anvil/util/subprocess.h"
+
+namespace anvil {
+
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+Json fn(const std::string& name, const std::string& description, Json properties, Json required) {
+  return {{"type", "function"},
+          {"function",
+           {{"name", name},
+            {"description", description},
+            {"parameters",
+             {{"type", "object"}, {"properties", properties}, {"required", required}, {"additionalProperties", false}}}}}};
+}
+
+Json str_prop(const std::string& d) { return {{"type", "string"}, {"description", d}}; }
+Json int_prop(const std::string& d) { return {{"type", "integer"}, {"description", d}}; }
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::optional<double> num(const Json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
+bool ncu_available(const Environment& env) {
+  if (env.gpus.empty()) return false;
+  std::error_code ec;
+  return fs::exists(env.cuda_home / "bin" / "ncu", ec) || !find_program("ncu").empty();
+}
+
+}  // namespace
+
+// ---- Slots ------------------------------------------------------------------------------------
+
+Slots::Slots(std::vector<int> ids) : free_(std::move(ids)) { total_ = free_.size(); }
+
+int Slots::acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !free_.empty(); });
+  int id = free_.front();
+  free_.erase(free_.begin());
+  return id;
+}
+
+void Slots::release(int id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
+// ---- argument checks --------------------------------------------------------------------------
+
+std::string check_arguments(const Json& parameters, const Json& args) {
+  if (!args.is_object()) return "the arguments must be a JSON object, not " + std::string(args.type_name());
+  const Json& props = parameters.value("properties", Json::object());
+  for (const auto& r : parameters.value("required", Json::array())) {
+    std::string name = r.get<std::string>();
+    if (!args.contains(name)) {
+      return "missing required argument '" + name + "' (" + props[name].value("type", std::string("?")) + ")";
+    }
+  }
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    if (!props.contains(it.key())) {
+      std::vector<std::string> known;
+      for (auto p = props.begin(); p != props.end(); ++p) known.push_back(p.key());
+      return "unknown argument '" + it.key() + "' (this tool takes: " + (known.empty() ? "no arguments" : join(known, ", ")) +
+             ")";
+    }
+    std::string type = props[it.key()].value("type", std::string());
+    const Json& v = it.value();
+    bool ok = type.empty() || (type == "string" && v.is_string()) || (type == "integer" && v.is_number_integer()) ||
+              (type == "number" && v.is_number()) || (type == "boolean" && v.is_boolean()) ||
+              (type == "array" && v.is_array()) || (type == "object" && v.is_object());
+    // Models often send integers as numbers with a zero fraction ("limit": 50.0).
+    if (!ok && type == "integer" && v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) ok = true;
+    if (!ok) return "argument '" + it.key() + "' must be " + type + ", not " + v.type_name();
+  }
+  return "";
+}
+
+// ---- evaluation text --------------------------------------------------------------------------
+
+std::string eval_text(const Json& r, bool timed) {
+  std::string outcome = r.value("outcome", std::string("?"));
+  std::string message = trim(r.value("message", std::string()));
+  std::string s;
+  if (outcome != "ok") {
+    s = "FAILED: " + outcome + " (reward -1)\n";
+    if (!message.empty()) s += message + "\n";
+    if (outcome == "hack_suspected" && r.contains("reason")) s += "reason: " + r["reason"].dump() + "\n";
+    return s;
+  }
+  const Json& v = r.value("verify", Json::object());
+  s = "CORRECT: passed " + std::to_string(v.value("passed", 0)) + " of " + std::to_string(v.value("trials", 0)) +
+      " checks on fresh random inputs (seed " + (v.contains("seed") ? v["seed"].dump() : "?") + ", tolerance preset " +
+      v.value("preset", std::string("?")) + ")\n";
+  if (!timed) return s + "timing not measured: call profile for times against eager and torch.compile\n";
+  const Json& t = r.value("timing", Json::object());
+  auto cand = num(t, "candidate_ms"), eager = num(t, "eager_ms"), comp = num(t, "compile_ms");
+  auto se = num(t, "speedup_eager"), sc = num(t, "speedup_compile");
+  s += "time (" + t.value("method", std::string("?")) + ", median of " + std::to_string(t.value("calls", 0)) +
+       " calls): yours " + (cand ? fmt("%.4f ms", *cand) : "not measured");
+  s += ", eager " + (eager ? fmt("%.4f ms", *eager) : std::string("n/a")) + (se ? " (" + fmt("%.2fx", *se) + ")" : "");
+  s += ", torch.compile " + (comp ? fmt("%.4f ms", *comp) : std::string("n/a")) +
+       (sc ? " (" + fmt("%.2fx", *sc) + ")" : "") + "\n";
+  int reward = r.value("reward", -1);
+  s += "reward if the episode ended now: " + std::to_string(reward) + " of 3";
+  if (reward < 3) {
+    double need = 1.0 / 0.95;
+    if (se && *se <= need) s += " (to earn 2: more than 5% faster than eager)";
+    else if (sc && *sc <= need) s += " (to earn 3: more than 5% faster than torch.compile too)";
+    else if (!comp) s += " (no torch.compile baseline here, so at most 2)";
+  }
+  s += "\n";
+  // Where the candidate's GPU time goes, when the judge's profiler listed kernels.
+  const Json& cand_t = t.value("candidate", Json::object());
+  if (cand_t.contains("kernel_sum_ms") && cand_t["kernel_sum_ms"].is_number()) {
+    s += "GPU kernel time per call (profiler sum): " + fmt("%.4f ms", cand_t["kernel_sum_ms"].get<double>()) + "\n";
+  }
+  if (!message.empty()) s += "note: " + message + "\n";
+  return s;
+}
+
+// ---- the tool box -----------------------------------------------------------------------------
+
+ToolBox::ToolBox(const Environment& env, ToolOptions opts) : env_(env), opts_(std::move(opts)) {
+  files_.workdir = opts_.workdir;
+  schemas_ = Json::array();
+  schemas_.push_back(fn("bash",
+                        "Run a shell command in the workdir (bash -c). Sandboxed: no network, the workdir is the only "
+                        "writable place, /tmp is private, the command is killed at its timeout. Output is cut to "
+                        "the first and last part when long.",
+                        {{"command", str_prop("the command line")},
+                         {"timeout_s", int_prop("seconds before the command is killed (default 180, at most 600)")}},
+                        {"command"}));
+  schemas_.push_back(fn("read_file", "Read a text file of the workdir, with line numbers.",
+                        {{"path", str_prop("path relative to the workdir")},
+                         {"offset", int_prop("first line to show, 1-based (default 1)")},
+                         {"limit", int_prop("how many lines (default 2000)")}},
+                        {"path"}));
+  schemas_.push_back(fn("write_file", "Create or replace a file of the workdir with the given content.",
+                        {{"path", str_prop("path relative to the workdir")}, {"content", str_prop("the whole file")}},
+                        {"path", "content"}));
+  schemas_.push_back(fn("edit_file",
+                        "Replace an exact piece of a file: old_string must occur exactly once (or set replace_all). "
+                        "Fails, changing nothing, when it is missing or not unique.",
+                        {{"path", str_prop("path relative to the workdir")},
+                         {"old_string", str_prop("the exact text to replace, whitespace included")},
+                         {"new_string", str_prop("the replacement")},
+                         {"replace_all", {{"type", "boolean"}, {"description", "replace every occurrence"}}}},
+                        {"path", "old_string", "new_string"}));
+  schemas_.push_back(fn("glob", "List the workdir's files matching a pattern (**, *, ?, [...]).",
+                        {{"pattern", str_prop("e.g. kernels/*.cu or **/*.py")},
+                         {"path", str_prop("a subdirectory to search from (default: the workdir)")}},
+                        {"pattern"}));
+  schemas_.push_back(fn("todo_write", "Replace your task list (a short plan you keep up to date).",
+                        {{"todos",
+                          {{"type", "array"},
+                           {"description", "the whole list"},
+                           {"items",
+                            {{"type", "object"},
+                             {"properties",
+                              {{"content", {{"type", "string"}}},
+                               {"status", {{"type", "string"}, {"enum", {"pending", "in_progress", "completed"}}}}}},
+                             {"required", {"content", "status"}}}}}}},
+                        {"todos"}));
+  schemas_.push_back(fn("compile",
+                        "Build kernels/ into cuda_extension (cached; compiler errors come back as file:line).", Json::object(),
+                        Json::array()));
+  schemas_.push_back(fn("verify",
+                        "Build a private copy and check ModelNew against the reference Model on several fresh random "
+                        "inputs, with the anti-hacking checks. Says CORRECT or what is wrong.",
+                        Json::object(), Json::array()));
+  schemas_.push_back(fn("profile",
+                        "verify, then time your ModelNew against eager PyTorch and torch.compile, and say which reward "
+                        "the workdir would earn now.",
+                        Json::object(), Json::array()));
+  if (opts_.ncu && ncu_available(env_)) {
+    schemas_.push_back(fn("ncu_profile",
+                          "Profile one forward call of ModelNew with Nsight Compute: for the top kernels, time, "
+                          "achieved memory bandwidth, compute and memory throughput (% of peak), occupancy and the "
+                          "limiter. Run compile first.",
+                          {{"top", int_prop("how many kernels to show, by time (default 5)")}}, Json::array()));
+  }
+  schemas_.push_back(fn("finish",
+                        "End the episode. The workdir as it is then is rebuilt and judged from scratch; call it when "
+                        "your best version is in place.",
+                        {{"summary", str_prop("what you did and what you expect")}}, Json::array()));
+}
+
+std::vector<std::string> ToolBox::names() const {
+  std::vector<std::string> out;
+  for (const auto& s : schemas_) out.push_back(s["function"]["name"].get<std::string>());
+  return out;
+}
+
+bool ToolBox::has(const std::string& name) const {
+  for (const auto& s : schemas_) {
+    if (s["function"]["name"] == name) return true;
+  }
+  return false;
+}
+
+Json ToolBox::state() const { return {{"todos", todos_.items}}; }
+
+void ToolBox::restore(const Json& state) {
+  if (state.is_object() && state.contains("todos") && state["todos"].is_array()) todos_.items = state["todos"];
+}
+
+ToolOutcome ToolBox::call(const std::string& name, const Json& args) {
+  auto t0 = Clock::now();
+  ToolOutcome out;
+  const Json* schema = nullptr;
+  for (const auto& s : schemas_) {
+    if (s["function"]["name"] == name) schema = &s;
+  }
+  if (!schema) {
+    out.error = true;
+    out.error_kind = "unknown_tool";
+    out.text = "error: there is no tool named '" + name + "'; the tools are: " + join(names(), ", ");
+    return out;
+  }
+  std::string bad = check_arguments((*schema)["function"]["parameters"], args);
+  if (!bad.empty()) {
+    out.error = true;
+    out.error_kind = "bad_arguments";
+    out.text = "error: " + name + ": " + bad;
+    return out;
+  }
+  auto from_file_tool = [&](const ToolResult& r) {
+    ToolOutcome o;
+    o.text = r.text;
+    o.error = r.error;
+    if (r.error) o.error_kind = "tool_error";
+    return o;
+  };
+  try {
+    if (name == "bash") {
+      out = bash(args);
+    } else if (name == "read_file") {
+      out = from_file_tool(files_.read_file(args["path"], args.value("offset", 1L), args.value("limit", 2000L)));
+    } else if (name == "write_file") {
+      out = from_file_tool(files_.write_file(args["path"], args["content"]));
+    } else if (name == "edit_file") {
+      out = from_file_tool(files_.edit_file(args["path"], args["old_string"], args["new_string"],
+                                            args.value("replace_all", false)));
+    } else if (name == "glob") {
+      out = from_file_tool(files_.glob(args["pattern"], args.value("path", std::string())));
+    } else if (name == "todo_write") {
+      out = from_file_tool(todos_.write(args["todos"]));
+    } else if (name == "compile") {
+      out = compile(args);
+    } else if (name == "verify") {
+      out = evaluate_tool(args, false);
+    } else if (name == "profile") {
+      out = evaluate_tool(args, true);
+    } else if (name == "ncu_profile") {
+      out = ncu_profile(args);
+    } else if (name == "finish") {
+      out.finish = true;
+      out.text = "finished: the workdir will now be rebuilt and judged";
+    }
+  } catch (const std::exception& e) {  // a tool must never take the episode down
+    out = ToolOutcome{};
+    out.error = true;
+    out.error_kind = "tool_error";
+    out.text = "error: " + name + " failed inside anvil: " + e.what();
+  }
+  out.text = cut_text(out.text, opts_.max_output * 2 / 3, opts_.max_output / 3);
+  out.seconds = since(t0);
+  return out;
+}
+
+ToolOutcome ToolBox::bash(const Json& a) {
+  SandboxOptions so;
+  so.workdir = opts_.workdir;
+  long t = a.value("timeout_s", static_cast<long>(opts_.bash_timeout.count() / 1000));
+  so.timeout = std::chrono::seconds(std::clamp(t, 1L, 600L));
+  so.max_output = 1 << 20;
+  so.read_only = files_.protected_files;
+  SandboxResult r = run_sandboxed(a["command"].get<std::string>(), so);
+  ToolOutcome out;
+  if (!r.started) {
+    out.error = true;
+    out.error_kind = "tool_error";
+    out.text = "error: the command could not run: " + r.error;
+    return out;
+  }
+  std::string status = r.timed_out ? "killed after " + std::to_string(so.timeout.count() / 1000) + " s (timeout)"
+                       : r.signal  ? "killed by signal " + std::to_string(r.signal)
+                                   : "exit code " + std::to_string(r.exit_code);
+  std::string body = r.output;
+  if (r.output_bytes > r.output.size()) {
+    body += "\n[... the command wrote " + std::to_string(r.output_bytes) + " bytes; only the first " +
+            std::to_string(r.output.size()) + " were kept ...]";
+  }
+  // Cut here so the status line (at the end) always survives.
+  body = cut_text(body, opts_.max_output * 2 / 3 - 200, opts_.max_output / 3 - 200);
+  out.text = body + (body.empty() || body.back() == '\n' ? "" : "\n") + "[" + status + "]";
+  // A failing command is a result the model reads, not a failed call.
+  out.detail = {{"exit_code", r.exit_code}, {"timed_out", r.timed_out}, {"output_bytes", r.output_bytes},
+                {"sandbox", r.how}};
+  return out;
+}
+
+ToolOutcome ToolBox::compile(const Json&) {
+  ToolOutcome out;
+  int slot = opts_.builds ? opts_.builds->acquire() : -1;
+  Slots::Hold hold{opts_.builds, slot};
+  BuildReport r = build_workdir(env_, opts_.workdir, opts_.eval.build);
+  if (r.ok) {
+    out.text = "compiled: " + std::to_string(r.units.size()) + " units (" + std::to_string(r.compiled()) +
+               " compiled, the rest cached), " + r.mode + " mode, for " + r.device + (r.arch.empty() ? "" : " " + r.arch) +
+               ", in " + format_seconds(r.seconds) + " -> cuda_extension.so";
+  } else {
+    out.error = true;
+    out.error_kind = "tool_error";
+    out.text = "compile failed (" + r.error_kind + "):\n" + (r.diagnostics.empty() ? r.error : r.diagnostics);
+  }
+  out.detail = {{"ok", r.ok}, {"units", r.units.size()}, {"compiled", r.compiled()}, {"seconds", r.seconds}};
+  return out;
+}
+
+ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
+  ToolOutcome out;
+  EvalOptions o = opts_.eval;
+  o.task = opts_.task;
+  o.candidate = opts_.workdir.string();
+  o.measure_time = timed;
+  int gpu = opts_.gpus ? opts_.gpus->acquire() : -1;
+  Slots::Hold hold{opts_.gpus, gpu};
+  if (gpu >= 0) o.gpu = gpu;
+  EvalResult r = evaluate(env_, o);
+  if (!r.evaluated) {
+    out.error = true;
+    out.error_kind = "tool_error";
+    out.text = "error: the harness could not evaluate the workdir: " + r.error;
+    return out;
+  }
+  out.text = eval_text(r.json, timed);
+  out.detail = {{"outcome", r.json.value("outcome", "")}, {"reward", r.json.value("reward", -1)}};
+  if (r.json.contains("timing") && r.json["timing"].is_object()) {
+    for (const char* k : {"candidate_ms", "eager_ms", "compile_ms"}) out.detail[k] = r.json["timing"].value(k, Json());
+  }
+  return out;
+}
+
+// Nsight Compute on one forward call (python -m anvil.ncu_target), summarised per kernel.
+ToolOutcome ToolBox::ncu_profile(const Json& a) {
+  ToolOutcome out;
+  fs::path ncu = env_.cuda_home / "bin" / "ncu";
+  std::error_code ec;
+  if (!fs::exists(ncu, ec)) ncu = find_program("ncu");
+  static const char* kMetrics[] = {
+      "gpu__time_duration.sum",
+      "dram__bytes.sum.per_second",
+      "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+      "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+      "sm__warps_active.avg.pct_of_peak_sustained_active",
+      "sm__maximum_warps_per_active_cycle_pct",
+      "launch__registers_per_thread",
+      "launch__block_size",
+      "launch__grid_size",
+      "launch__occupancy_limit_registers",
+      "launch__occupancy_limit_shared_mem",
+      "launch__occupancy_limit_warps",
+      "launch__occupancy_limit_blocks",
+      "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+  };
+  std::string metrics;
+  for (const char* m : kMetrics) metrics += std::string(metrics.empty() ? "" : ",") + m;
+  int gpu = opts_.gpus ? opts_.gpus->acquire() : -1;
+  Slots::Hold hold{opts_.gpus, gpu};
+  SubprocessOptions so;
+  so.cwd = opts_.workdir;
+  so.timeout = std::chrono::seconds(300);
+  so.merge_stderr = false;
+  so.new_network = network_isolation_available();
+  const char* pp = std::getenv("PYTHONPATH");
+  so.env["PYTHONPATH"] = (env_.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
+  so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(gpu >= 0 ? gpu : opts_.eval.gpu);
+  fs::path task_copy = make_temp_dir(env_.cache / "tmp", "ncu") / "model.py";
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() { remove_tree(dir); }
+  } cleanup{task_copy.parent_path()};
+  auto task = load_task(env_, opts_.task, &out.text);
+  if (!task) {
+    out.error = true;
+    out.error_kind = "tool_error";
+    return out;
+  }
+  std::string err;
+  write_file_atomic(task_copy, task->code, &err);
+  std::vector<std::string> argv = {ncu.string(), "--csv", "--page", "raw", "--profile-from-start", "off",
+                                   "--target-processes", "all", "--metrics", metrics, env_.python.string(), "-m",
+                                   "anvil.ncu_target", task_copy.string(), opts_.workdir.string()};
+  SubprocessResult r = run_subprocess(argv, so);
+  if (!r.ok() || r.output.find("\"ID\"") == std::string::npos) {
+    out.error = true;
+    out.error_kind = "tool_error";
+    out.text = "ncu_profile failed (" + r.describe() + "):\n" + tail_lines(r.err_output + "\n" + r.output, 20);
+    return out;
+  }
+  // The CSV: a header row of column names, a row of units, then one row per kernel.
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& line : split_lines(r.output)) {
+    if (!starts_with(line, "\"")) continue;
+    std::vector<std::string> cells;
+    std::string cell;
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') quoted = !quoted;
+      else if (c == ',' && !quoted) cells.push_back(std::move(cell)), cell.clear();
+      else cell += c;
+    }
+    cells.push_back(cell);
+    rows.push_back(std::move(cells));
+  }
+  if (rows.size() < 3) {
+    out.text = "ncu_profile: no kernel was profiled (did forward launch any CUDA kernel?)\n" + tail_lines(r.err_output, 10);
+    out.error = true;
+    out.error_kind = "tool_error";
+    return out;
+  }
+  const auto& head = rows[0];
+  const auto& units = rows[1];
+  auto col = [&](const std::string& name) -> int {
+    for (size_t i = 0; i < head.size(); ++i) {
+      if (head[i] == name) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  auto value = [&](const std::vector<std::string>& row, const std::string& name) -> std::optional<double> {
+    int c = col(name);
+    if (c < 0 || c >= static_cast<int>(row.size())) return std::nullopt;
+    try {
+      std::string v = replace_all(row[c], ",", "");
+      return std::stod(v);
+    } catch (...) {
+      return std::nullopt;
+    }
+  };
+  auto unit = [&](const std::string& name) {
+    int c = col(name);
+    return c >= 0 && c < static_cast<int>(units.size()) ? units[c] : std::string();
+  };
+  struct K {
+    std::string name;
+    double ns;
+    std::vector<std::string> row;
+  };
+  std::vector<K> kernels;
+  for (size_t i = 2; i < rows.size(); ++i) {
+    double t = value(rows[i], "gpu__time_duration.sum").value_or(0);
+    std::string u = unit("gpu__time_duration.sum");
+    double ns = u == "usecond" ? t * 1e3 : u == "msecond" ? t * 1e6 : u == "second" ? t * 1e9 : t;
+    int kc = col("Kernel Name");
+    kernels.push_back({kc >= 0 && kc < static_cast<int>(rows[i].size()) ? rows[i][kc] : "?", ns, rows[i]});
+  }
+  double total = 0;
+  for (const auto& k : kernels) total += k.ns;
+  std::sort(kernels.begin(), kernels.end(), [](const K& x, const K& y) { return x.ns > y.ns; });
+  size_t top = static_cast<size_t>(std::max(1L, a.value("top", 5L)));
+  std::string s = std::to_string(kernels.size()) + " kernel launches in one forward call, " +
+                  fmt("%.1f us", total / 1e3) + " of GPU time; by time:\n";
+  for (size_t i = 0; i < kernels.size() && i < top; ++i) {
+    const auto& k = kernels[i];
+    std::string name = k.name.size() > 90 ? k.name.substr(0, 90) + "..." : k.name;
+    s += std::to_string(i + 1) + ". " + name + "\n   " + fmt("%.1f us", k.ns / 1e3) +
+         fmt(" (%.0f%% of GPU time)", total > 0 ? 100 * k.ns / total : 0);
+    if (auto g = value(k.row, "launch__grid_size")) s += fmt(", grid %.0f", *g);
+    if (auto b = value(k.row, "launch__block_size")) s += fmt(", block %.0f", *b);
+    if (auto reg = value(k.row, "launch__registers_per_thread")) s += fmt(", %.0f regs/thread", *reg);
+    s += "\n";
+    auto bw = value(k.row, "dram__bytes.sum.per_second");
+    std::string bwu = unit("dram__bytes.sum.per_second");
+    double scale = bwu == "Tbyte/second" ? 1e12 : bwu == "Gbyte/second" ? 1e9 : bwu == "Mbyte/second" ? 1e6
+                 : bwu == "Kbyte/second" ? 1e3 : 1;
+    auto mem = value(k.row, "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed");
+    auto sm = value(k.row, "sm__throughput.avg.pct_of_peak_sustained_elapsed");
+    auto occ = value(k.row, "sm__warps_active.avg.pct_of_peak_sustained_active");
+    auto theo = value(k.row, "sm__maximum_warps_per_active_cycle_pct");
+    auto tc = value(k.row, "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active");
+    s += "   DRAM " + (bw ? fmt("%.0f GB/s", *bw * scale / 1e9) : std::string("?")) + ", memory throughput " +
+         (mem ? fmt("%.0f%%", *mem) : std::string("?")) + " of peak, compute (SM) " +
+         (sm ? fmt("%.0f%%", *sm) : std::string("?")) + (tc && *tc > 0.5 ? fmt(", tensor cores %.0f%%", *tc) : "") +
+         "; occupancy " + (occ ? fmt("%.0f%%", *occ) : std::string("?")) + " achieved of " +
+         (theo ? fmt("%.0f%%", *theo) : std::string("?")) + " theoretical\n";
+    std::string limiter;
+    if (mem && sm) {
+      if (*mem < 40 && *sm < 40) limiter = "latency-bound (neither memory nor compute is busy: too little parallelism or "
+                                           "too many dependent steps)";
+      else if (*mem >= *sm) limiter = "memory-bound (cut bytes moved: fuse, reuse through shared memory, vector loads)";
+      else limiter = "compute-bound (cut instructions: tensor cores, cheaper math, less index arithmetic)";
+    }
+    std::vector<std::pair<std::string, double>> limits;
+    for (const char* l : {"registers", "shared_mem", "warps", "blocks"}) {
+      if (auto v = value(k.row, std::string("launch__occupancy_limit_") + l)) limits.push_back({l, *v});
+    }
+    if (!limits.empty()) {
+      auto m = std::min_element(limits.begin(), limits.end(), [](auto& x, auto& y) { return x.second < y.second; });
+      limiter += std::string(limiter.empty() ? "" : "; ") + "occupancy limited by " + m->first +
+                 fmt(" (%.0f blocks per SM)", m->second);
+    }
+    if (!limiter.empty()) s += "   limiter: " + limiter + "\n";
+  }
+  out.text = s;
+  out.detail = {{"kernels", kernels.size()}, {"gpu_ns", total}};
+  return out;
+}
+
+}  // namespace anvil

@@ -490,7 +490,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
 
   // The request.
   uint32_t seed = opts.seed ? *opts.seed : static_cast<uint32_t>(std::random_device{}() & 0x7fffffff);
-  nlohmann::json measure = nlohmann::json::array({"candidate"});
+  nlohmann::json measure = opts.measure_time ? nlohmann::json::array({"candidate"}) : nlohmann::json::array();
   nlohmann::json request = {
       {"protocol", "anvil.runner/1"},
       {"task_file", (harness / "model.py").string()},
@@ -539,8 +539,13 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   bool have_eager = baselines.is_object() && baselines.contains("eager");
   bool have_compile = baselines.is_object() && baselines.contains("compile");
   bool want_compile = opts.compile_mode != "none";
-  if (!have_eager) request["timing"]["measure"].push_back("eager");
-  if (want_compile && !have_compile) request["timing"]["measure"].push_back("compile");
+  if (!opts.measure_time) {
+    have_eager = have_compile = false;
+    want_compile = false;
+  } else {
+    if (!have_eager) request["timing"]["measure"].push_back("eager");
+    if (want_compile && !have_compile) request["timing"]["measure"].push_back("compile");
+  }
 
   // The runner.
   SubprocessOptions so;
@@ -692,12 +697,13 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                  {"hide_launch", opts.hide_launch && device == "cuda"}};
   j["reward"] = milestone_reward(true, se, sc);
   std::string note;
-  if (!cand_ms) note = "the candidate's time was not measured; no speed reward";
+  if (!opts.measure_time) note = "verified only: timing was not asked for, so no speed reward";
+  else if (!cand_ms) note = "the candidate's time was not measured; no speed reward";
   else if (!compile_ms && want_compile) note = "torch.compile baseline unavailable: " +
                                                compile_t.value("error", std::string("not measured"));
 
   // Store baselines that were measured now (never ones that failed).
-  if (opts.use_baseline_cache) {
+  if (opts.use_baseline_cache && opts.measure_time) {
     nlohmann::json store = baselines.is_object() ? baselines : nlohmann::json::object();
     bool changed = false;
     if (!have_eager && number_at(eager_t, "median_ms")) {

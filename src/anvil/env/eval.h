@@ -39,6 +39,7 @@ struct EvalOptions {
   bool flush_l2 = true;
   bool hide_launch = true;             // a GPU sleep hides the host's launch latency (timing.py)
   bool kernel_sum = true;              // also measure the profiler's kernel-time sum
+  bool measure_time = true;            // false: verify only (no timing, no baselines, no speed reward)
   std::string timing = "events";       // what the reward uses: events | kernel-sum
   std::string compile_mode = "default";  // torch.compile mode; "none" skips the compile baseline
   bool allow_tf32 = false;             // the reference's semantics by default

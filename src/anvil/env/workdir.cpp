@@ -106,4 +106,53 @@ bool scan_workdir(const fs::path& dir_in, Workdir* out, std::string* err) {
   return true;
 }
 
+namespace {
+
+std::string model_new_stub(const std::string& signature) {
+  std::string sig = signature.empty() ? "(self, *args, **kwargs)" : signature;
+  return "# model_new.py: the optimized version of model.py's Model.\n"
+         "#\n"
+         "# ModelNew must take the same constructor arguments and create the same\n"
+         "# parameters and buffers (names and shapes) as Model: the judge copies Model's\n"
+         "# weights with load_state_dict(strict=True). forward() may call only\n"
+         "# cuda_extension functions, plus tensor creation and metadata (shape, view,\n"
+         "# contiguous). Build kernels/ into cuda_extension with `anvil build .`.\n"
+         "import torch\n"
+         "import torch.nn as nn\n"
+         "\n"
+         "import cuda_extension\n"
+         "\n"
+         "\n"
+         "class ModelNew(nn.Module):\n"
+         "    def __init__" + sig + ":\n"
+         "        super().__init__()\n"
+         "        raise NotImplementedError(\"create the same parameters as Model\")\n"
+         "\n"
+         "    def forward(self, *inputs):\n"
+         "        raise NotImplementedError(\"call your kernels through cuda_extension\")\n";
+}
+
+}  // namespace
+
+bool create_workdir(const Environment& env, const Task& task, const fs::path& dir, const std::string& init_signature,
+                    bool force, std::string* err) {
+  std::error_code ec;
+  fs::create_directories(dir / "kernels", ec);
+  fs::create_directories(dir / "anvil", ec);
+  auto write = [&](const fs::path& p, const std::string& data, int mode) {
+    fs::permissions(p, fs::perms::owner_write, fs::perm_options::add, ec);  // an old read-only copy
+    return write_file_atomic(p, data, err, mode);
+  };
+  bool ok = write(dir / "model.py", task.code, 0444);
+  for (const auto& f : fixed_compat_files()) {
+    ok = ok && write(dir / f, read_file(env.share() / "workdir" / f).value_or(""), 0444);
+  }
+  ok = ok && write(dir / "anvil" / "binding.h", read_file(env.anvil_include() / "anvil" / "binding.h").value_or(""), 0444);
+  if (ok && (!fs::exists(dir / "model_new.py", ec) || force)) {
+    ok = write(dir / "model_new.py", model_new_stub(init_signature), 0644);
+  }
+  nlohmann::json meta = {{"task", task.name}, {"spec", task.spec}, {"hash", task.hash}, {"meta", task.meta}};
+  return ok && write(dir / ".anvil-task.json", meta.dump(2) + "\n", 0444);
+}
+
 }  // namespace anvil

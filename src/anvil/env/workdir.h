@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "anvil/env/task.h"
+#include "anvil/env/toolchain.h"
+
 namespace anvil {
 
 namespace fs = std::filesystem;
@@ -41,5 +44,12 @@ const std::vector<std::string>& fixed_compat_files();
 // Scans `dir`. On a problem returns false with a message that names the file
 // and says what it must contain.
 bool scan_workdir(const fs::path& dir, Workdir* out, std::string* err);
+
+// Creates (or, with force, refreshes) a workdir for `task`: model.py and the
+// fixed compat files read-only, anvil/binding.h, a model_new.py stub with
+// Model's constructor signature (kept when one exists, unless force), and
+// .anvil-task.json naming the task. Returns false with *err on a write error.
+bool create_workdir(const Environment& env, const Task& task, const fs::path& dir, const std::string& init_signature,
+                    bool force, std::string* err);
 
 }  // namespace anvil

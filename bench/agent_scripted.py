@@ -1,0 +1,106 @@
+"""A scripted agent episode end to end, through the real `anvil agent` binary.
+
+The replay server (tests/replay_server.py, real HTTP) plays a model that reads the task, writes a
+bundled candidate's files into the workdir with write_file, then calls compile, verify, profile,
+ncu_profile (when offered) and finish; anvil runs every tool for real and judges the final workdir
+afresh. Prints one line per turn (tool, ok, first line of the answer) and the final evaluation, and
+writes the trajectory and a summary to --out.
+
+    python3 bench/agent_scripted.py --task examples/tasks/01_elementwise_chain.py \
+        --candidate examples/candidates/01_elementwise_chain/cuda --out /tmp/agent-gpu
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def call(name, args):
+    return {"name": name, "arguments": args}
+
+
+def script_for(candidate, with_ncu):
+    files = []
+    for base, _, names in os.walk(candidate):
+        for n in sorted(names):
+            path = os.path.join(base, n)
+            files.append((os.path.relpath(path, candidate), open(path).read()))
+    turns = [
+        {"content": "Reading the reference first.",
+         "tool_calls": [call("read_file", {"path": "model.py"}),
+                        call("todo_write", {"todos": [{"content": "fused kernel", "status": "in_progress"}]})]},
+        {"content": None, "tool_calls": [call("write_file", {"path": p, "content": c}) for p, c in files]},
+        {"content": None, "tool_calls": [call("compile", {})]},
+        {"content": None, "tool_calls": [call("verify", {})]},
+        {"content": None, "tool_calls": [call("profile", {})]},
+    ]
+    if with_ncu:
+        turns.append({"content": None, "tool_calls": [call("ncu_profile", {"top": 3})]})
+    turns.append({"content": "Done.", "tool_calls": [call("finish", {"summary": "bundled candidate"})]})
+    return {"model": "replay", "turns": turns}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--task", required=True)
+    ap.add_argument("--candidate", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--anvil", default=os.environ.get("ANVIL_BIN", os.path.join(ROOT, "build", "anvil")))
+    ap.add_argument("--no-ncu", action="store_true")
+    ap.add_argument("extra", nargs="*", help="more `anvil agent` options (after --)")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    script = os.path.join(a.out, "script.json")
+    with open(script, "w") as f:
+        json.dump(script_for(a.candidate, not a.no_ncu), f)
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "replay_server.py"), "--script", script,
+                               "--port", "0", "--log", os.path.join(a.out, "requests.jsonl")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        run = os.path.join(a.out, "run")
+        cmd = [a.anvil, "agent", "--task", a.task, "--endpoint", "http://127.0.0.1:%d/v1" % port, "--model", "replay",
+               "--out", run] + (["--no-ncu"] if a.no_ncu else []) + a.extra
+        t0 = time.time()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.time() - t0
+    finally:
+        server.kill()
+    print(p.stderr[-3000:], end="")
+    print(p.stdout, end="")
+    trajs = [os.path.join(b, "trajectory.json") for b, _, n in os.walk(run) if "trajectory.json" in n]
+    if p.returncode != 0 or not trajs:
+        print("anvil agent failed (exit %d)" % p.returncode)
+        return 1
+    rec = json.load(open(trajs[0]))
+    msgs = rec["messages"]
+    names = {}
+    for m in msgs:
+        for tc in m.get("tool_calls") or []:
+            names[tc["id"]] = tc["function"]["name"]
+    print("\nturn-by-turn (tool: first lines of its answer):")
+    for m in msgs:
+        if m["role"] == "tool":
+            text = (m["content"] or "").strip().splitlines()
+            print("  %-12s %s" % (names.get(m["tool_call_id"], "?"), " | ".join(text[:3])[:200]))
+    ev = rec.get("evaluation") or {}
+    t = ev.get("timing") or {}
+    summary = {"task": rec["task"]["name"], "candidate": a.candidate, "end_reason": rec["end_reason"],
+               "status": rec["status"], "turns": len(rec["turns"]), "reward": rec.get("reward"),
+               "outcome": ev.get("outcome"), "candidate_ms": t.get("candidate_ms"), "eager_ms": t.get("eager_ms"),
+               "compile_ms": t.get("compile_ms"), "speedup_eager": t.get("speedup_eager"),
+               "speedup_compile": t.get("speedup_compile"), "episode_seconds": rec.get("seconds"),
+               "wall_seconds": wall, "env": ev.get("env"), "tools_offered": [s["function"]["name"] for s in rec["tools"]]}
+    print("\nfinal evaluation (fresh, in the protected harness):")
+    print(json.dumps(summary, indent=1))
+    with open(os.path.join(a.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    return 0 if rec["status"] == "finished" and (rec.get("reward") or -1) >= 1 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+// episode.h: one agent episode, a ReAct loop over an OpenAI-compatible model.
+//
+// The episode creates its workdir (like `anvil init`), sends the system prompt
+// (SKILL.md) and the task, and loops: the model's turn, then every tool call
+// in it (in order, each answered by its own tool message), until the model
+// calls finish, stops calling tools, or a budget (turns, context tokens,
+// wall clock) runs out. Malformed calls (bad JSON, unknown tools, bad
+// arguments, tool-call markup left in the text, calls cut by the token limit)
+// are answered as errors and counted; a context overflow shortens older tool
+// outputs and asks again. Then the final workdir gets a fresh, independent
+// evaluation in the protected harness: the reward never comes from the
+// agent's own tool outputs. The record (trajectory.h) is saved after every
+// turn; an interrupted episode resumes from it.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "anvil/agent/model_client.h"
+#include "anvil/agent/tools.h"
+#include "anvil/env/toolchain.h"
+
+namespace anvil {
+
+struct EpisodeOptions {
+  std::string task;                 // FILE or DATASET#ROW
+  std::filesystem::path dir;        // the episode's directory: workdir/ and trajectory.json
+  std::string id;                   // recorded; default: dir's name
+  int max_turns = 200;
+  long max_context = 131072;        // tokens
+  std::chrono::seconds wall_clock{3 * 3600};
+  SamplingOptions sampling;
+  ToolOptions tools;                // workdir and task are filled in by the episode
+  std::filesystem::path skill;      // the system prompt; empty: share/agent/SKILL.md
+  bool resume = false;              // continue dir/trajectory.json
+  bool evaluate = true;             // the final, independent evaluation
+  // Called after every saved turn and at the end (progress displays).
+  std::function<void(const nlohmann::json& record)> on_turn;
+};
+
+struct EpisodeResult {
+  bool ran = false;            // false: could not start or resume (error says why)
+  std::string error;
+  nlohmann::json record;       // the trajectory
+  std::string status;          // finished | interrupted
+  std::string end_reason;      // finish | no_tool_calls | max_turns | max_context | wall_clock | model_error
+  int reward = -1;
+};
+
+EpisodeResult run_episode(const Environment& env, ModelClient& model, const EpisodeOptions& opts);
+
+// Tool-call markup a server failed to parse, left in the text ("<tool_call>",
+// "<function=", "[TOOL_CALLS]", "<|python_tag|>", ...): the marker found, or "".
+std::string find_raw_tool_markup(const std::string& content);
+
+// Shortens the record's older tool outputs (and then older assistant texts)
+// into record["context"]["shortened"], keeping the last `keep_turns` turns
+// whole. `level` 1 cuts long ones, 2 cuts all older ones to a few hundred
+// characters. Returns the characters removed (0: nothing left to shorten).
+size_t shorten_context(nlohmann::json& record, int level, int keep_turns = 2);
+
+}  // namespace anvil

@@ -1,0 +1,115 @@
+// tools.h: the agent's tool box: OpenAI function schemas and their dispatch.
+//
+// Tools (flat JSON arguments): bash, read_file, write_file, edit_file, glob,
+// todo_write, compile, verify, profile, ncu_profile (only where Nsight Compute
+// is installed and a GPU is present) and finish. compile, verify and profile
+// are the protected harness (the build service and the evaluator of
+// src/anvil/env/): they answer in compact text (compiler errors as
+// file:line, the mismatch report, times against eager and torch.compile and
+// the reward it would earn); their verdicts are advisory, the episode's
+// reward comes from a fresh evaluation after it ends. Every answer is cut to
+// a limit, saying what was cut.
+//
+// Arguments are checked against the schema before a tool runs: a missing
+// required argument or a wrong type comes back as an error result, never an
+// exception.
+#pragma once
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "anvil/agent/file_tools.h"
+#include "anvil/agent/sandbox.h"
+#include "anvil/env/eval.h"
+#include "anvil/env/toolchain.h"
+
+namespace anvil {
+
+// A fixed set of interchangeable resources (the GPUs of a host, or CPU slots
+// for builds and CPU evaluations), shared by concurrent episodes. acquire()
+// blocks until one is free and returns its index.
+class Slots {
+ public:
+  explicit Slots(std::vector<int> ids);
+  int acquire();
+  void release(int id);
+  size_t size() const { return total_; }
+
+  struct Hold {  // RAII
+    Slots* slots;
+    int id;
+    ~Hold() { if (slots) slots->release(id); }
+  };
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int> free_;
+  size_t total_;
+};
+
+struct ToolOptions {
+  std::filesystem::path workdir;
+  std::string task;                    // FILE or DATASET#ROW (the pristine reference the harness uses)
+  EvalOptions eval;                    // the verify/profile template (device, preset, timing, timeouts...)
+  std::chrono::milliseconds bash_timeout{180000};
+  size_t max_output = 12000;           // characters of one tool answer (cut head and tail)
+  bool ncu = true;                     // offer ncu_profile when possible
+  Slots* gpus = nullptr;               // evaluations take one (its id is the GPU index); null: no queue
+  Slots* builds = nullptr;             // compile takes one; null: no queue
+};
+
+struct ToolOutcome {
+  std::string text;          // the tool message's content
+  bool error = false;        // the call failed (bad arguments, tool error)
+  std::string error_kind;    // bad_arguments | tool_error | refused
+  bool finish = false;       // the finish tool was called
+  nlohmann::json detail;     // machine-readable extras for the trajectory (an eval result's summary, ...)
+  double seconds = 0;
+};
+
+class ToolBox {
+ public:
+  ToolBox(const Environment& env, ToolOptions opts);
+
+  // The tools array of a chat-completions request.
+  const nlohmann::json& schemas() const { return schemas_; }
+  std::vector<std::string> names() const;
+  bool has(const std::string& name) const;
+
+  // Runs one call; `args` is the parsed arguments object.
+  ToolOutcome call(const std::string& name, const nlohmann::json& args);
+
+  // What must survive a resume (the todo list).
+  nlohmann::json state() const;
+  void restore(const nlohmann::json& state);
+
+  const ToolOptions& options() const { return opts_; }
+
+ private:
+  ToolOutcome bash(const nlohmann::json& a);
+  ToolOutcome compile(const nlohmann::json& a);
+  ToolOutcome evaluate_tool(const nlohmann::json& a, bool timed);
+  ToolOutcome ncu_profile(const nlohmann::json& a);
+
+  const Environment& env_;
+  ToolOptions opts_;
+  FileTools files_;
+  TodoList todos_;
+  nlohmann::json schemas_;
+};
+
+// Checks `args` against a function schema's parameters (required names,
+// JSON types of the known properties, no unknown ones). Returns "" when
+// valid, else what is wrong, for the model to read.
+std::string check_arguments(const nlohmann::json& parameters, const nlohmann::json& args);
+
+// Compact text of an anvil.eval/1 result for the model.
+std::string eval_text(const nlohmann::json& result, bool timed);
+
+}  // namespace anvil
