@@ -32,6 +32,7 @@ def script_for(candidate, with_ncu):
     turns = [
         {"content": "Reading the reference first.",
          "tool_calls": [call("read_file", {"path": "model.py"}),
+                        call("bash", {"command": "nvcc --version | tail -1; nvidia-smi -L; ls"}),
                         call("todo_write", {"todos": [{"content": "fused kernel", "status": "in_progress"}]})]},
         {"content": None, "tool_calls": [call("write_file", {"path": p, "content": c}) for p, c in files]},
         {"content": None, "tool_calls": [call("compile", {})]},
