@@ -78,6 +78,8 @@ def main():
         print("anvil agent failed (exit %d)" % p.returncode)
         return 1
     rec = json.load(open(trajs[0]))
+    with open(os.path.join(a.out, "trajectory.json"), "w") as f:
+        json.dump(rec, f, indent=1)
     msgs = rec["messages"]
     names = {}
     for m in msgs:
@@ -86,8 +88,12 @@ def main():
     print("\nturn-by-turn (tool: first lines of its answer):")
     for m in msgs:
         if m["role"] == "tool":
+            name = names.get(m["tool_call_id"], "?")
             text = (m["content"] or "").strip().splitlines()
-            print("  %-12s %s" % (names.get(m["tool_call_id"], "?"), " | ".join(text[:3])[:200]))
+            if name in ("profile", "ncu_profile"):  # these in full
+                print("  %-12s %s" % (name, ("\n" + " " * 15).join(text)))
+            else:
+                print("  %-12s %s" % (name, " | ".join(text[:3])[:200]))
     ev = rec.get("evaluation") or {}
     t = ev.get("timing") or {}
     summary = {"task": rec["task"]["name"], "candidate": a.candidate, "end_reason": rec["end_reason"],

@@ -9,11 +9,13 @@ source "$(dirname "$0")/lib.sh"
 anvil_setup
 anvil env || true
 EXTRA=()
+AGENT_EXTRA=()
 if gpu_available; then
   DEVICE=cuda; VARIANTS="cuda cuda_compat"
 else
   DEVICE=cpu; VARIANTS="cpu cpu_compat"
   EXTRA=(--compile-mode none --calls 10)
+  AGENT_EXTRA=(--compile-mode none)
   say "no GPU found: running the CPU variants of the examples (the CUDA ones need a GPU);"
   say "on the CPU the torch.compile baseline is skipped, so the reward is at most 2"
 fi
@@ -56,4 +58,13 @@ for line in sys.stdin:
       --candidate "examples/broken/$b/$DEVICE" "${EXTRA[@]}" 2>/dev/null | tr -d '\n')"
   done
 } | table
+
+# The agent loop end to end: a scripted model (tests/replay_server.py, real HTTP) writes the bundled
+# candidate into a fresh workdir through anvil's tools (bash, read/write, compile, verify, profile,
+# finish); the final workdir is judged afresh. `anvil agent --endpoint URL --model NAME` drives a real one.
+say "one scripted agent episode (anvil agent against the replay server)"
+AGENT_OUT=$(mktemp -d)
+python3 bench/agent_scripted.py --task examples/tasks/01_elementwise_chain.py \
+  --candidate "examples/candidates/01_elementwise_chain/${VARIANTS%% *}" --out "$AGENT_OUT" --anvil "$ANVIL_BIN" \
+  --no-ncu -- "${AGENT_EXTRA[@]}" | tail -24
 say "done. Builds and baselines are cached now: a second run is much faster."

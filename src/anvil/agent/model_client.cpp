@@ -171,7 +171,10 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
     } else {
       problem = "HTTP " + std::to_string(r.status);
     }
-    if (r.transport_ok && r.status != 200 && !retryable(r.status)) {
+    // A request the server cannot parse fails the same way every time, even
+    // when a server reports it as a 500 (llama-cpp-python's validation errors).
+    bool invalid = r.transport_ok && r.status >= 500 && lower(r.body).find("validation error") != std::string::npos;
+    if (r.transport_ok && r.status != 200 && (!retryable(r.status) || invalid)) {
       res.status = ChatResponse::Status::failed;
       res.error = "POST " + req.url + " (model " + endpoint_.model + "): " + problem + ": " + excerpt(r.body);
       res.retry_log.push_back(problem + ": " + excerpt(r.body, 200));

@@ -58,9 +58,9 @@ Json request_messages(const Json& record) {
     }
     if (m.contains("tool_call_id")) r["tool_call_id"] = m["tool_call_id"];
     if (m.contains("name") && r["role"] == "tool") r["name"] = m["name"];
-    // An assistant turn of only tool calls has null content; some servers
-    // reject a null content on other roles.
-    if (r["content"].is_null() && r["role"] != "assistant") r["content"] = "";
+    // A turn of only tool calls has null content, which OpenAI and vLLM
+    // accept but llama.cpp's server rejects: an empty string suits all.
+    if (r["content"].is_null()) r["content"] = "";
     out.push_back(std::move(r));
   }
   return out;
