@@ -25,10 +25,13 @@ def call(name, args):
 
 def script_for(candidate, with_ncu):
     files = []
-    for base, _, names in os.walk(candidate):
+    for base, dirs, names in os.walk(candidate):
+        dirs[:] = [d for d in dirs if d not in ("build", "__pycache__")]
         for n in sorted(names):
             path = os.path.join(base, n)
-            files.append((os.path.relpath(path, candidate), open(path).read()))
+            rel = os.path.relpath(path, candidate)
+            if rel == "model_new.py" or n.endswith((".cu", ".cuh", ".cpp", ".h", ".hpp")):
+                files.append((rel, open(path).read()))
     turns = [
         {"content": "Reading the reference first.",
          "tool_calls": [call("read_file", {"path": "model.py"}),
@@ -102,8 +105,13 @@ def main():
                "compile_ms": t.get("compile_ms"), "speedup_eager": t.get("speedup_eager"),
                "speedup_compile": t.get("speedup_compile"), "episode_seconds": rec.get("seconds"),
                "wall_seconds": wall, "env": ev.get("env"), "tools_offered": [s["function"]["name"] for s in rec["tools"]]}
-    print("\nfinal evaluation (fresh, in the protected harness):")
-    print(json.dumps(summary, indent=1))
+    fmt = lambda v, f: f % v if isinstance(v, (int, float)) else "-"
+    print("\nfinal evaluation (fresh, in the protected harness): %s, reward %s; candidate %s ms, eager %s ms (%s), "
+          "torch.compile %s ms (%s); %d turns, episode %.0f s" % (
+              summary["outcome"], summary["reward"], fmt(summary["candidate_ms"], "%.4f"),
+              fmt(summary["eager_ms"], "%.4f"), fmt(summary["speedup_eager"], "%.2fx"),
+              fmt(summary["compile_ms"], "%.4f"), fmt(summary["speedup_compile"], "%.2fx"), summary["turns"],
+              summary["episode_seconds"] or 0))
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return 0 if rec["status"] == "finished" and (rec.get("reward") or -1) >= 1 else 1
