@@ -6,29 +6,43 @@ model's words are scripted. Standard library only (runs with any python3, no tor
 
     python3 tests/replay_server.py --script FILE.json [--port 0] [--log FILE.jsonl]
 
-prints one line `PORT <n>` once it listens on 127.0.0.1, then serves until killed.
+prints exactly one line `PORT <n>` (flushed) once it listens on 127.0.0.1, then serves until killed.
 
-Script:
-    {"model": "replay",                  served by GET /v1/models (default "replay")
+Script (a JSON object):
+    {"model": "replay",                  served by GET /v1/models (default "replay"); a chat request
+                                         for another model gets 404 "The model `x` does not exist."
      "turns": [TURN, ...],
-     "faults": {"<turn>": ["503", "429", "500", "drop", "garbage", ...]},
-                                         served in order, once each, before that turn's answer:
-                                         an HTTP status with an error body ("429" carries
-                                         Retry-After: 0), "drop" closes the connection without an
-                                         answer, "garbage" is a 200 whose body is not JSON
-     "max_context_chars": N}             a request whose json.dumps(messages) is longer gets
-                                         vLLM's HTTP 400 "maximum context length" error
-    TURN = {"content": str|null, "tool_calls": [{"name": str, "arguments": object|str}],
-            "finish_reason": str (default: "tool_calls" with calls, else "stop"),
-            "reasoning_content": str}
+     "faults": {"<turn>": [FAULT, ...]}, served in order, once each, before that turn's real answer
+     "max_context_chars": N,             a request whose json.dumps(messages) is longer gets vLLM's
+                                         HTTP 400 "This model's maximum context length is ..." error
+     "reject_fields": ["top_k", ...],    a request carrying one of these fields gets OpenAI's HTTP 400
+                                         "Unrecognized request argument supplied: top_k"
+     "models_route": true}               false: GET /v1/models answers 404 (servers without it)
+
+    TURN  = {"content": str|null,
+             "tool_calls": [{"name": str, "arguments": object|str}],
+             "finish_reason": str,       default "tool_calls" when there are calls, else "stop"
+             "reasoning_content": str}   optional, copied into the message
+    FAULT = "503", "500", "429", ...     that HTTP status with a JSON error body; "429" carries
+                                         "Retry-After: 0", "429:N" carries "Retry-After: N"
+          | "drop"                       the connection is closed without an answer
+          | "garbage"                    HTTP 200 whose body is not JSON
 
 The turn answered is the number of assistant messages already in the request, so a retried request
-or a resumed episode gets the right one. Arguments given as an object are sent as json.dumps of it;
-given as a string, verbatim (malformed JSON on purpose). Tool call ids are call_<turn>_<i>. Past the
-last turn the answer is a plain "(replay: no more scripted turns)". With "return_token_ids" the
-response carries prompt_token_ids and the choice token_ids (the UTF-8 bytes of the answer, capped);
-with "logprobs", choices[0].logprobs.content matches them. Every request is appended to --log as
-{"turn", "path", "body", "answered"}.
+or a resumed episode gets the right one, and faults are counted per turn. Arguments given as an
+object are sent as json.dumps of it; given as a string, verbatim (malformed JSON on purpose). Tool
+call ids are call_<turn>_<i>. Past the last turn the answer is a plain
+"(replay: no more scripted turns)" with finish_reason "stop".
+
+Token ids (deterministic, for the RL fields): with "return_token_ids": true in the request, the
+response carries "prompt_token_ids" (the UTF-8 bytes of json.dumps(messages), at most 4096) and the
+choice "token_ids" (the UTF-8 bytes of the content and the tool-call arguments, at most 2048); with
+"logprobs": true, choices[0].logprobs.content holds one {"token", "logprob": -0.1, "bytes"} per token
+id. "usage" is always present (prompt_tokens = len(json.dumps(messages)) // 4).
+
+Every request, GET included, is appended to --log as one JSON line
+{"turn": int|null, "path": str, "body": object|null, "authorization": str|null, "answered": int|str}
+("answered": the HTTP status sent, or "drop").
 """
 import argparse
 import json
@@ -38,8 +52,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class State:
+    """The script, the request log and the faults not yet served (shared by the handler threads)."""
+
     def __init__(self, script, log):
         self.script = script
+        self.model = script.get("model", "replay")
         self.log = log
         self.lock = threading.Lock()
         self.faults = {int(k): list(v) for k, v in (script.get("faults") or {}).items()}
@@ -56,11 +73,9 @@ class State:
 
 
 def answer_for(script, turn, body):
+    """The chat.completion for `turn`, with the token fields the request asked for."""
     turns = script.get("turns") or []
-    if turn < len(turns):
-        t = turns[turn]
-    else:
-        t = {"content": "(replay: no more scripted turns)"}
+    t = turns[turn] if turn < len(turns) else {"content": "(replay: no more scripted turns)"}
     message = {"role": "assistant", "content": t.get("content")}
     if t.get("reasoning_content") is not None:
         message["reasoning_content"] = t["reasoning_content"]
@@ -108,69 +123,95 @@ def make_handler(state):
             self.end_headers()
             self.wfile.write(data)
 
+        def answer(self, entry, status, obj, headers=()):
+            """Logs the request with its status, then sends the answer."""
+            entry["answered"] = status
+            state.record(entry)
+            self.send_json(status, obj, headers)
+
+        def entry(self, turn=None, body=None):
+            return {"turn": turn, "path": self.path, "body": body,
+                    "authorization": self.headers.get("Authorization")}
+
+        def not_found(self, entry):
+            self.answer(entry, 404, {"error": {"message": "no route %s %s" % (self.command, self.path),
+                                               "type": "NotFoundError", "code": 404}})
+
         def do_GET(self):
-            if self.path.rstrip("/") == "/v1/models":
-                self.send_json(200, {"object": "list",
-                                     "data": [{"id": script.get("model", "replay"), "object": "model"}]})
+            entry = self.entry()
+            if self.path.rstrip("/") == "/v1/models" and script.get("models_route", True):
+                self.answer(entry, 200, {"object": "list", "data": [{"id": state.model, "object": "model"}]})
             else:
-                self.send_json(404, {"error": {"message": "no route %s" % self.path}})
+                self.not_found(entry)
 
         def do_POST(self):
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             if self.path.rstrip("/") != "/v1/chat/completions":
-                self.send_json(404, {"error": {"message": "no route %s" % self.path}})
+                self.not_found(self.entry())
                 return
             try:
                 body = json.loads(raw)
             except ValueError:
-                self.send_json(400, {"error": {"message": "the body is not JSON"}})
+                self.answer(self.entry(), 400, {"error": {"message": "the body is not JSON"}})
                 return
             messages = body.get("messages") or []
-            turn = sum(1 for m in messages if m.get("role") == "assistant")
-            entry = {"turn": turn, "path": self.path, "body": body}
-            if body.get("model") != script.get("model", "replay"):
-                entry["answered"] = 404
-                state.record(entry)
-                self.send_json(404, {"error": {"message": "The model `%s` does not exist." % body.get("model"),
-                                               "type": "NotFoundError", "code": 404}})
+            turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+            entry = self.entry(turn, body)
+            if body.get("model") != state.model:
+                self.answer(entry, 404, {"error": {"message": "The model `%s` does not exist." % body.get("model"),
+                                                   "type": "NotFoundError", "code": 404}})
                 return
             fault = state.next_fault(turn)
             if fault is not None:
-                entry["answered"] = fault
-                state.record(entry)
-                if fault == "drop":
-                    self.close_connection = True
-                    self.connection.shutdown(2)
-                    return
-                if fault == "garbage":
-                    data = b"<html>upstream hiccup</html>"
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/html")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                status = int(fault)
-                self.send_json(status, {"object": "error", "message": "injected fault %d" % status,
-                                        "type": "ServiceUnavailable", "code": status},
-                               headers=[("Retry-After", "0")] if status == 429 else [])
+                self.serve_fault(entry, str(fault))
+                return
+            refused = [f for f in script.get("reject_fields") or [] if f in body]
+            if refused:
+                self.answer(entry, 400, {"error": {"message": "Unrecognized request argument supplied: %s" % refused[0],
+                                                   "type": "invalid_request_error", "param": None, "code": None}})
                 return
             limit = script.get("max_context_chars")
             size = len(json.dumps(messages))
             if limit and size > limit:
-                entry["answered"] = 400
-                state.record(entry)
-                self.send_json(400, {"object": "error", "type": "BadRequestError", "code": 400,
-                                     "message": "This model's maximum context length is %d tokens. However, you "
-                                                "requested %d tokens in the messages. Please reduce the length of "
-                                                "the messages." % (limit // 4, size // 4)})
+                self.answer(entry, 400, {"object": "error", "type": "BadRequestError", "code": 400,
+                                         "message": "This model's maximum context length is %d tokens. However, you "
+                                                    "requested %d tokens in the messages. Please reduce the length of "
+                                                    "the messages." % (limit // 4, size // 4)})
                 return
-            entry["answered"] = 200
-            state.record(entry)
-            self.send_json(200, answer_for(script, turn, body))
+            self.answer(entry, 200, answer_for(script, turn, body))
+
+        def serve_fault(self, entry, fault):
+            if fault == "drop":
+                entry["answered"] = "drop"
+                state.record(entry)
+                self.close_connection = True
+                self.connection.shutdown(2)  # SHUT_RDWR: the client sees the connection end, no answer
+                return
+            if fault == "garbage":
+                entry["answered"] = 200
+                state.record(entry)
+                data = b"<html>upstream hiccup</html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            status, _, after = fault.partition(":")
+            status = int(status)
+            headers = [("Retry-After", after or "0")] if status == 429 else []
+            self.answer(entry, status, {"object": "error", "message": "injected fault %d" % status,
+                                        "type": "ServiceUnavailable", "code": status}, headers)
 
     return Handler
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default backlog (5) drops the SYNs of a burst of concurrent clients,
+    # which then wait a second to retransmit.
+    request_queue_size = 128
 
 
 def main():
@@ -181,10 +222,12 @@ def main():
     a = ap.parse_args()
     with open(a.script) as f:
         script = json.load(f)
-    server = ThreadingHTTPServer(("127.0.0.1", a.port), make_handler(State(script, a.log)))
-    server.daemon_threads = True
+    server = Server(("127.0.0.1", a.port), make_handler(State(script, a.log)))
     print("PORT %d" % server.server_address[1], flush=True)
-    server.serve_forever()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":

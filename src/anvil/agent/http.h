@@ -26,9 +26,9 @@ struct HttpResponse {
   std::string error;          // "Failed to connect to 127.0.0.1 port 9: Connection refused"
   long status = 0;            // HTTP status when transport_ok
   std::string body;
-  std::vector<std::string> headers;  // response headers, "Name: value"
+  std::vector<std::string> headers;  // every response header line received, "Name: value" (status lines too)
   double seconds = 0;
-  // The value of a response header (case-insensitive name), or "".
+  // The value of a header of the final response (case-insensitive name), or "".
   std::string header(const std::string& name) const;
 };
 

@@ -2,13 +2,23 @@
 // of what came back.
 //
 // Servers differ in what they accept: vLLM takes return_token_ids and top_k,
-// OpenAI's API rejects both, llama.cpp ignores them. A 400 that names an
-// optional field we sent drops those fields for this client from then on
-// (recorded in the retry log), so one configuration works everywhere.
+// OpenAI's API rejects both ("Unrecognized request argument supplied"),
+// pydantic-strict servers say "extra fields not permitted", llama.cpp ignores
+// them. A 400 that names an optional field we sent drops all of them for this
+// client from then on (recorded in the retry log), so one configuration works
+// everywhere at the price of one refused request.
+//
+// What is retried (with back-off): no answer at all (refused, reset, timed
+// out), 408, 429, 500, 502, 503, 504, and a 200 that is not a completion (not
+// JSON, or no choices[0].message: a proxy's error page, a truncated body).
+// What fails at once: every other status, and a 5xx whose body says the
+// request itself is invalid (llama-cpp-python reports pydantic validation
+// errors as 500: asking again gets the same answer).
 #include "anvil/agent/model_client.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -19,27 +29,132 @@ namespace anvil {
 namespace {
 
 using Json = nlohmann::json;
+using std::chrono::milliseconds;
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
 }
 
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// The first n characters of a body, trimmed, for error messages.
 std::string excerpt(const std::string& body, size_t n = 500) {
   std::string s = trim(body);
   return s.size() > n ? s.substr(0, n) + "..." : s;
 }
 
+// "http://h:8000/" and "http://h:8000" -> "http://h:8000/v1"; "http://h/v1/" -> "http://h/v1".
+// A base that ends in another version ("/v2") or path gets "/v1" appended too:
+// OpenAI-compatible routes live under /v1.
 std::string normalise_base(std::string url) {
   while (!url.empty() && url.back() == '/') url.pop_back();
   if (!ends_with(url, "/v1")) url += "/v1";
   return url;
 }
 
-bool retryable(long status) { return status == 408 || status == 409 || status == 429 || status >= 500; }
+bool retryable(long status) {
+  return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
 
-// The optional fields a server may refuse, in the request body.
-const char* kOptional[] = {"logprobs", "return_token_ids", "top_k"};
+// A 5xx that is really the server refusing the request (it will refuse it again).
+bool invalid_request_5xx(long status, const std::string& body) {
+  return status >= 500 && contains(lower(body), "validation error");
+}
+
+// The optional fields a server may refuse (vLLM/SGLang extensions and logprobs).
+const char* const kOptional[] = {"logprobs", "return_token_ids", "top_k"};
+
+// Whether a 400 says the server does not accept an optional field we sent.
+bool refuses_optional(const std::string& body, const Json& sent) {
+  std::string b = lower(body);
+  bool sent_any = false;
+  for (const char* f : kOptional) {
+    if (!sent.contains(f)) continue;
+    sent_any = true;
+    if (contains(b, f)) return true;
+  }
+  // Phrasings that reject unknown fields without naming ours in a way we can match.
+  return sent_any && (contains(b, "extra fields not permitted") || contains(b, "extra inputs are not permitted") ||
+                      contains(b, "unrecognized request argument"));
+}
+
+// Retry-After in seconds (the HTTP-date form is not used by model servers and
+// is ignored, as is anything unparsable): the wait, capped; nullopt when absent.
+std::optional<milliseconds> retry_after(const HttpResponse& r, milliseconds cap) {
+  std::string v = r.header("Retry-After");
+  if (v.empty() || v.size() > 9 || !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    return std::nullopt;
+  }
+  return std::min<milliseconds>(std::chrono::seconds(std::stol(v)), cap);
+}
+
+// choices[0].logprobs.content -> [{"token", "logprob", "token_id"?}]. The id
+// comes from the entry ("token_id"), from vLLM's return_tokens_as_token_ids
+// form ("token_id:1234"), or from the choice's token_ids when they line up.
+Json parse_logprobs(const Json& choice, const Json& token_ids) {
+  if (!choice.contains("logprobs") || !choice["logprobs"].is_object()) return nullptr;
+  const Json& content = choice["logprobs"].value("content", Json(nullptr));
+  if (!content.is_array()) return nullptr;
+  bool aligned = token_ids.is_array() && token_ids.size() == content.size();
+  Json out = Json::array();
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& t = content[i];
+    if (!t.is_object()) continue;
+    Json token = t.value("token", Json(""));
+    Json logprob = t.contains("logprob") && t["logprob"].is_number() ? t["logprob"] : Json(nullptr);
+    Json e = {{"token", token}, {"logprob", logprob}};
+    if (t.contains("token_id") && t["token_id"].is_number_integer()) {
+      e["token_id"] = t["token_id"];
+    } else if (token.is_string() && starts_with(token.get<std::string>(), "token_id:")) {
+      try {
+        e["token_id"] = std::stoll(token.get<std::string>().substr(9));
+      } catch (const std::exception&) {
+      }
+    }
+    if (!e.contains("token_id") && aligned && token_ids[i].is_number_integer()) e["token_id"] = token_ids[i];
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// Fills res from a 200's body; returns "" or what is wrong with it (then retried).
+std::string parse_completion(const std::string& body, ChatResponse& res) {
+  Json j = Json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "200 with a body that is not JSON: " + excerpt(body, 120);
+  if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty() || !j["choices"][0].is_object() ||
+      !j["choices"][0].contains("message") || !j["choices"][0]["message"].is_object()) {
+    return "200 without choices[0].message: " + excerpt(body, 200);
+  }
+  const Json& c = j["choices"][0];
+  res.message = c["message"];
+  res.message["role"] = "assistant";
+  if (!res.message.contains("content")) res.message["content"] = nullptr;
+  res.finish_reason = c.contains("finish_reason") && c["finish_reason"].is_string() ? c["finish_reason"].get<std::string>() : "";
+  res.usage = j.contains("usage") && j["usage"].is_object() ? j["usage"] : Json(nullptr);
+  res.token_ids = c.contains("token_ids") && c["token_ids"].is_array() ? c["token_ids"] : Json(nullptr);
+  // vLLM puts prompt_token_ids on the response; some versions on the choice.
+  if (j.contains("prompt_token_ids") && j["prompt_token_ids"].is_array()) {
+    res.prompt_token_ids = j["prompt_token_ids"];
+  } else if (c.contains("prompt_token_ids") && c["prompt_token_ids"].is_array()) {
+    res.prompt_token_ids = c["prompt_token_ids"];
+  } else {
+    res.prompt_token_ids = nullptr;
+  }
+  res.logprobs = parse_logprobs(c, res.token_ids);
+  return "";
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<std::string> auth_headers(const Endpoint& e, std::vector<std::string> h) {
+  if (!e.api_key.empty()) h.push_back("Authorization: Bearer " + e.api_key);
+  return h;
+}
 
 }  // namespace
 
@@ -57,12 +172,14 @@ Json SamplingOptions::to_json() const {
 }
 
 bool is_context_overflow(long status, const std::string& body) {
+  // 400 from vLLM, SGLang, OpenAI and llama.cpp; 413 from proxies; 422 from
+  // servers that validate with pydantic (TGI-style "input validation error").
   if (status != 400 && status != 413 && status != 422) return false;
   std::string b = lower(body);
   for (const char* p : {"maximum context length", "context length", "context_length_exceeded", "context window",
                         "exceeds the available context size", "too many tokens", "prompt is too long",
                         "input is too long", "maximum input length"}) {
-    if (b.find(p) != std::string::npos) return true;
+    if (contains(b, p)) return true;
   }
   return false;
 }
@@ -71,7 +188,7 @@ ModelClient::ModelClient(Endpoint endpoint, HttpClient& http, RetryPolicy retry,
                          std::function<void(std::chrono::milliseconds)> sleep)
     : endpoint_(std::move(endpoint)), http_(http), retry_(retry), sleep_(std::move(sleep)) {
   endpoint_.base_url = normalise_base(endpoint_.base_url);
-  if (!sleep_) sleep_ = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
+  if (!sleep_) sleep_ = [](milliseconds d) { std::this_thread::sleep_for(d); };
 }
 
 ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const SamplingOptions& s) {
@@ -92,144 +209,122 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
       if (s.logprobs) b["logprobs"] = true;
       if (s.return_token_ids) b["return_token_ids"] = true;
     }
-    for (auto it = s.extra.begin(); it != s.extra.end(); ++it) b[it.key()] = it.value();
+    if (s.extra.is_object()) {
+      for (auto it = s.extra.begin(); it != s.extra.end(); ++it) b[it.key()] = it.value();
+    }
     return b;
   };
   HttpRequest req;
   req.url = endpoint_.base_url + "/chat/completions";
-  req.headers = {"Content-Type: application/json", "Accept: application/json"};
-  if (!endpoint_.api_key.empty()) req.headers.push_back("Authorization: Bearer " + endpoint_.api_key);
+  req.headers = auth_headers(endpoint_, {"Content-Type: application/json", "Accept: application/json"});
   req.timeout = retry_.request_timeout;
+  const std::string what = "POST " + req.url + " (model " + endpoint_.model + ")";
 
-  auto backoff = retry_.initial_backoff;
-  bool fallback_tried = false;
-  for (int attempt = 1; attempt <= retry_.max_attempts; ++attempt) {
+  milliseconds backoff = retry_.initial_backoff;
+  int failures = 0;             // attempts that count against max_attempts
+  bool fallback_tried = false;  // the one retry without optional fields
+  while (true) {
     bool drop;
     {
       std::lock_guard<std::mutex> lock(mu_);
       drop = drop_optional_;
     }
-    req.body = body_for(drop).dump();
-    res.attempts = attempt;
+    Json body = body_for(drop);
+    req.body = body.dump();
+    ++res.attempts;
     HttpResponse r = http_.send(req);
     res.http_status = r.transport_ok ? r.status : 0;
-    std::string problem;
-    std::chrono::milliseconds wait = backoff;
+
+    std::string problem;  // why this attempt failed, for the retry log
     if (!r.transport_ok) {
       problem = "no answer: " + r.error;
     } else if (r.status == 200) {
-      Json j = Json::parse(r.body, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) {
-        problem = "200 with a body that is not JSON: " + excerpt(r.body, 120);
-      } else if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty() ||
-                 !j["choices"][0].is_object() || !j["choices"][0].contains("message")) {
-        problem = "200 without choices[0].message: " + excerpt(r.body, 200);
-      } else {
-        const Json& c = j["choices"][0];
+      problem = parse_completion(r.body, res);
+      if (problem.empty()) {
         res.status = ChatResponse::Status::ok;
-        res.message = c["message"].is_object() ? c["message"] : Json::object();
-        res.message["role"] = "assistant";
-        if (!res.message.contains("content")) res.message["content"] = nullptr;
-        res.finish_reason = c.contains("finish_reason") && c["finish_reason"].is_string()
-                                ? c["finish_reason"].get<std::string>()
-                                : "";
-        res.usage = j.contains("usage") ? j["usage"] : Json(nullptr);
-        if (c.contains("token_ids") && c["token_ids"].is_array()) res.token_ids = c["token_ids"];
-        if (j.contains("prompt_token_ids") && j["prompt_token_ids"].is_array()) res.prompt_token_ids = j["prompt_token_ids"];
-        else if (c.contains("prompt_token_ids") && c["prompt_token_ids"].is_array()) res.prompt_token_ids = c["prompt_token_ids"];
-        if (c.contains("logprobs") && c["logprobs"].is_object() && c["logprobs"].contains("content") &&
-            c["logprobs"]["content"].is_array()) {
-          res.logprobs = Json::array();
-          for (const auto& t : c["logprobs"]["content"]) {
-            Json e = {{"token", t.value("token", std::string())}, {"logprob", t.value("logprob", 0.0)}};
-            if (t.contains("token_id")) e["token_id"] = t["token_id"];
-            res.logprobs.push_back(e);
-          }
-        }
-        res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        res.error.clear();
+        res.seconds = seconds_since(t0);
         return res;
       }
     } else if (is_context_overflow(r.status, r.body)) {
       res.status = ChatResponse::Status::context_overflow;
-      res.error = "HTTP " + std::to_string(r.status) + ": " + excerpt(r.body);
-      res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      res.error = what + ": the request exceeds the model's context: HTTP " + std::to_string(r.status) + ": " +
+                  excerpt(r.body);
+      res.seconds = seconds_since(t0);
       return res;
-    } else if (r.status == 400 && !drop && !fallback_tried) {
-      std::string b = lower(r.body);
-      bool names_optional = false;
-      for (const char* f : kOptional) names_optional = names_optional || b.find(f) != std::string::npos;
-      if (names_optional || b.find("extra fields not permitted") != std::string::npos ||
-          b.find("unrecognized request argument") != std::string::npos) {
+    } else if (r.status == 400 && !drop && !fallback_tried && refuses_optional(r.body, body)) {
+      {
         std::lock_guard<std::mutex> lock(mu_);
         drop_optional_ = true;
-        fallback_tried = true;
-        res.retry_log.push_back("400: the server refused an optional field (logprobs, return_token_ids, top_k); "
-                                "asking again without them: " + excerpt(r.body, 200));
-        continue;  // at once, not counted as a failure
       }
-      problem = "HTTP 400";
+      fallback_tried = true;
+      res.retry_log.push_back("HTTP 400: the server refused an optional field (logprobs, return_token_ids, top_k); "
+                              "asking again without them, from now on: " + excerpt(r.body, 200));
+      continue;  // at once, and not counted against max_attempts
     } else {
-      problem = "HTTP " + std::to_string(r.status);
+      problem = "HTTP " + std::to_string(r.status) + ": " + excerpt(r.body, 200);
+      if (!retryable(r.status) || invalid_request_5xx(r.status, r.body)) {
+        res.status = ChatResponse::Status::failed;
+        res.error = what + ": HTTP " + std::to_string(r.status) + " (not retried): " + excerpt(r.body);
+        res.retry_log.push_back(problem);
+        res.seconds = seconds_since(t0);
+        return res;
+      }
     }
-    // A request the server cannot parse fails the same way every time, even
-    // when a server reports it as a 500 (llama-cpp-python's validation errors).
-    bool invalid = r.transport_ok && r.status >= 500 && lower(r.body).find("validation error") != std::string::npos;
-    if (r.transport_ok && r.status != 200 && (!retryable(r.status) || invalid)) {
+
+    // A failure worth retrying.
+    ++failures;
+    res.retry_log.push_back(problem);
+    if (failures >= retry_.max_attempts) {
       res.status = ChatResponse::Status::failed;
-      res.error = "POST " + req.url + " (model " + endpoint_.model + "): " + problem + ": " + excerpt(r.body);
-      res.retry_log.push_back(problem + ": " + excerpt(r.body, 200));
-      res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      res.error = what + ": gave up after " + std::to_string(res.attempts) + " attempts; the last: " + problem;
+      res.seconds = seconds_since(t0);
       return res;
     }
-    if (r.transport_ok && r.status != 200) problem += ": " + excerpt(r.body, 200);
-    std::string after = r.transport_ok ? r.header("Retry-After") : "";
-    if (!after.empty() && std::all_of(after.begin(), after.end(), ::isdigit)) {
-      wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(std::stol(after)), retry_.max_backoff);
+    milliseconds wait = backoff;
+    if (r.transport_ok) {
+      if (auto ra = retry_after(r, retry_.max_backoff)) wait = *ra;
     }
-    res.retry_log.push_back(problem);
-    res.error = "POST " + req.url + " (model " + endpoint_.model + "): gave up after " + std::to_string(attempt) +
-                " attempts; the last: " + problem;
-    if (attempt < retry_.max_attempts) {
-      sleep_(wait);
-      backoff = std::min<std::chrono::milliseconds>(
-          std::chrono::milliseconds(static_cast<long>(static_cast<double>(backoff.count()) * retry_.factor)),
-          retry_.max_backoff);
-    }
+    sleep_(wait);
+    backoff = std::min<milliseconds>(
+        milliseconds(static_cast<long long>(static_cast<double>(backoff.count()) * retry_.factor)), retry_.max_backoff);
   }
-  res.status = ChatResponse::Status::failed;
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return res;
 }
 
 std::string ModelClient::check() const {
+  // GET /models: 3 attempts, 1 s then 2 s apart, each with short timeouts, so
+  // a server that is still starting gets a few seconds and a dead one fails fast.
+  const int kAttempts = 3;
   HttpRequest req;
   req.method = "GET";
   req.url = endpoint_.base_url + "/models";
-  req.headers = {"Accept: application/json"};
-  if (!endpoint_.api_key.empty()) req.headers.push_back("Authorization: Bearer " + endpoint_.api_key);
-  req.timeout = std::chrono::seconds(10);
-  req.connect_timeout = std::chrono::seconds(3);
+  req.headers = auth_headers(endpoint_, {"Accept: application/json"});
+  req.timeout = std::chrono::seconds(5);
+  req.connect_timeout = std::chrono::seconds(2);
   HttpResponse r;
   int attempts = 0;
   auto t0 = std::chrono::steady_clock::now();
-  for (; attempts < 3; ++attempts) {
+  milliseconds wait(1000);
+  while (true) {
     r = http_.send(req);
-    if (r.transport_ok && !retryable(r.status)) break;
-    if (attempts < 2) sleep_(std::chrono::milliseconds(1000));
+    ++attempts;
+    if ((r.transport_ok && !retryable(r.status)) || attempts == kAttempts) break;
+    sleep_(wait);
+    wait *= 2;
   }
-  attempts = std::min(attempts + 1, 3);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  char took[64];
-  std::snprintf(took, sizeof took, "%d attempt%s over %.1f s", attempts, attempts == 1 ? "" : "s", secs);
-  std::string where = endpoint_.base_url + " (model " + endpoint_.model + ")";
+  char took[32];
+  std::snprintf(took, sizeof took, "%.1f s", seconds_since(t0));
+  const std::string tried = "GET " + req.url + ", " + std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts") +
+                            " over " + took;
+  const std::string model = "model '" + endpoint_.model + "'";
   if (!r.transport_ok) {
-    return "cannot reach the model server at " + where + ": GET /models, " + took + ": " + r.error +
-           ". Is the server running, and is the URL right (e.g. http://HOST:8000/v1 for vLLM, :30000 for SGLang)?";
+    return "cannot reach the model server at " + endpoint_.base_url + " for " + model + " (" + tried + "): " + r.error +
+           "; is the server running, and is the URL right (e.g. http://HOST:8000/v1 for vLLM, :30000 for SGLang)?";
   }
   if (r.status == 401 || r.status == 403) {
-    return "the model server at " + where + " refused the request (HTTP " + std::to_string(r.status) +
-           "): set the API key in ANVIL_API_KEY or OPENAI_API_KEY, or name its variable with --api-key-env. " +
-           excerpt(r.body, 200);
+    return "the model server at " + endpoint_.base_url + " refused " + tried + " for " + model + " (HTTP " +
+           std::to_string(r.status) + "): set the API key in ANVIL_API_KEY or OPENAI_API_KEY, or name its variable " +
+           "with --api-key-env: " + excerpt(r.body, 200);
   }
   if (r.status == 200) {
     Json j = Json::parse(r.body, nullptr, false);
@@ -241,25 +336,29 @@ std::string ModelClient::check() const {
     }
     if (std::find(ids.begin(), ids.end(), endpoint_.model) != ids.end()) return "";
     if (!ids.empty()) {
-      return "the model server at " + endpoint_.base_url + " does not serve model '" + endpoint_.model +
-             "' (GET /models lists: " + join(ids, ", ") + "); pass one of them with --model";
+      return "the model server at " + endpoint_.base_url + " does not serve " + model + "; it serves: " +
+             join(ids, ", ") + " (pass one of them with --model)";
     }
-    // A server that lists nothing useful: ask the model itself, below.
+    // A listing with no ids: ask the model itself, below.
+  } else if (r.status != 404 && r.status != 405) {
+    return "the model server at " + endpoint_.base_url + " answered " + tried + " for " + model + " with HTTP " +
+           std::to_string(r.status) + ": " + excerpt(r.body, 300);
   }
-  // No usable /models (404, or an empty list): one minimal chat request.
+  // No usable /models (404, 405, or an empty listing): one minimal chat
+  // request, whose error names an unknown model on every server we know.
   HttpRequest c;
   c.url = endpoint_.base_url + "/chat/completions";
-  c.headers = {"Content-Type: application/json"};
-  if (!endpoint_.api_key.empty()) c.headers.push_back("Authorization: Bearer " + endpoint_.api_key);
-  c.timeout = std::chrono::seconds(120);
+  c.headers = auth_headers(endpoint_, {"Content-Type: application/json", "Accept: application/json"});
+  c.timeout = std::chrono::seconds(60);
+  c.connect_timeout = std::chrono::seconds(2);
   c.body = Json({{"model", endpoint_.model},
                  {"messages", Json::array({{{"role", "user"}, {"content", "ping"}}})},
                  {"max_tokens", 1}})
                .dump();
   HttpResponse cr = http_.send(c);
   if (cr.transport_ok && cr.status == 200) return "";
-  return "the model server at " + where + " has no usable GET /models (HTTP " + std::to_string(r.status) +
-         ") and a one-token chat request failed: " +
+  return "the model server at " + endpoint_.base_url + " has no usable GET /models (HTTP " + std::to_string(r.status) +
+         "), and a one-token POST " + c.url + " for " + model + " failed: " +
          (cr.transport_ok ? "HTTP " + std::to_string(cr.status) + ": " + excerpt(cr.body, 300) : cr.error);
 }
 

@@ -24,7 +24,11 @@
 namespace anvil {
 
 struct Endpoint {
-  std::string base_url;  // e.g. http://127.0.0.1:8000/v1 (a trailing /v1 is added when missing)
+  // e.g. http://127.0.0.1:8000/v1. Normalised by ModelClient: trailing '/'
+  // stripped, then "/v1" appended unless it already ends with "/v1"
+  // (http://h:8000/ -> http://h:8000/v1); requests go to {base}/chat/completions
+  // and {base}/models.
+  std::string base_url;
   std::string model;
   std::string api_key;   // sent as "Authorization: Bearer ..." when not empty
 };
@@ -41,8 +45,12 @@ struct SamplingOptions {
   nlohmann::json to_json() const;      // what the trajectory records
 };
 
+// Retried: no answer (refused, reset, timed out), HTTP 408, 429, 500, 502,
+// 503, 504, and a 200 that is not a completion. The wait before retry n is
+// initial_backoff * factor^(n-1), capped at max_backoff; a Retry-After header
+// (seconds) replaces it, capped the same way.
 struct RetryPolicy {
-  int max_attempts = 8;
+  int max_attempts = 8;  // requests per chat(), not counting the one sent again without optional fields
   std::chrono::milliseconds initial_backoff{1000};
   double factor = 2.0;
   std::chrono::milliseconds max_backoff{60000};
@@ -59,16 +67,20 @@ struct ChatResponse {
   std::string error;
   long http_status = 0;      // the last HTTP status (0: no answer)
   int attempts = 0;          // requests sent, retries included
-  std::vector<std::string> retry_log;  // one line per failed attempt: "503 Service Unavailable", ...
+  std::vector<std::string> retry_log;  // one line per failed attempt: "HTTP 503: {body excerpt}", "no answer: ...",
+                                       // "200 with a body that is not JSON: ...", "HTTP 400: the server refused ..."
   nlohmann::json message;    // {"role":"assistant","content":...,"tool_calls":[...]}
   std::string finish_reason; // stop | length | tool_calls | ...
   nlohmann::json usage;      // {"prompt_tokens", "completion_tokens", "total_tokens"} or null
   nlohmann::json prompt_token_ids;  // arrays of ints, or null when not returned
   nlohmann::json token_ids;
-  nlohmann::json logprobs;   // [{"token","logprob","token_id"?}, ...] or null
+  nlohmann::json logprobs;   // [{"token","logprob","token_id"?}, ...] or null (token_id from the entry,
+                             // vLLM's "token_id:N" tokens, or token_ids when they line up)
   double seconds = 0;        // wall time, retries and back-off included
 };
 
+// Thread-safe: one client serves many concurrent episodes (the HttpClient
+// must be thread-safe too, as make_http_client()'s is).
 class ModelClient {
  public:
   // `sleep` waits between retries (tests pass a recorder).
@@ -78,8 +90,12 @@ class ModelClient {
   ChatResponse chat(const nlohmann::json& messages, const nlohmann::json& tools, const SamplingOptions& sampling);
 
   // Checks, before any episode, that the endpoint answers and serves the
-  // model: GET {base}/models (retried briefly). Returns "" when it does, else
-  // one message naming the URL, the model and what was tried.
+  // model: GET {base}/models (3 attempts over about 3 s). Returns "" when it
+  // does, else one message naming the URL, the model and what was tried
+  // ("cannot reach the model server at URL for model 'm' (GET URL/models, 3
+  // attempts over 3.0 s): Failed to connect ...; is the server running ...?",
+  // "... does not serve model 'm'; it serves: a, b ..."). Without a usable
+  // /models (404) a one-token chat request decides, and its error is quoted.
   std::string check() const;
 
   const Endpoint& endpoint() const { return endpoint_; }
@@ -95,8 +111,9 @@ class ModelClient {
   bool drop_optional_ = false;
 };
 
-// Whether an error body says the prompt is longer than the model's context
-// (vLLM: "maximum context length is N tokens"; SGLang: "longer than the
+// Whether an error answer says the prompt is longer than the model's context:
+// HTTP 400 (413, 422 from proxies and pydantic servers) whose body contains,
+// case-insensitively, one of the servers' phrasings (vLLM: "maximum context length is N tokens"; SGLang: "longer than the
 // model's context length"; OpenAI: "context_length_exceeded"; llama.cpp:
 // "exceeds the available context size").
 bool is_context_overflow(long status, const std::string& body);

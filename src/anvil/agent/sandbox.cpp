@@ -135,14 +135,21 @@ bool write_text(const char* path, const std::string& text) {
     _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
   }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) die(errfd, "make / private");
   std::string wd = o.workdir.string();
-  if (mount(wd.c_str(), wd.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) die(errfd, "bind the workdir");
+  // A handle on the workdir first: the private /tmp (or the hidden cache) may cover its path.
+  int wdfd = open(wd.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (wdfd < 0) die(errfd, "open the workdir");
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) die(errfd, "make / private");
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1g,mode=1777") != 0) die(errfd, "mount tmpfs on /tmp");
   if (!cache.empty() && access(cache.c_str(), F_OK) == 0 && wd.rfind(cache, 0) != 0) {
     if (mount("tmpfs", cache.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") != 0)
       die(errfd, "hide the anvil cache");
   }
+  std::error_code ec;
+  fs::create_directories(wd, ec);  // its path inside the new /tmp, when it lives under /tmp
+  std::string handle = "/proc/self/fd/" + std::to_string(wdfd);
+  if (mount(handle.c_str(), wd.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) die(errfd, "bind the workdir");
+  close(wdfd);
   MountAttr ro{kAttrRdonly, 0, 0, 0};
   if (syscall(SYS_mount_setattr, AT_FDCWD, "/", kAtRecursive, &ro, sizeof ro) != 0)
     die(errfd, "mount_setattr(/, read-only, recursive)");

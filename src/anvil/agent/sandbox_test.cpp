@@ -100,6 +100,16 @@ TEST_P(SandboxTest, BackgroundJobsDieWithTheCommand) {
   EXPECT_EQ(r.output.find("late"), std::string::npos);
 }
 
+// A workdir under /tmp stays visible and writable under the private /tmp.
+TEST_P(SandboxTest, AWorkdirUnderTmpWorks) {
+  fs::path tmp = make_temp_dir(fs::temp_directory_path(), "anvil-sandbox-test");
+  o_.workdir = tmp;
+  SandboxResult r = run("echo ok > here.txt && cat here.txt");
+  EXPECT_EQ(r.exit_code, 0) << r.output << r.error;
+  EXPECT_EQ(read_file(tmp / "here.txt").value_or(""), "ok\n");
+  remove_tree(tmp);
+}
+
 INSTANTIATE_TEST_SUITE_P(Methods, SandboxTest, ::testing::Values("bubblewrap", "namespaces"));
 
 }  // namespace
