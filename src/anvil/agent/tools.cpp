@@ -515,7 +515,7 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
     auto tc = value(k.row, "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active");
     s += "   DRAM " + (bw ? fmt("%.0f GB/s", *bw * scale / 1e9) : std::string("?")) + ", memory throughput " +
          (mem ? fmt("%.0f%%", *mem) : std::string("?")) + " of peak, compute (SM) " +
-         (sm ? fmt("%.0f%%", *sm) : std::string("?")) + (tc && *tc > 0.5 ? fmt(", tensor cores %.0f%%", *tc) : "") +
+         (sm ? fmt("%.0f%%", *sm) : std::string("?")) + (tc && *tc >= 5 ? fmt(", tensor cores %.0f%%", *tc) : "") +
          "; occupancy " + (occ ? fmt("%.0f%%", *occ) : std::string("?")) + " achieved of " +
          (theo ? fmt("%.0f%%", *theo) : std::string("?")) + " theoretical\n";
     std::string limiter;
