@@ -4,9 +4,10 @@
 // Servers differ in what they accept: vLLM takes return_token_ids and top_k,
 // OpenAI's API rejects both ("Unrecognized request argument supplied"),
 // pydantic-strict servers say "extra fields not permitted", llama.cpp ignores
-// them. A 400 that names an optional field we sent drops all of them for this
-// client from then on (recorded in the retry log), so one configuration works
-// everywhere at the price of one refused request.
+// them. A 400 that names an optional field we sent is answered by asking again
+// at once without any of them (recorded in the retry log); when that is
+// accepted, this client leaves them out from then on, so one configuration
+// works everywhere at the price of one refused request.
 //
 // What is retried (with back-off): no answer at all (refused, reset, timed
 // out), 408, 429, 500, 502, 503, 504, and a 200 that is not a completion (not
@@ -221,13 +222,13 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
   const std::string what = "POST " + req.url + " (model " + endpoint_.model + ")";
 
   milliseconds backoff = retry_.initial_backoff;
-  int failures = 0;             // attempts that count against max_attempts
-  bool fallback_tried = false;  // the one retry without optional fields
+  int failures = 0;       // attempts that count against max_attempts
+  bool dropping = false;  // this call leaves the optional fields out, on trial (see below)
   while (true) {
-    bool drop;
+    bool drop = dropping;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      drop = drop_optional_;
+      drop = drop || drop_optional_;
     }
     Json body = body_for(drop);
     req.body = body.dump();
@@ -241,6 +242,11 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
     } else if (r.status == 200) {
       problem = parse_completion(r.body, res);
       if (problem.empty()) {
+        if (dropping) {
+          // Accepted without them: the server does not take them; later requests leave them out.
+          std::lock_guard<std::mutex> lock(mu_);
+          drop_optional_ = true;
+        }
         res.status = ChatResponse::Status::ok;
         res.error.clear();
         res.seconds = seconds_since(t0);
@@ -252,14 +258,13 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
                   excerpt(r.body);
       res.seconds = seconds_since(t0);
       return res;
-    } else if (r.status == 400 && !drop && !fallback_tried && refuses_optional(r.body, body)) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        drop_optional_ = true;
-      }
-      fallback_tried = true;
+    } else if (r.status == 400 && !drop && refuses_optional(r.body, body)) {
+      // Only remembered for the client once a request without them is
+      // accepted: a 400 that merely echoes our body (field names and all)
+      // must not cost every later request its token ids.
+      dropping = true;
       res.retry_log.push_back("HTTP 400: the server refused an optional field (logprobs, return_token_ids, top_k); "
-                              "asking again without them, from now on: " + excerpt(r.body, 200));
+                              "asking again without them: " + excerpt(r.body, 200));
       continue;  // at once, and not counted against max_attempts
     } else {
       problem = "HTTP " + std::to_string(r.status) + ": " + excerpt(r.body, 200);

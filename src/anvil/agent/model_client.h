@@ -105,8 +105,9 @@ class ModelClient {
   HttpClient& http_;
   RetryPolicy retry_;
   std::function<void(std::chrono::milliseconds)> sleep_;
-  // A server refused an optional field (logprobs, return_token_ids, top_k):
-  // they are left out of this client's later requests.
+  // A server refused an optional field (logprobs, return_token_ids, top_k)
+  // and accepted the request without them: they are left out of this
+  // client's later requests (all threads'; read and set under mu_).
   std::mutex mu_;
   bool drop_optional_ = false;
 };

@@ -328,6 +328,22 @@ TEST(ModelClient, DropsRefusedOptionalFieldsOnceAndRemembers) {
   ChatResponse r3 = c2.chat(kMessages, Json::array(), none);
   EXPECT_EQ(r3.status, ChatResponse::Status::failed);
   EXPECT_EQ(r3.attempts, 1);
+  // A 400 that only echoes our body is asked once more without the fields, but not remembered
+  // when that is refused as well: the next call sends them again.
+  FakeHttp echo;
+  echo.answer(400, R"({"detail":"bad message","input":{"logprobs":true,"messages":[]}})");
+  echo.answer(400, R"({"detail":"bad message"})");
+  echo.answer(200, R"({"choices":[{"message":{"content":"ok"}}]})");
+  ModelClient c3({"http://fake", "m", ""}, echo, fast_policy(), [](milliseconds) {});
+  ChatResponse r4 = c3.chat(kMessages, Json::array(), SamplingOptions{});
+  EXPECT_EQ(r4.status, ChatResponse::Status::failed);
+  EXPECT_EQ(r4.attempts, 2);
+  EXPECT_TRUE(has(r4.error, "bad message")) << r4.error;
+  ASSERT_EQ(c3.chat(kMessages, Json::array(), SamplingOptions{}).status, ChatResponse::Status::ok);
+  ASSERT_EQ(echo.sent.size(), 3u);
+  EXPECT_TRUE(Json::parse(echo.sent[0].body).contains("logprobs"));
+  EXPECT_FALSE(Json::parse(echo.sent[1].body).contains("logprobs"));
+  EXPECT_TRUE(Json::parse(echo.sent[2].body).contains("logprobs"));
 }
 
 TEST(ModelClient, AContextOverflowIsItsOwnStatusAndNotRetried) {
