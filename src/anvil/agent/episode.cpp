@@ -15,6 +15,8 @@
 //   what was added since.
 #include "anvil/agent/episode.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -213,6 +215,20 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
   std::filesystem::path workdir = dir / "workdir";
   std::string err;
   Json record;
+
+  // One process per episode: a second `anvil agent --resume` of the same run skips it.
+  std::filesystem::create_directories(dir, ec);
+  struct Lock {
+    int fd = -1;
+    ~Lock() {
+      if (fd >= 0) close(fd);
+    }
+  } lock;
+  lock.fd = open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock.fd < 0 || flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
+    res.error = "another anvil process is running the episode in " + dir.string();
+    return res;
+  }
 
   if (opts.resume) {
     auto loaded = load_trajectory(traj_path, &err);
