@@ -227,7 +227,9 @@ TEST_F(EpisodeTest, AContextOverflowShortensOlderOutputsAndGoesOn) {
 }
 
 TEST_F(EpisodeTest, ServerErrorsAreRetriedWithBackOff) {
-  Json turns = Json::array({turn({call("bash", {{"command", "echo hello"}})}), turn({call("finish", Json::object())})});
+  // The command also prints bytes that are not UTF-8: they reach the model as U+FFFD.
+  Json turns = Json::array({turn({call("bash", {{"command", "echo hello; printf 'bin\\377\\376ary'"}})}),
+                            turn({call("finish", Json::object())})});
   Json faults = {{"0", {"503", "429", "drop", "garbage"}}, {"1", {"500"}}};
   ReplayServer server({{"turns", turns}, {"faults", faults}}, dir_ / "server");
   auto http = make_http_client();
@@ -242,6 +244,9 @@ TEST_F(EpisodeTest, ServerErrorsAreRetriedWithBackOff) {
   EXPECT_EQ(r.record["turns"][1]["attempts"], 2);
   EXPECT_EQ(r.record["counters"]["retries"], 5);
   EXPECT_NE(r.record["messages"][3]["content"].get<std::string>().find("hello"), std::string::npos);
+  EXPECT_NE(r.record["messages"][3]["content"].get<std::string>().find("bin\xEF\xBF\xBD\xEF\xBF\xBD" "ary"),
+            std::string::npos)
+      << r.record["messages"][3]["content"];
 }
 
 TEST_F(EpisodeTest, ModelThatEmitsOnlyGarbageEndsOnItsBudget) {
@@ -363,6 +368,14 @@ TEST_F(EpisodeTest, AnUnreachableEndpointOrUnknownModelIsOneClearMessage) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("gpt-9"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("replay"), std::string::npos) << r.output;  // what it does serve
+}
+
+TEST(EpisodeParts, InvalidUtf8BecomesReplacementCharacters) {
+  EXPECT_EQ(valid_utf8("abc"), "abc");
+  EXPECT_EQ(valid_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  EXPECT_EQ(valid_utf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(valid_utf8("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // cut short
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
 }
 
 TEST(EpisodeParts, RawToolMarkupIsFound) {

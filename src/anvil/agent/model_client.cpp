@@ -231,7 +231,7 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
       drop = drop || drop_optional_;
     }
     Json body = body_for(drop);
-    req.body = body.dump();
+    req.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
     ++res.attempts;
     HttpResponse r = http_.send(req);
     res.http_status = r.transport_ok ? r.status : 0;

@@ -41,6 +41,7 @@
 #include "anvil/agent/sandbox.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -50,8 +51,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <linux/capability.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -111,7 +110,7 @@ struct Plan {
   bool cache_in_workdir = false;           // hide it after the workdir is mounted
   bool mask_run = false;
   bool network = false;
-  std::vector<std::string> dev;            // /dev entries brought into the minimal /dev
+  std::vector<std::string> dev;  // /dev entries brought into the minimal /dev
   std::vector<char> dev_is_dir;
   std::string command;
   std::vector<std::string> env;
@@ -131,14 +130,15 @@ std::string cache_dir() {
 // A small clean environment: nothing of anvil's own (API keys, tokens) leaks
 // in; what makes nvcc and python behave as they do for the harness is kept.
 std::vector<std::string> clean_env(const SandboxOptions& o) {
-  std::vector<std::string> env = {"PATH=/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                                  "HOME=" + o.workdir.string(), "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=/tmp",
-                                  // stdout and stderr are merged: keep Python's in the order written
-                                  "PYTHONUNBUFFERED=1"};
+  std::vector<std::string> env = {
+      "PATH=/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      "HOME=" + o.workdir.string(), "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=/tmp",
+      // stdout and stderr are merged: keep Python's in the order written
+      "PYTHONUNBUFFERED=1"};
   if (const char* p = std::getenv("PATH"); p && *p) env[0] = std::string("PATH=") + p;
-  for (const char* k : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-                        "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "ANVIL_PYTHON", "PYTHONPATH",
-                        "VIRTUAL_ENV", "CONDA_PREFIX"}) {
+  for (const char* k : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+                        "NVIDIA_DRIVER_CAPABILITIES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
+                        "TORCH_CUDA_ARCH_LIST", "ANVIL_PYTHON", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX"}) {
     if (const char* v = std::getenv(k); v && *v) env.push_back(std::string(k) + "=" + v);
   }
   for (const auto& e : o.env) {  // opts.env replaces a variable of the same name
@@ -214,7 +214,8 @@ std::vector<std::string> bwrap_argv(const std::string& bwrap, const Plan& p) {
   for (const auto& d : p.dev) {
     if (d.rfind("/dev/nvidia", 0) == 0 || d == "/dev/dri" || d == "/dev/kfd") a.insert(a.end(), {"--dev-bind", d, d});
   }
-  a.insert(a.end(), {"--perms", "1777", "--tmpfs", "/dev/shm", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"});
+  a.insert(a.end(),
+           {"--perms", "1777", "--tmpfs", "/dev/shm", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"});
   if (p.mask_run) a.insert(a.end(), {"--tmpfs", "/run"});
   if (!p.cache.empty() && !p.cache_in_workdir) a.insert(a.end(), {"--tmpfs", p.cache});
   a.insert(a.end(), {"--bind", wd, wd});
@@ -224,9 +225,9 @@ std::vector<std::string> bwrap_argv(const std::string& bwrap, const Plan& p) {
   if (p.mask_run) a.insert(a.end(), {"--remount-ro", "/run"});
   if (!p.cache.empty()) a.insert(a.end(), {"--remount-ro", p.cache});
   if (!p.network) a.push_back("--unshare-net");
-  a.insert(a.end(), {"--unshare-ipc", "--unshare-pid", "--unshare-uts", "--die-with-parent", "--new-session",
-                     "--cap-drop", "ALL", "--json-status-fd", std::to_string(kErrFd), "--chdir", wd, "--", "/bin/bash",
-                     "-c", p.command});
+  a.insert(a.end(),
+           {"--unshare-ipc", "--unshare-pid", "--unshare-uts", "--die-with-parent", "--new-session", "--cap-drop",
+            "ALL", "--json-status-fd", std::to_string(kErrFd), "--chdir", wd, "--", "/bin/bash", "-c", p.command});
   return a;
 }
 
@@ -274,8 +275,8 @@ void set_up_mounts(NsChild& c) {
   const Plan& p = *c.plan;
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("make / private (MS_REC|MS_PRIVATE)");
   // Clone what must survive the tmpfs laid over its parent (/tmp, /dev, the cache).
-  int wd_fd = static_cast<int>(
-      syscall(SYS_open_tree, AT_FDCWD, p.workdir.c_str(), kOpenTreeClone | O_CLOEXEC | kAtRecursive));
+  int wd_fd =
+      static_cast<int>(syscall(SYS_open_tree, AT_FDCWD, p.workdir.c_str(), kOpenTreeClone | O_CLOEXEC | kAtRecursive));
   if (wd_fd < 0) fail("open_tree(the workdir, OPEN_TREE_CLONE)");
   for (size_t i = 0; i < p.dev.size(); ++i) {
     c.dev_fd[i] =
@@ -294,7 +295,8 @@ void set_up_mounts(NsChild& c) {
       int fd = open(d, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
       if (fd >= 0) close(fd);
     }
-    if (syscall(SYS_move_mount, c.dev_fd[i], "", AT_FDCWD, d, kMoveMountFEmptyPath) != 0) fail(c.dev_bind_step[i].c_str());
+    if (syscall(SYS_move_mount, c.dev_fd[i], "", AT_FDCWD, d, kMoveMountFEmptyPath) != 0)
+      fail(c.dev_bind_step[i].c_str());
     close(c.dev_fd[i]);
   }
   const char* links[][2] = {{"/proc/self/fd", "/dev/fd"},
@@ -481,7 +483,8 @@ SandboxResult run_with(const std::string& method, const std::string& bwrap, cons
     int e = fcntl(errp[1], F_DUPFD_CLOEXEC, 10);
     int w = fcntl(out[1], F_DUPFD_CLOEXEC, 10);
     int n = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (e < 0 || w < 0 || n < 0 || dup2(n, 0) < 0 || dup2(w, 1) < 0 || dup2(w, 2) < 0 || dup2(e, kErrFd) < 0) _exit(125);
+    if (e < 0 || w < 0 || n < 0 || dup2(n, 0) < 0 || dup2(w, 1) < 0 || dup2(w, 2) < 0 || dup2(e, kErrFd) < 0)
+      _exit(125);
     if (syscall(SYS_close_range, kErrFd + 1, ~0U, 0) != 0) {
       for (int fd = kErrFd + 1; fd < 65536; ++fd) close(fd);
     }
@@ -523,8 +526,9 @@ SandboxResult run_with(const std::string& method, const std::string& bwrap, cons
         drain_until = now + std::chrono::milliseconds(500);
       }
     }
+    if (exited && eof) break;
     // Once the child is gone, whatever still holds the pipe gets a short grace period.
-    if (exited && !eof && now >= drain_until) break;
+    if (exited && now >= drain_until) break;
     int wait_ms = 100;
     if (!killed && o.timeout.count() > 0) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t0 + o.timeout - now).count();
@@ -616,9 +620,10 @@ Probe& probe(const std::string& method) {
     remove_tree(dir);
     p.works = r.started && r.exit_code == 0 && r.output == "ok\n";
     if (!p.works) {
-      p.why = !r.error.empty() ? r.error
-                               : "a trivial command failed (exit code " + std::to_string(r.exit_code) +
-                                     "): " + first_lines(r.output, 500);
+      std::string err = r.error.rfind("sandbox: ", 0) == 0 ? r.error.substr(9) : r.error;
+      p.why = !err.empty() ? err
+                           : "a trivial command failed (exit code " + std::to_string(r.exit_code) +
+                                 "): " + first_lines(r.output, 500);
     }
   });
   return p;
@@ -641,8 +646,9 @@ std::string sandbox_method(std::string* why) {
   }
   if (probe("bubblewrap").works) return "bubblewrap";
   if (probe("namespaces").works) return "namespaces";
-  if (why) *why = "no way to confine commands here: bubblewrap: " + probe("bubblewrap").why + "; namespaces: " +
-                  probe("namespaces").why;
+  if (why)
+    *why = "no way to confine commands here: bubblewrap: " + probe("bubblewrap").why +
+           "; namespaces: " + probe("namespaces").why;
   return "";
 }
 

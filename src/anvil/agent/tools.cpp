@@ -59,6 +59,29 @@ bool ncu_available(const Environment& env) {
 
 }  // namespace
 
+std::string valid_utf8(const std::string& s) {
+  // nlohmann::json throws on invalid UTF-8 when dumping, and a model server
+  // would reject it: bytes that are not UTF-8 become U+FFFD.
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
+    if (ok && n == 2 && c < 0xc2) ok = false;  // overlong
+    if (ok) {
+      out.append(s, i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 // ---- Slots ------------------------------------------------------------------------------------
 
 Slots::Slots(std::vector<int> ids) : free_(std::move(ids)) { total_ = free_.size(); }
@@ -297,7 +320,7 @@ ToolOutcome ToolBox::call(const std::string& name, const Json& args) {
     out.error_kind = "tool_error";
     out.text = "error: " + name + " failed inside anvil: " + e.what();
   }
-  out.text = cut_text(out.text, opts_.max_output * 2 / 3, opts_.max_output / 3);
+  out.text = valid_utf8(cut_text(out.text, opts_.max_output * 2 / 3, opts_.max_output / 3));
   out.seconds = since(t0);
   return out;
 }

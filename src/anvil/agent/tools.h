@@ -109,6 +109,9 @@ class ToolBox {
 // valid, else what is wrong, for the model to read.
 std::string check_arguments(const nlohmann::json& parameters, const nlohmann::json& args);
 
+// `s` with every byte that is not part of valid UTF-8 replaced by U+FFFD.
+std::string valid_utf8(const std::string& s);
+
 // Compact text of an anvil.eval/1 result for the model.
 std::string eval_text(const nlohmann::json& result, bool timed);
 

@@ -10,7 +10,7 @@ using Json = nlohmann::json;
 bool save_trajectory(const std::filesystem::path& path, const Json& record, std::string* err) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
-  return write_file_atomic(path, record.dump(1) + "\n", err);
+  return write_file_atomic(path, record.dump(1, ' ', false, Json::error_handler_t::replace) + "\n", err);
 }
 
 std::optional<Json> load_trajectory(const std::filesystem::path& path, std::string* err) {
