@@ -35,7 +35,8 @@ def script_for(candidate, with_ncu):
     turns = [
         {"content": "Reading the reference first.",
          "tool_calls": [call("read_file", {"path": "model.py"}),
-                        call("bash", {"command": "nvcc --version | tail -1; nvidia-smi -L; ls"}),
+                        call("bash", {"command": "nvcc --version | tail -1; nvidia-smi -L; ls; \"${ANVIL_PYTHON:-python3}\" -c "
+                                      "'import torch; print(\"torch sees the GPU:\", torch.cuda.is_available())'"}),
                         call("todo_write", {"todos": [{"content": "fused kernel", "status": "in_progress"}]})]},
         {"content": None, "tool_calls": [call("write_file", {"path": p, "content": c}) for p, c in files]},
         {"content": None, "tool_calls": [call("compile", {})]},
