@@ -208,6 +208,9 @@ Plan make_plan(const std::string& command, const SandboxOptions& o) {
   return p;
 }
 
+// /proc entries that answer to uid 0 without capabilities: bound read-only in both methods.
+const char* const kProcReadOnly[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"};
+
 std::vector<std::string> bwrap_argv(const std::string& bwrap, const Plan& p) {
   const std::string& wd = p.workdir;
   std::vector<std::string> a = {bwrap, "--ro-bind", "/", "/", "--dev", "/dev"};
@@ -216,6 +219,10 @@ std::vector<std::string> bwrap_argv(const std::string& bwrap, const Plan& p) {
   }
   a.insert(a.end(),
            {"--perms", "1777", "--tmpfs", "/dev/shm", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"});
+  // The kernel's knobs read-only, as in method "namespaces" (bwrap leaves them writable to root).
+  for (const char* q : kProcReadOnly) {
+    if (access(q, F_OK) == 0) a.insert(a.end(), {"--ro-bind", q, q});
+  }
   if (p.mask_run) a.insert(a.end(), {"--tmpfs", "/run"});
   if (!p.cache.empty() && !p.cache_in_workdir) a.insert(a.end(), {"--tmpfs", p.cache});
   a.insert(a.end(), {"--bind", wd, wd});
@@ -327,12 +334,22 @@ void set_up_mounts(NsChild& c) {
     if (mount(f, f, nullptr, MS_BIND | MS_REC, nullptr) != 0) fail(c.protect_bind_step[i].c_str());
     if (set_attr(f, kAtRecursive, kMountAttrRdonly, 0) != 0) fail(c.protect_ro_step[i].c_str());
   }
-  // The namespace's own /proc, read-only (as root, /proc/sys and
-  // /proc/sysrq-trigger answer to uid 0 even without capabilities). Where the
-  // kernel refuses a new proc (a container that masks parts of /proc), the
-  // host's stays: read-only, and its other processes beyond reach (no
-  // capabilities, another PID namespace).
-  mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  // The namespace's own /proc. Writable: the CUDA driver fails to initialise
+  // (CUDA_ERROR_OPERATING_SYSTEM, 304) under a read-only /proc, as it does
+  // under a /proc of another PID namespace (measured on the H100 host). The
+  // parts that answer to uid 0 even without capabilities (/proc/sys,
+  // /proc/sysrq-trigger, ...) are bound read-only over themselves, as
+  // container runtimes do. Where the kernel refuses a new proc (a container
+  // that masks parts of /proc), the host's stays: read-only, its other
+  // processes beyond reach (no capabilities, another PID namespace), and CUDA
+  // unavailable to the command.
+  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0) {
+    for (const char* q : kProcReadOnly) {
+      if (access(q, F_OK) != 0) continue;
+      if (mount(q, q, nullptr, MS_BIND | MS_REC, nullptr) != 0) fail("bind a /proc entry read-only");
+      if (set_attr(q, kAtRecursive, kMountAttrRdonly, 0) != 0) fail("mount_setattr(a /proc entry, read-only)");
+    }
+  }
 }
 
 // No way back: no capabilities (bounding, ambient, effective, permitted, inheritable), no privilege gain by exec.

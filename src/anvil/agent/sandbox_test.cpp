@@ -356,6 +356,17 @@ TEST(SandboxMethod, RefusesAMissingWorkdir) {
   EXPECT_EQ(r.error, "sandbox: the workdir " + o.workdir.string() + " is not a directory");
 }
 
+// /proc is the sandbox's own and writable where programs need it (the CUDA
+// driver does not start under a read-only /proc), but the kernel's knobs are
+// read-only. The write puts back the value already there, so it is harmless
+// should the test ever fail.
+TEST_P(SandboxTest, KernelSettingsInProcAreReadOnly) {
+  SandboxResult r = run("v=$(cat /proc/sys/vm/overcommit_ratio) && echo $v > /proc/sys/vm/overcommit_ratio && echo wrote");
+  EXPECT_EQ(r.output.find("wrote"), std::string::npos) << r.output;
+  r = run("echo hello > /proc/self/comm && cat /proc/self/comm; touch /proc/self/x 2>/dev/null; echo done");
+  EXPECT_NE(r.output.find("done"), std::string::npos) << r.output;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sandbox, SandboxTest, ::testing::Values("bubblewrap", "namespaces"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
