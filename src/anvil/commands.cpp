@@ -389,6 +389,8 @@ int cmd_agent(const AgentArgs& a) {
       return 2;
     }
     ep.base_url = local.base_url();
+    // Its chat format drops "tool" messages: the model would never see a tool's answer.
+    run.episode.tool_results_as_user = true;
     if (ep.model.empty()) ep.model = local.model();
     std::fprintf(stderr, "local model server at %s serving %s\n", ep.base_url.c_str(), ep.model.c_str());
   } else {

