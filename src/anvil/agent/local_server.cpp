@@ -12,20 +12,25 @@
 //
 // The chat format is llama-cpp-python 0.3.36's "chatml-function-calling", the
 // only one of its formats that turns a model's output into OpenAI tool_calls.
-// What it does with Gemma 3 270M (tried with real requests):
+// The GGUF carries no chat template, so the default would be llama-cpp-python's
+// "llama-2" fallback (and its "gemma" format drops the system prompt and tool
+// results); neither knows tools. What chatml-function-calling does with Gemma
+// 3 270M (tried with real requests on two cores):
 // - tools reach the prompt only with tool_choice "auto" or a named tool; with
 //   no tool_choice the handler drops them and the model writes prose;
 // - with "auto" a grammar makes the model pick "functions.<name>:" or
 //   "message:", and the arguments are sampled under the tool's JSON schema,
-//   so calls are real tool_calls (their arguments can still end unclosed);
-// - the "message:" branch samples under the wrong grammar and returns empty
-//   content, and max_tokens is not applied to tool arguments;
-// - role "tool" messages are not rendered at all: the model never sees a
-//   tool's output unless the client sends it as a user message;
+//   so calls are real tool_calls (at most one per answer; their arguments can
+//   still end unclosed when max_tokens cuts them);
 // - logprobs come back only for prose, and only when top_logprobs is sent
-//   (0 is enough); return_token_ids and other unknown fields are ignored.
-// The GGUF's own Gemma 3 template (the default) has no tools and refuses a
-// "tool" role, so a model served with it could never call a tool.
+//   (0 is enough); seed is ignored with tools; return_token_ids and other
+//   unknown fields are ignored.
+// Three defects of that handler are mended by kServeScript, which runs the
+// server (see there): it generated the choice, the arguments and messages
+// without max_tokens, i.e. up to n_ctx (one request ran for 15 minutes, the
+// server growing to 9.5 GB); it rendered no "tool" role, so the model never saw
+// a tool's output; and its "message:" branch sampled under the grammar of
+// follow-up calls, which allows no text, so every message came back empty.
 //
 // Start-up: a free port is picked by binding port 0, so another process may
 // take it before the server binds it. The server is ready when its own log
@@ -83,6 +88,67 @@ const char* kAssembleScript =
     "    print(e, file=sys.stderr)\n"
     "    sys.exit(3)\n"
     "print(g.assemble())\n";
+
+// Runs llama_cpp.server (its command-line arguments after the script's name)
+// with chatml-function-calling mended, for any llama-cpp-python 0.3.x:
+// - max_tokens: a completion the handler starts without one gets the request's
+//   (1024 when the request has none either);
+// - a "tool" message is sent to the model as a user turn, "Output of NAME:\n...";
+// - the "message:" branch samples free text up to "<|im_end|>".
+// The server runs one request at a time, so the request's max_tokens can wait
+// in a module variable for the completions its handler starts.
+const char* kServeScript = R"PY(# anvil: llama_cpp.server with chatml-function-calling mended (see local_server.cpp)
+import sys
+import llama_cpp
+from llama_cpp import llama_chat_format
+
+DEFAULT_MAX_TOKENS = 1024
+request = {"max_tokens": None}
+_create_completion = llama_cpp.Llama.create_completion
+
+
+def create_completion(self, *args, **kwargs):
+    if not kwargs.get("max_tokens") and request["max_tokens"]:
+        kwargs["max_tokens"] = request["max_tokens"]
+    prompt = kwargs.get("prompt", args[0] if args else None)
+    if isinstance(prompt, str) and prompt.endswith("<|im_start|>assistant\nmessage:\n"):
+        kwargs["grammar"] = None
+    return _create_completion(self, *args, **kwargs)
+
+
+llama_cpp.Llama.create_completion = create_completion
+
+registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()
+_handler = registry.get_chat_completion_handler_by_name("chatml-function-calling")
+
+
+def text_of(content):
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def handler(**kwargs):
+    messages = []
+    for m in kwargs.get("messages") or []:
+        if m.get("role") == "tool":
+            m = {"role": "user", "content": "Output of %s:\n%s" % (m.get("name") or "the tool", text_of(m.get("content")))}
+        messages.append(m)
+    kwargs["messages"] = messages
+    request["max_tokens"] = kwargs.get("max_tokens") or DEFAULT_MAX_TOKENS
+    try:
+        return _handler(**kwargs)
+    finally:
+        request["max_tokens"] = None
+
+
+registry.register_chat_completion_handler("chatml-function-calling", handler, overwrite=True)
+
+from llama_cpp.server.__main__ import main
+
+sys.argv[0] = "llama_cpp.server"
+main()
+)PY";
 
 // Whether `python` imports llama_cpp.server; if not, *why (its last line of
 // output, or why it could not be run).
@@ -243,8 +309,13 @@ LocalServer::Start LocalServer::start_once(const LocalServerOptions& opts, const
   }
   log_dir_ = make_temp_dir(fs::temp_directory_path(), "anvil-llm");
   const std::string log = (log_dir_ / "server.log").string();
+  const std::string script = (log_dir_ / "serve.py").string();
+  if (!write_file_atomic(script, kServeScript, err)) {
+    stop();
+    return Start::kFailed;
+  }
   const std::string port_s = std::to_string(port);
-  std::vector<std::string> argv = {python, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
+  std::vector<std::string> argv = {python, script, "--model", model, "--host", "127.0.0.1",
                                    "--port", port_s, "--n_ctx", std::to_string(opts.context),
                                    "--model_alias", opts.alias, "--chat_format", opts.chat_format};
   if (opts.threads > 0) argv.insert(argv.end(), {"--n_threads", std::to_string(opts.threads)});
@@ -300,8 +371,8 @@ LocalServer::Start LocalServer::start_once(const LocalServerOptions& opts, const
       std::string text = read_file(log).value_or("");
       std::string how = WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
                                           : "signal " + std::to_string(WTERMSIG(status));
-      *err = "the local server exited during start-up (" + how + "; " + python + " -m llama_cpp.server --model " +
-             model + "):\n" + tail_lines(text, kLogLines);
+      *err = "the local server exited during start-up (" + how + "; " + python + " serving " + model + "):\n" +
+             tail_lines(text, kLogLines);
       bool port_taken = contains(lower_ascii(text), "address already in use");
       stop();
       return port_taken ? Start::kPortTaken : Start::kFailed;

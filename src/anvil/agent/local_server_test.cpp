@@ -37,7 +37,7 @@ using Json = nlohmann::json;
 
 // A stand-in interpreter: `-c CODE` succeeds for the llama_cpp import, exits 3
 // for the Gemma script when `gemma` is false (what that script does when the
-// package is missing); `-m llama_cpp.server ...` runs `server_body` with
+// package is missing); anything else is the server script: it runs `server_body` with
 // `port` and `alias` taken from the arguments.
 fs::path fake_python(const fs::path& dir, bool gemma, const std::string& server_body) {
   std::string text = "#!/usr/bin/env python3\n"
