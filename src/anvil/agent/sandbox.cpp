@@ -196,8 +196,10 @@ Plan make_plan(const std::string& command, const SandboxOptions& o) {
   std::string cache = cache_dir();
   if (!cache.empty() && fs::is_directory(cache, ec)) {
     cache = fs::canonical(cache, ec).string();
-    // Under /tmp or /run it is hidden already; the tree itself cannot be hidden.
-    if (!ec && cache != "/" && !within(cache, "/tmp") && !(p.mask_run && within(cache, "/run"))) {
+    // Under /tmp or /run it is hidden already, unless it lies inside the
+    // workdir, which is bound back in whole; the tree itself cannot be hidden.
+    bool hidden = (within(cache, "/tmp") || (p.mask_run && within(cache, "/run"))) && !within(cache, p.workdir);
+    if (!ec && cache != "/" && !hidden) {
       p.cache = cache;
       p.cache_in_workdir = within(cache, p.workdir) && cache != p.workdir;
     }
