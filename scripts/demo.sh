@@ -2,7 +2,8 @@
 # The main job on the bundled examples: builds anvil, then judges every bundled
 # candidate against its task with `anvil eval` (private copy, cached build,
 # isolated runner, verification, timing against eager and torch.compile,
-# milestone reward), plus the deliberately broken candidates. On a GPU host it
+# milestone reward), plus the deliberately broken candidates, then the same
+# candidates as one `anvil bench` run with its reports. On a GPU host it
 # runs the CUDA candidates; without a GPU it says so and runs the CPU variants.
 # Usage: scripts/demo.sh
 source "$(dirname "$0")/lib.sh"
@@ -58,6 +59,12 @@ for line in sys.stdin:
       --candidate "examples/broken/$b/$DEVICE" "${EXTRA[@]}" 2>/dev/null | tr -d '\n')"
   done
 } | table
+
+# The same candidates as one benchmark run: per-task records, the paper's metrics per level, and the
+# reports (report.md, and report.html with plots, self-contained). Builds and baselines are cached by now.
+say "the examples as one benchmark run (anvil bench)"
+BENCH_OUT=$(mktemp -d)/bench
+anvil bench --tasks examples/tasks --solutions examples/candidates --out "$BENCH_OUT" --no-progress "${EXTRA[@]}"
 
 # The agent loop end to end: a scripted model (tests/replay_server.py, real HTTP) writes the bundled
 # candidate into a fresh workdir through anvil's tools (bash, read/write, compile, verify, profile,

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "anvil/agent/local_server.h"
+#include "anvil/bench/compare.h"
 #include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
 #include "anvil/util/fs.h"
@@ -343,16 +344,81 @@ int cmd_cache(const std::string& action) {
   return 0;
 }
 
+namespace {
+
+// The model client of `anvil agent` and `anvil bench --agent`: the endpoint
+// (or the local server, started here), the API key, and a check that the
+// server answers and serves the model, before any episode starts.
+struct ModelSetup {
+  LocalServer local;
+  std::unique_ptr<HttpClient> http;
+  std::unique_ptr<ModelClient> client;
+};
+
+bool setup_model(const char* cmd, const AgentArgs& a, RunOptions* run, ModelSetup* m) {
+  std::string err;
+  if (a.endpoint.empty()) {
+    std::fprintf(stderr, "anvil %s: --endpoint URL is required (an OpenAI-compatible server, e.g. "
+                         "http://127.0.0.1:8000/v1 for vLLM, or `local` for the bundled small model)\n", cmd);
+    return false;
+  }
+  Endpoint ep;
+  ep.model = a.model;
+  if (a.endpoint == "local") {
+    LocalServerOptions lo;
+    lo.model_path = a.local_model;
+    lo.context = a.local_context;
+    std::fprintf(stderr, "starting the local model server (llama.cpp, %s)...\n",
+                 a.local_model.empty() ? "Gemma 3 270M" : a.local_model.c_str());
+    if (!m->local.start(lo, &err)) {
+      std::fprintf(stderr, "anvil %s: --endpoint local: %s\n", cmd, err.c_str());
+      return false;
+    }
+    ep.base_url = m->local.base_url();
+    // Its chat format drops "tool" messages: the model would never see a tool's answer.
+    run->episode.tool_results_as_user = true;
+    if (ep.model.empty()) ep.model = m->local.model();
+    std::fprintf(stderr, "local model server at %s serving %s\n", ep.base_url.c_str(), ep.model.c_str());
+  } else {
+    ep.base_url = a.endpoint;
+    if (ep.model.empty()) {
+      std::fprintf(stderr, "anvil %s: --model NAME is required (the name the server at %s serves)\n", cmd,
+                   a.endpoint.c_str());
+      return false;
+    }
+  }
+  std::vector<std::string> key_vars = a.api_key_env.empty() ? std::vector<std::string>{"ANVIL_API_KEY", "OPENAI_API_KEY"}
+                                                            : std::vector<std::string>{a.api_key_env};
+  for (const auto& v : key_vars) {
+    const char* k = std::getenv(v.c_str());
+    if (k && *k) {
+      ep.api_key = k;
+      break;
+    }
+  }
+  if (!a.api_key_env.empty() && ep.api_key.empty()) {
+    std::fprintf(stderr, "anvil %s: --api-key-env %s: the variable is not set\n", cmd, a.api_key_env.c_str());
+    return false;
+  }
+  m->http = make_http_client();
+  RetryPolicy retry;
+  retry.max_attempts = std::max(1, a.retries);
+  m->client = std::make_unique<ModelClient>(ep, *m->http, retry);
+  std::string problem = m->client->check();
+  if (!problem.empty()) {
+    std::fprintf(stderr, "anvil %s: %s\n", cmd, problem.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 int cmd_agent(const AgentArgs& a) {
   Environment env;
   if (!environment(&env)) return 2;
   if (a.task.empty() == a.tasks.empty()) {
     std::fprintf(stderr, "anvil agent: give one of --task TASK or --tasks DIR|DATASET\n");
-    return 2;
-  }
-  if (a.endpoint.empty()) {
-    std::fprintf(stderr, "anvil agent: --endpoint URL is required (an OpenAI-compatible server, e.g. "
-                         "http://127.0.0.1:8000/v1 for vLLM, or `local` for the bundled small model)\n");
     return 2;
   }
   std::string err;
@@ -375,54 +441,10 @@ int cmd_agent(const AgentArgs& a) {
     }
   }
 
-  Endpoint ep;
-  ep.model = a.model;
-  LocalServer local;
-  if (a.endpoint == "local") {
-    LocalServerOptions lo;
-    lo.model_path = a.local_model;
-    lo.context = a.local_context;
-    std::fprintf(stderr, "starting the local model server (llama.cpp, %s)...\n",
-                 a.local_model.empty() ? "Gemma 3 270M" : a.local_model.c_str());
-    if (!local.start(lo, &err)) {
-      std::fprintf(stderr, "anvil agent: --endpoint local: %s\n", err.c_str());
-      return 2;
-    }
-    ep.base_url = local.base_url();
-    // Its chat format drops "tool" messages: the model would never see a tool's answer.
-    run.episode.tool_results_as_user = true;
-    if (ep.model.empty()) ep.model = local.model();
-    std::fprintf(stderr, "local model server at %s serving %s\n", ep.base_url.c_str(), ep.model.c_str());
-  } else {
-    ep.base_url = a.endpoint;
-    if (ep.model.empty()) {
-      std::fprintf(stderr, "anvil agent: --model NAME is required (the name the server at %s serves)\n",
-                   a.endpoint.c_str());
-      return 2;
-    }
-  }
-  std::vector<std::string> key_vars = a.api_key_env.empty() ? std::vector<std::string>{"ANVIL_API_KEY", "OPENAI_API_KEY"}
-                                                            : std::vector<std::string>{a.api_key_env};
-  for (const auto& v : key_vars) {
-    const char* k = std::getenv(v.c_str());
-    if (k && *k) {
-      ep.api_key = k;
-      break;
-    }
-  }
-  if (!a.api_key_env.empty() && ep.api_key.empty()) {
-    std::fprintf(stderr, "anvil agent: --api-key-env %s: the variable is not set\n", a.api_key_env.c_str());
-    return 2;
-  }
-  auto http = make_http_client();
-  RetryPolicy retry;
-  retry.max_attempts = std::max(1, a.retries);
-  ModelClient model(ep, *http, retry);
-  std::string problem = model.check();
-  if (!problem.empty()) {
-    std::fprintf(stderr, "anvil agent: %s\n", problem.c_str());
-    return 2;
-  }
+  ModelSetup m;
+  if (!setup_model("agent", a, &run, &m)) return 2;
+  ModelClient& model = *m.client;
+  const Endpoint& ep = model.endpoint();
 
   run.samples = std::max(1, a.samples);
   run.concurrency = std::max(1, a.concurrency);
@@ -457,6 +479,115 @@ int cmd_agent(const AgentArgs& a) {
     std::printf("trajectories under %s (summary.json)\n", run.out.c_str());
   }
   return s.interrupted + s.failed_to_start > 0 ? 1 : 0;
+}
+
+namespace {
+
+std::string default_run_dir(const char* kind) {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "-%Y%m%d-%H%M%S", std::gmtime(&t));
+  return std::string("runs/") + kind + buf;
+}
+
+int print_results(const nlohmann::json& r, bool json) {
+  if (json) std::printf("%s\n", r.dump(2).c_str());
+  else std::printf("%s", bench_summary_text(r).c_str());
+  return r["problems"]["not_evaluated"].empty() ? 0 : 1;
+}
+
+std::optional<nlohmann::json> load_results(const std::string& path, std::string* err) {
+  fs::path p = path;
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) {
+    if (!fs::exists(p / "results.json", ec) && fs::exists(p / "bench.json", ec)) return bench_report(p, err);
+    p /= "results.json";
+  }
+  auto text = read_file(p);
+  if (!text) {
+    *err = p.string() + ": cannot be read (a benchmark run directory or its results.json)";
+    return std::nullopt;
+  }
+  try {
+    auto j = nlohmann::json::parse(*text);
+    if (j.value("schema", std::string()) != "anvil.bench/1") {
+      *err = p.string() + ": not a benchmark result (schema anvil.bench/1)";
+      return std::nullopt;
+    }
+    return j;
+  } catch (const std::exception& e) {
+    *err = p.string() + ": malformed JSON: " + e.what();
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+int cmd_bench(const BenchArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  BenchOptions o = a.opts;
+  if (o.tasks.empty()) {
+    std::fprintf(stderr, "anvil bench: --tasks DIR|DATASET is required\n");
+    return 2;
+  }
+  if (a.agent == !o.solutions.empty()) {
+    std::fprintf(stderr, "anvil bench: give one of --solutions DIR or --agent (with --endpoint and --model)\n");
+    return 2;
+  }
+  if (o.out.empty()) {
+    if (o.resume) {
+      std::fprintf(stderr, "anvil bench: --resume needs --out DIR (the run directory to continue)\n");
+      return 2;
+    }
+    o.out = default_run_dir("bench");
+  }
+  ModelSetup m;
+  if (a.agent) {
+    o.agent = a.agent_args.run;
+    o.agent.concurrency = std::max(1, a.agent_args.concurrency);
+    o.agent.build_slots = a.agent_args.build_slots;
+    if (!setup_model("bench", a.agent_args, &o.agent, &m)) return 2;
+    o.model = m.client.get();
+  }
+  std::fprintf(stderr, "anvil bench: %s against %s -> %s\n", o.tasks.c_str(),
+               a.agent ? ("the agent (" + m.client->endpoint().model + ")").c_str() : o.solutions.c_str(),
+               o.out.c_str());
+  std::string err;
+  auto r = run_bench(env, o, &err);
+  if (!r) {
+    std::fprintf(stderr, "anvil bench: %s\n", err.c_str());
+    return 2;
+  }
+  return print_results(*r, a.json);
+}
+
+int cmd_bench_report(const std::string& out, bool json) {
+  std::string err;
+  auto r = bench_report(out, &err);
+  if (!r) {
+    std::fprintf(stderr, "anvil bench report: %s\n", err.c_str());
+    return 2;
+  }
+  return print_results(*r, json);
+}
+
+int cmd_bench_compare(const std::string& a, const std::string& b, const std::string& out, bool json) {
+  std::string err;
+  auto ra = load_results(a, &err);
+  auto rb = ra ? load_results(b, &err) : std::nullopt;
+  if (!ra || !rb) {
+    std::fprintf(stderr, "anvil bench compare: %s\n", err.c_str());
+    return 2;
+  }
+  auto c = compare_results(*ra, *rb);
+  std::string md = render_comparison(c);
+  if (!out.empty() && !write_file_atomic(out, md, &err)) {
+    std::fprintf(stderr, "anvil bench compare: %s\n", err.c_str());
+    return 2;
+  }
+  std::printf("%s", json ? (c.dump(2) + "\n").c_str() : md.c_str());
+  return 0;
 }
 
 }  // namespace anvil

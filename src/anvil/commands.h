@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "anvil/agent/runs.h"
+#include "anvil/bench/bench.h"
 #include "anvil/env/build.h"
 #include "anvil/env/eval.h"
 #include "anvil/env/vet.h"
@@ -87,6 +88,23 @@ struct AgentArgs {
 // its reward); 1: some episode was interrupted or could not start; 2: could
 // not run (usage, unreachable endpoint, unknown model, environment).
 int cmd_agent(const AgentArgs& a);
+
+struct BenchArgs {
+  BenchOptions opts;      // tasks, solutions, variant, out, resume, eval, gpus
+  bool agent = false;     // run the agent on every task instead of reading --solutions
+  AgentArgs agent_args;   // with --agent: the endpoint, model and episode settings
+  bool json = false;      // print results.json instead of the summary
+};
+// Evaluates the suite and writes OUT/results.json, report.md, report.html.
+// 0: every task settled (evaluated or missing, whatever the outcomes); 1: some
+// task could not be evaluated (anvil's or the environment's failure, listed);
+// 2: could not run.
+int cmd_bench(const BenchArgs& a);
+// Recomputes the results and reports of a run directory from its records.
+int cmd_bench_report(const std::string& out, bool json);
+// Two runs (directories or results.json files) side by side, as Markdown (or
+// JSON); --out also writes the Markdown to a file.
+int cmd_bench_compare(const std::string& a, const std::string& b, const std::string& out, bool json);
 
 int cmd_env(bool json, bool refresh);
 int cmd_cache(const std::string& action);

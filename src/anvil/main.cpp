@@ -4,6 +4,108 @@
 
 #include "anvil/commands.h"
 
+namespace {
+
+// The evaluation settings `anvil eval` and `anvil bench` share.
+struct EvalFlags {
+  int timeout_s = 600;
+  uint32_t seed = 0;
+  CLI::Option* seed_opt = nullptr;
+  bool no_flush = false, no_kernel_sum = false, no_baseline_cache = false, show_launch = false;
+  bool no_defenses = false, no_vet = false;
+};
+
+void add_eval_options(CLI::App* cmd, anvil::EvalOptions& o, EvalFlags& f) {
+  cmd->add_option("--preset", o.preset, "tolerances: strict (default) or paper (atol=rtol=1e-2)");
+  cmd->add_option("--trials", o.trials, "input sets checked (default 5)");
+  f.seed_opt = cmd->add_option("--seed", f.seed, "base seed (default: random, recorded in the result)");
+  cmd->add_option("--warmup", o.warmup, "warm-up calls before timing (default 10)");
+  cmd->add_option("--calls", o.calls, "timed calls (default 30)");
+  cmd->add_option("--input-sets", o.input_sets, "input sets rotated while timing (default 4)");
+  cmd->add_flag("--no-flush", f.no_flush, "do not flush L2 before each timed call");
+  cmd->add_flag("--no-kernel-sum", f.no_kernel_sum, "skip the profiler's kernel-time sum");
+  cmd->add_flag("--show-launch", f.show_launch,
+                "let the host's launch latency into event times (no GPU sleep before each call)");
+  cmd->add_option("--timing", o.timing, "what the reward uses: events (default) or kernel-sum");
+  cmd->add_option("--compile-mode", o.compile_mode,
+                  "torch.compile mode for the baseline: default, reduce-overhead, max-autotune, ... or none");
+  cmd->add_flag("--tf32", o.allow_tf32, "allow TF32 in matmul and cuDNN (default: off, for all three)");
+  cmd->add_flag("--no-baseline-cache", f.no_baseline_cache, "measure eager and compile again");
+  cmd->add_option("--timeout", f.timeout_s, "wall-clock limit of one evaluation, seconds (default 600)");
+  cmd->add_option("--device", o.device, "cuda or cpu (default: from the candidate)");
+  cmd->add_option("--arch", o.build.arch, "target architecture for the build");
+  cmd->add_flag("--no-defenses", f.no_defenses,
+                "turn the anti-hacking defenses off (only to measure their cost; docs/anti-hacking.md)");
+  cmd->add_flag("--no-vet", f.no_vet, "do not vet the task for degenerate outputs");
+  cmd->add_flag("--allow-lower-precision", o.allow_lower_precision,
+                "accept outputs and compute below the reference's precision (TF32, fp16)");
+  cmd->add_option("--roofline-bandwidth", o.roofline_bandwidth,
+                  "memory bandwidth for the speed-of-light floor, bytes/s (default: measured)");
+  cmd->add_option("--roofline-flops", o.roofline_flops, "peak rate for the speed-of-light floor, flop/s (default: measured)");
+  cmd->add_option("--zygote", o.zygote_socket,
+                  "runner source: auto (default: a warm zygote, started on first use), none (a fresh "
+                  "process), or the socket of a running python -m anvil.zygote");
+}
+
+void apply_eval_flags(anvil::EvalOptions& o, const EvalFlags& f) {
+  if (*f.seed_opt) o.seed = f.seed;
+  o.flush_l2 = !f.no_flush;
+  o.hide_launch = !f.show_launch;
+  o.kernel_sum = !f.no_kernel_sum;
+  o.use_baseline_cache = !f.no_baseline_cache;
+  o.defenses = !f.no_defenses;
+  o.vet = !f.no_vet;
+  o.timeout = std::chrono::seconds(f.timeout_s);
+}
+
+// The model and episode settings `anvil agent` and `anvil bench --agent` share.
+struct AgentFlags {
+  int wall_clock_s = 3 * 3600;
+  double temperature = -1, top_p = -1;
+  int top_k = -1, max_tokens = -1;
+  int64_t sample_seed = -1;
+  bool no_ncu = false;
+};
+
+// seed_flag: `--seed` for `anvil agent`; `anvil bench` has the evaluation's --seed.
+void add_agent_options(CLI::App* cmd, anvil::AgentArgs& ag, AgentFlags& f, const char* seed_flag) {
+  cmd->add_option("--endpoint", ag.endpoint,
+                  "the model server: http://HOST:PORT[/v1] (vLLM, SGLang, llama.cpp, a hosted API), or "
+                  "`local` (starts the bundled small model on loopback)");
+  cmd->add_option("--model", ag.model, "the served model's name");
+  cmd->add_option("--api-key-env", ag.api_key_env,
+                  "the environment variable holding the API key (default: ANVIL_API_KEY, then OPENAI_API_KEY)");
+  cmd->add_option("--concurrency", ag.concurrency, "episodes at once (default 4)");
+  cmd->add_option("--max-turns", ag.run.episode.max_turns, "model turns per episode (default 200)");
+  cmd->add_option("--max-context", ag.run.episode.max_context, "context budget in tokens (default 131072)");
+  cmd->add_option("--wall-clock", f.wall_clock_s, "seconds per episode (default 10800)");
+  cmd->add_option("--temperature", f.temperature, "sampling temperature (default: the server's)");
+  cmd->add_option("--top-p", f.top_p, "nucleus sampling (default: the server's)");
+  cmd->add_option("--top-k", f.top_k, "top-k sampling (vLLM, SGLang)");
+  cmd->add_option("--max-tokens", f.max_tokens, "tokens per model turn (default 8192)");
+  cmd->add_option(seed_flag, f.sample_seed, "sampling seed");
+  cmd->add_option("--retries", ag.retries, "attempts per model request (default 8)");
+  cmd->add_option("--build-slots", ag.build_slots, "concurrent builds (default: a quarter of the cores)");
+  cmd->add_option("--skill", ag.run.episode.skill, "the system prompt file (default share/agent/SKILL.md)");
+  cmd->add_option("--max-tool-output", ag.run.episode.tools.max_output, "characters of one tool answer (default 12000)");
+  cmd->add_flag("--no-ncu", f.no_ncu, "do not offer the ncu_profile tool");
+  cmd->add_option("--local-model", ag.local_model, "with --endpoint local: a GGUF file (default: Gemma 3 270M)");
+  cmd->add_option("--local-context", ag.local_context, "with --endpoint local: the server's context (default 8192)");
+}
+
+void apply_agent_flags(anvil::AgentArgs& ag, const AgentFlags& f) {
+  auto& ep = ag.run.episode;
+  ep.wall_clock = std::chrono::seconds(f.wall_clock_s);
+  if (f.temperature >= 0) ep.sampling.temperature = f.temperature;
+  if (f.top_p >= 0) ep.sampling.top_p = f.top_p;
+  if (f.top_k >= 0) ep.sampling.top_k = f.top_k;
+  ep.sampling.max_tokens = f.max_tokens > 0 ? f.max_tokens : 8192;
+  if (f.sample_seed >= 0) ep.sampling.seed = static_cast<uint64_t>(f.sample_seed);
+  ep.tools.ncu = !f.no_ncu;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"anvil: build, verify and judge CUDA kernel candidates for PyTorch modules"};
   app.require_subcommand(1);
@@ -45,56 +147,16 @@ int main(int argc, char** argv) {
   });
 
   anvil::EvalArgs ev;
-  int timeout_s = 600;
-  uint32_t seed = 0;
-  bool no_flush = false, no_kernel_sum = false, no_baseline_cache = false, show_launch = false;
+  EvalFlags evf;
   auto* eval_cmd = app.add_subcommand("eval", "judge a candidate against its task: verify, time, reward");
   eval_cmd->add_option("--task", ev.opts.task, "task: FILE or DATASET#ROW")->required();
   eval_cmd->add_option("--candidate", ev.opts.candidate, "a workdir, or a KernelBench model_new.py")->required();
   eval_cmd->add_flag("--json", ev.json, "print the JSON result (schema anvil.eval/1)");
   eval_cmd->add_option("--out", ev.out, "also write the JSON result to this file");
-  eval_cmd->add_option("--preset", ev.opts.preset, "tolerances: strict (default) or paper (atol=rtol=1e-2)");
-  eval_cmd->add_option("--trials", ev.opts.trials, "input sets checked (default 5)");
-  auto* seed_opt = eval_cmd->add_option("--seed", seed, "base seed (default: random, recorded in the result)");
-  eval_cmd->add_option("--warmup", ev.opts.warmup, "warm-up calls before timing (default 10)");
-  eval_cmd->add_option("--calls", ev.opts.calls, "timed calls (default 30)");
-  eval_cmd->add_option("--input-sets", ev.opts.input_sets, "input sets rotated while timing (default 4)");
-  eval_cmd->add_flag("--no-flush", no_flush, "do not flush L2 before each timed call");
-  eval_cmd->add_flag("--no-kernel-sum", no_kernel_sum, "skip the profiler's kernel-time sum");
-  eval_cmd->add_flag("--show-launch", show_launch,
-                     "let the host's launch latency into event times (no GPU sleep before each call)");
-  eval_cmd->add_option("--timing", ev.opts.timing, "what the reward uses: events (default) or kernel-sum");
-  eval_cmd->add_option("--compile-mode", ev.opts.compile_mode,
-                       "torch.compile mode for the baseline: default, reduce-overhead, max-autotune, ... or none");
-  eval_cmd->add_flag("--tf32", ev.opts.allow_tf32, "allow TF32 in matmul and cuDNN (default: off, for all three)");
-  eval_cmd->add_flag("--no-baseline-cache", no_baseline_cache, "measure eager and compile again");
-  eval_cmd->add_option("--timeout", timeout_s, "wall-clock limit of the run, seconds (default 600)");
   eval_cmd->add_option("--gpu", ev.opts.gpu, "GPU index (default 0)");
-  eval_cmd->add_option("--device", ev.opts.device, "cuda or cpu (default: from the candidate)");
-  eval_cmd->add_option("--arch", ev.opts.build.arch, "target architecture for the build");
-  bool no_defenses = false;
-  eval_cmd->add_flag("--no-defenses", no_defenses,
-                     "turn the anti-hacking defenses off (only to measure their cost; docs/anti-hacking.md)");
-  bool no_vet = false;
-  eval_cmd->add_flag("--no-vet", no_vet, "do not vet the task for degenerate outputs");
-  eval_cmd->add_flag("--allow-lower-precision", ev.opts.allow_lower_precision,
-                     "accept outputs and compute below the reference's precision (TF32, fp16)");
-  eval_cmd->add_option("--roofline-bandwidth", ev.opts.roofline_bandwidth,
-                       "memory bandwidth for the speed-of-light floor, bytes/s (default: measured)");
-  eval_cmd->add_option("--roofline-flops", ev.opts.roofline_flops,
-                       "peak rate for the speed-of-light floor, flop/s (default: measured)");
-  eval_cmd->add_option("--zygote", ev.opts.zygote_socket,
-                       "runner source: auto (default: a warm zygote, started on first use), none (a fresh "
-                       "process), or the socket of a running python -m anvil.zygote");
+  add_eval_options(eval_cmd, ev.opts, evf);
   eval_cmd->callback([&] {
-    if (*seed_opt) ev.opts.seed = seed;
-    ev.opts.flush_l2 = !no_flush;
-    ev.opts.hide_launch = !show_launch;
-    ev.opts.kernel_sum = !no_kernel_sum;
-    ev.opts.use_baseline_cache = !no_baseline_cache;
-    ev.opts.defenses = !no_defenses;
-    ev.opts.vet = !no_vet;
-    ev.opts.timeout = std::chrono::seconds(timeout_s);
+    apply_eval_flags(ev.opts, evf);
     status = anvil::cmd_eval(ev);
   });
 
@@ -125,40 +187,19 @@ int main(int argc, char** argv) {
   });
 
   anvil::AgentArgs ag;
-  int wall_clock_s = 3 * 3600, eval_timeout_s = 600;
-  double temperature = -1, top_p = -1;
-  int top_k = -1, max_tokens = -1;
-  int64_t sample_seed = -1;
-  bool no_ncu = false, ag_tf32 = false;
+  AgentFlags agf;
+  int eval_timeout_s = 600;
+  bool ag_tf32 = false;
   auto* agent_cmd = app.add_subcommand(
       "agent", "run the agent: a model behind an OpenAI-compatible server optimises tasks with anvil's tools; "
                "each final workdir is judged afresh");
   agent_cmd->add_option("--task", ag.task, "one task: FILE or DATASET#ROW");
   agent_cmd->add_option("--tasks", ag.tasks, "many tasks: a directory of task files, or a dataset (.jsonl, .parquet)");
-  agent_cmd->add_option("--endpoint", ag.endpoint,
-                        "the model server: http://HOST:PORT[/v1] (vLLM, SGLang, llama.cpp, a hosted API), or "
-                        "`local` (starts the bundled small model on loopback)");
-  agent_cmd->add_option("--model", ag.model, "the served model's name");
-  agent_cmd->add_option("--api-key-env", ag.api_key_env,
-                        "the environment variable holding the API key (default: ANVIL_API_KEY, then OPENAI_API_KEY)");
   agent_cmd->add_option("--out", ag.out, "the run directory (default runs/agent-<UTC time>)");
   agent_cmd->add_flag("--resume", ag.resume, "continue the run in --out: finished episodes kept, the rest continue");
   agent_cmd->add_option("--samples", ag.samples, "episodes per task (default 1)");
-  agent_cmd->add_option("--concurrency", ag.concurrency, "episodes at once (default 4)");
-  agent_cmd->add_option("--max-turns", ag.run.episode.max_turns, "model turns per episode (default 200)");
-  agent_cmd->add_option("--max-context", ag.run.episode.max_context, "context budget in tokens (default 131072)");
-  agent_cmd->add_option("--wall-clock", wall_clock_s, "seconds per episode (default 10800)");
-  agent_cmd->add_option("--temperature", temperature, "sampling temperature (default: the server's)");
-  agent_cmd->add_option("--top-p", top_p, "nucleus sampling (default: the server's)");
-  agent_cmd->add_option("--top-k", top_k, "top-k sampling (vLLM, SGLang)");
-  agent_cmd->add_option("--max-tokens", max_tokens, "tokens per model turn (default 8192)");
-  agent_cmd->add_option("--seed", sample_seed, "sampling seed");
-  agent_cmd->add_option("--retries", ag.retries, "attempts per model request (default 8)");
+  add_agent_options(agent_cmd, ag, agf, "--seed");
   agent_cmd->add_option("--gpus", ag.gpus, "GPU indices for evaluations (default: all)");
-  agent_cmd->add_option("--build-slots", ag.build_slots, "concurrent builds (default: a quarter of the cores)");
-  agent_cmd->add_option("--skill", ag.run.episode.skill, "the system prompt file (default share/agent/SKILL.md)");
-  agent_cmd->add_option("--max-tool-output", ag.run.episode.tools.max_output,
-                        "characters of one tool answer (default 12000)");
   agent_cmd->add_option("--device", ag.run.episode.tools.eval.device, "evaluate on cuda or cpu (default: the candidate's)");
   agent_cmd->add_option("--preset", ag.run.episode.tools.eval.preset, "tolerances: strict (default) or paper");
   agent_cmd->add_option("--timing", ag.run.episode.tools.eval.timing, "what the reward uses: events (default) or kernel-sum");
@@ -166,22 +207,53 @@ int main(int argc, char** argv) {
                         "torch.compile mode of the baseline, or none");
   agent_cmd->add_flag("--tf32", ag_tf32, "allow TF32 (default: off)");
   agent_cmd->add_option("--eval-timeout", eval_timeout_s, "seconds per evaluation (default 600)");
-  agent_cmd->add_flag("--no-ncu", no_ncu, "do not offer the ncu_profile tool");
-  agent_cmd->add_option("--local-model", ag.local_model, "with --endpoint local: a GGUF file (default: Gemma 3 270M)");
-  agent_cmd->add_option("--local-context", ag.local_context, "with --endpoint local: the server's context (default 8192)");
   agent_cmd->add_flag("--json", ag.json, "print the run summary as JSON");
   agent_cmd->callback([&] {
-    auto& ep = ag.run.episode;
-    ep.wall_clock = std::chrono::seconds(wall_clock_s);
-    if (temperature >= 0) ep.sampling.temperature = temperature;
-    if (top_p >= 0) ep.sampling.top_p = top_p;
-    if (top_k >= 0) ep.sampling.top_k = top_k;
-    ep.sampling.max_tokens = max_tokens > 0 ? max_tokens : 8192;
-    if (sample_seed >= 0) ep.sampling.seed = static_cast<uint64_t>(sample_seed);
-    ep.tools.ncu = !no_ncu;
-    ep.tools.eval.allow_tf32 = ag_tf32;
-    ep.tools.eval.timeout = std::chrono::seconds(eval_timeout_s);
+    apply_agent_flags(ag, agf);
+    ag.run.episode.tools.eval.allow_tf32 = ag_tf32;
+    ag.run.episode.tools.eval.timeout = std::chrono::seconds(eval_timeout_s);
     status = anvil::cmd_agent(ag);
+  });
+
+  anvil::BenchArgs bn;
+  EvalFlags bnf;
+  AgentFlags bnaf;
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "evaluate a suite of tasks (KernelBench layout) against solutions or the agent; report the paper's "
+               "metrics per level (docs/bench.md)");
+  bench_cmd->require_subcommand(0, 1);
+  bench_cmd->add_option("--tasks", bn.opts.tasks, "the suite: a folder of level folders of <id>_<Name>.py, or a dataset");
+  bench_cmd->add_option("--solutions", bn.opts.solutions,
+                        "a folder of solutions matched by level and id: <id>_<Name>.py or <id>_<Name>/ workdirs");
+  bench_cmd->add_option("--variant", bn.opts.variant,
+                        "the sub-folder of a solution folder to use (default cuda with a GPU, else cpu)");
+  bench_cmd->add_option("--out", bn.opts.out, "the run directory (default runs/bench-<UTC time>)");
+  bench_cmd->add_flag("--resume", bn.opts.resume, "continue the run in --out: finished tasks are kept, never redone");
+  bench_cmd->add_option("--gpus", bn.opts.gpus, "GPU indices, one evaluation at a time on each (default: all)");
+  bench_cmd->add_flag("!--no-progress", bn.opts.progress, "no progress display");
+  bench_cmd->add_flag("--json", bn.json, "print results.json (anvil.bench/1) instead of the summary");
+  add_eval_options(bench_cmd, bn.opts.eval, bnf);
+  bench_cmd->add_flag("--agent", bn.agent, "run the agent on every task (one episode each) and judge its workdir");
+  add_agent_options(bench_cmd, bn.agent_args, bnaf, "--sample-seed");
+  std::string report_dir;
+  bool report_json = false;
+  auto* report_cmd = bench_cmd->add_subcommand("report", "recompute results.json, report.md and report.html of a run");
+  report_cmd->add_option("run", report_dir, "the run directory")->required();
+  report_cmd->add_flag("--json", report_json, "print results.json");
+  report_cmd->callback([&] { status = anvil::cmd_bench_report(report_dir, report_json); });
+  std::string cmp_a, cmp_b, cmp_out;
+  bool cmp_json = false;
+  auto* cmp_cmd = bench_cmd->add_subcommand("compare", "two runs side by side, per level and per task");
+  cmp_cmd->add_option("a", cmp_a, "run A: a run directory or its results.json")->required();
+  cmp_cmd->add_option("b", cmp_b, "run B")->required();
+  cmp_cmd->add_option("--out", cmp_out, "also write the Markdown to this file");
+  cmp_cmd->add_flag("--json", cmp_json, "print the comparison as JSON");
+  cmp_cmd->callback([&] { status = anvil::cmd_bench_compare(cmp_a, cmp_b, cmp_out, cmp_json); });
+  bench_cmd->callback([&] {
+    if (bench_cmd->get_subcommands().size() > 0) return;  // report or compare ran
+    apply_eval_flags(bn.opts.eval, bnf);
+    apply_agent_flags(bn.agent_args, bnaf);
+    status = anvil::cmd_bench(bn);
   });
 
   bool env_json = false, env_refresh = false;

@@ -132,12 +132,17 @@ RunSummary run_episodes(const Environment& env, ModelClient& model, const RunOpt
   Slots build_slots(build_ids);
 
   std::vector<Job> jobs;
-  for (const auto& t : opts.tasks) {
-    std::string name = t;
-    if (auto task = load_task(env, t, &err)) name = task->name;
-    for (int k = 0; k < opts.samples; ++k) {
-      jobs.push_back({t, k, opts.out / episode_dir_name(name) / ("sample-" + std::to_string(k))});
+  for (size_t ti = 0; ti < opts.tasks.size(); ++ti) {
+    const std::string& t = opts.tasks[ti];
+    std::filesystem::path dir;
+    if (ti < opts.dirs.size()) {
+      dir = opts.out / opts.dirs[ti];
+    } else {
+      std::string name = t;
+      if (auto task = load_task(env, t, &err)) name = task->name;
+      dir = opts.out / episode_dir_name(name);
     }
+    for (int k = 0; k < opts.samples; ++k) jobs.push_back({t, k, dir / ("sample-" + std::to_string(k))});
   }
 
   std::mutex mu;

@@ -24,6 +24,7 @@ namespace anvil {
 
 struct RunOptions {
   std::vector<std::string> tasks;  // task specs
+  std::vector<std::string> dirs;   // each task's folder under `out` (empty: named after the task)
   int samples = 1;
   int concurrency = 4;
   std::filesystem::path out;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `anvil bench` on the GPU host: the bundled examples, then a 100-task suite in KernelBench layout
+# (bench/suite/make_suite.py --faults: 100 tasks, two levels, with a few broken, missing, extra and
+# unreadable entries), first with nothing cached (builds and baselines measured), then again into a
+# new run directory with builds and baselines cached: the measured bar (100 tasks in at most 10
+# minutes on one GPU host) and its tasks-per-minute figure. Each stage resumes its run when it was
+# cut off (the device tool's 10-minute limit per command), so the stages can go in separate commands:
+#   bash bench/gpu_bench_check.sh [examples|cold|warm|all]      (default all)
+# Reports (report.md, report.html, results.json) and this log go to $OUT/bench-*-<date>/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-bench/results}
+RUNS=${RUNS:-/tmp/anvil-bench-runs}
+SUITE=${SUITE:-/tmp/anvil-bench-suite}
+LIMIT=${LIMIT:-0}  # seconds a stage may run before it is stopped (0: no limit); --resume continues it
+stage=${1:-all}
+mkdir -p "$OUT" "$RUNS"
+day=$(date -u +%F)
+export PYTHONUNBUFFERED=1
+if [ -z "${ANVIL_BIN:-}" ] && [ -x .carry/anvil ]; then export ANVIL_BIN=$PWD/.carry/anvil; fi
+ANVIL=${ANVIL_BIN:-$PWD/build/anvil}
+export ANVIL_PYTHON=${ANVIL_PYTHON:-$(command -v python3)}
+"$ANVIL" --version
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+date -u
+
+# run NAME TASKS SOLUTIONS: one benchmark run, resumed when its directory exists; reports to $OUT.
+run() {
+  local name=$1 tasks=$2 sols=$3 dir=$RUNS/$1 resume=()
+  [ -f "$dir/bench.json" ] && resume=(--resume)
+  echo "== $name: $tasks against $sols ${resume[*]}"
+  local t0=$SECONDS rc=0
+  if [ "$LIMIT" -gt 0 ]; then
+    timeout -s INT "$LIMIT" "$ANVIL" bench --tasks "$tasks" --solutions "$sols" --out "$dir" --no-progress "${resume[@]}" || rc=$?
+  else
+    "$ANVIL" bench --tasks "$tasks" --solutions "$sols" --out "$dir" --no-progress "${resume[@]}" || rc=$?
+  fi
+  echo "== $name: exit $rc after $((SECONDS - t0)) s"
+  if [ -f "$dir/results.json" ]; then
+    mkdir -p "$OUT/bench-$name-$day"
+    cp "$dir/report.md" "$dir/report.html" "$dir/results.json" "$OUT/bench-$name-$day/"
+  fi
+  return $rc
+}
+
+suite() {
+  [ -d "$SUITE/tasks" ] || python3 bench/suite/make_suite.py --out "$SUITE" --faults
+}
+
+status=0
+case $stage in
+  examples) run examples examples/tasks examples/candidates || status=1 ;;
+  cold) suite && run suite-cold "$SUITE/tasks" "$SUITE/solutions" || status=1 ;;
+  warm) suite && run suite-warm "$SUITE/tasks" "$SUITE/solutions" || status=1 ;;
+  all)
+    run examples examples/tasks examples/candidates || status=1
+    suite && run suite-cold "$SUITE/tasks" "$SUITE/solutions" || status=1
+    run suite-warm "$SUITE/tasks" "$SUITE/solutions" || status=1
+    ;;
+  *) echo "usage: $0 [examples|cold|warm|all]"; exit 2 ;;
+esac
+exit $status

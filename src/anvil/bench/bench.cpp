@@ -1,0 +1,676 @@
+// bench.cpp: the benchmark runner: suite, records, scheduling, fingerprint,
+// results and reports.
+//
+// A run directory is the unit of work. bench.json holds the settings and the
+// suite as discovered; each task's outcome is one record file, written
+// atomically when its evaluation ends, so a killed run loses at most the
+// evaluations in flight. results.json and the reports are always recomputed
+// from the records, never accumulated, so `anvil bench report` and a resumed
+// run give the same numbers as an uninterrupted one.
+#include "anvil/bench/bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "anvil/agent/model_client.h"
+#include "anvil/bench/metrics.h"
+#include "anvil/bench/report.h"
+#include "anvil/bench/suite.h"
+#include "anvil/env/task.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
+#include "anvil/util/subprocess.h"
+#include "anvil_git_rev.h"
+
+namespace anvil {
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kRunSchema = "anvil.bench-run/1";
+constexpr const char* kTaskSchema = "anvil.bench-task/1";
+
+std::string utc_now(const char* fmt = "%Y-%m-%dT%H:%M:%SZ") {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, fmt, &tm);
+  return buf;
+}
+
+std::string short_duration(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
+  return buf;
+}
+
+std::string safe_name(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  return o.empty() || o[0] == '.' ? "_" + o : o;
+}
+
+fs::path record_rel(const SuiteTask& t) { return fs::path("tasks") / safe_name(t.level) / (safe_name(t.stem) + ".json"); }
+
+Json task_json(const SuiteTask& t) {
+  return {{"level", t.level}, {"id", t.id},         {"name", t.name}, {"stem", t.stem},
+          {"spec", t.spec},   {"solution", t.solution}, {"missing_reason", t.missing_reason}};
+}
+
+SuiteTask task_from_json(const Json& j) {
+  SuiteTask t;
+  t.level = j.value("level", std::string());
+  t.id = j.value("id", 0L);
+  t.name = j.value("name", std::string());
+  t.stem = j.value("stem", std::string());
+  t.spec = j.value("spec", std::string());
+  t.solution = j.value("solution", std::string());
+  t.missing_reason = j.value("missing_reason", std::string());
+  return t;
+}
+
+Json problems_json(const std::vector<SuiteProblem>& v) {
+  Json a = Json::array();
+  for (const auto& p : v) a.push_back({{"path", p.path}, {"reason", p.reason}});
+  return a;
+}
+
+// The settings that make two invocations the same run: a resumed run must
+// measure what the first invocation measured.
+Json settings_json(const BenchOptions& o, const std::string& variant) {
+  const EvalOptions& e = o.eval;
+  Json s = {{"tasks", o.tasks},
+            {"solutions", o.solutions.empty() ? Json(nullptr) : Json(o.solutions)},
+            {"variant", variant},
+            {"eval",
+             {{"device", e.device},
+              {"preset", e.preset},
+              {"trials", e.trials},
+              {"warmup", e.warmup},
+              {"calls", e.calls},
+              {"input_sets", e.input_sets},
+              {"flush_l2", e.flush_l2},
+              {"hide_launch", e.hide_launch},
+              {"kernel_sum", e.kernel_sum},
+              {"timing", e.timing},
+              {"compile_mode", e.compile_mode},
+              {"allow_tf32", e.allow_tf32},
+              {"defenses", e.defenses},
+              {"vet", e.vet},
+              {"allow_lower_precision", e.allow_lower_precision},
+              {"timeout_s", e.timeout.count()},
+              {"arch", e.build.arch}}}};
+  if (o.model) {
+    const RunOptions& a = o.agent;
+    s["agent"] = {{"endpoint", o.model->endpoint().base_url},
+                  {"model", o.model->endpoint().model},
+                  {"sampling", a.episode.sampling.to_json()},
+                  {"max_turns", a.episode.max_turns},
+                  {"max_context", a.episode.max_context},
+                  {"wall_clock_s", a.episode.wall_clock.count()}};
+  } else {
+    s["agent"] = nullptr;
+  }
+  return s;
+}
+
+std::string triton_version(const Environment& env) {
+  SubprocessOptions so;
+  so.timeout = std::chrono::seconds(60);
+  auto r = run_subprocess({env.python.string(), "-c",
+                           "import importlib.metadata as m\ntry: print(m.version('triton'))\nexcept Exception: print('')"},
+                          so);
+  return trim(r.output);
+}
+
+std::string timing_text(const EvalOptions& e) {
+  std::string s = e.timing == "kernel-sum" ? "kernel-sum (the profiler's kernel time per call)" : "events";
+  s += ": median of " + std::to_string(e.calls) + " calls after " + std::to_string(e.warmup) + " warm-up, " +
+       std::to_string(e.input_sets) + " rotated input sets, L2 " + (e.flush_l2 ? "flushed" : "not flushed") +
+       ", host launch latency " + (e.hide_launch ? "hidden" : "counted");
+  return s;
+}
+
+Json fingerprint_json(const Environment& env, const BenchOptions& o, const std::vector<int>& gpus, bool cpu) {
+  Json gpu = nullptr;
+  if (!cpu && !gpus.empty() && gpus[0] < static_cast<int>(env.gpus.size())) {
+    gpu = {{"name", env.gpus[gpus[0]].name}, {"count", gpus.size()}, {"capability", env.gpus[gpus[0]].capability}};
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  auto str = [](const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); };
+  return {{"gpu", gpu},
+          {"driver", cpu ? Json(nullptr) : str(env.driver)},
+          {"cuda", str(env.torch.cuda)},
+          {"nvcc", str(env.nvcc.version)},
+          {"torch", str(env.torch.version)},
+          {"triton", str(triton_version(env))},
+          {"python", str(env.python_version)},
+          {"device", cpu ? "cpu" : "cuda"},
+          {"compile_mode", o.eval.compile_mode},
+          {"tf32", {{"matmul", o.eval.allow_tf32}, {"cudnn", o.eval.allow_tf32}}},
+          {"preset", o.eval.preset},
+          {"timing", timing_text(o.eval)},
+          {"defenses", o.eval.defenses},
+          {"anvil", {{"version", "0.1.0"}, {"rev", kAnvilGitRev}}},
+          {"host", host},
+          {"date", utc_now("%Y-%m-%d")}};
+}
+
+// What a resumed run may not change: the setup its numbers were measured on.
+std::string fingerprint_difference(const Json& a, const Json& b) {
+  for (const char* k : {"gpu", "driver", "cuda", "torch", "triton", "device"}) {
+    Json x = a.value(k, Json()), y = b.value(k, Json());
+    if (std::string(k) == "gpu" && x.is_object() && y.is_object()) {
+      x = x.value("name", Json());
+      y = y.value("name", Json());
+    }
+    if (x != y) return std::string(k) + " was " + x.dump() + ", is now " + y.dump();
+  }
+  return "";
+}
+
+Json number_or_null(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? *it : Json(nullptr);
+}
+
+std::string short_message(std::string m) {
+  m = replace_all(m, "\n", " ");
+  if (m.size() > 300) m = m.substr(0, 297) + "...";
+  return m;
+}
+
+// The record of one task from its evaluation (or its absence).
+Json make_record(const SuiteTask& t, const std::string& status, const Json& eval, const std::string& message,
+                 double seconds) {
+  Json r = {{"schema", kTaskSchema}, {"level", t.level},     {"id", t.id},           {"name", t.name},
+            {"stem", t.stem},        {"task", t.spec},       {"status", status},     {"seconds", seconds},
+            {"solution", t.solution.empty() ? Json(nullptr) : Json(t.solution)}};
+  if (status == "evaluated") {
+    const Json& tm = eval.value("timing", Json::object());
+    r["outcome"] = eval.value("outcome", std::string("runtime_error"));
+    r["correct"] = eval.value("correct", false);
+    r["reward"] = eval.value("reward", -1);
+    for (const char* k : {"candidate_ms", "eager_ms", "compile_ms", "speedup_eager", "speedup_compile"}) {
+      r[k] = tm.is_object() ? number_or_null(tm, k) : Json(nullptr);
+    }
+    r["message"] = short_message(eval.value("message", std::string()));
+    r["eval"] = eval;
+  } else {
+    r["outcome"] = status;  // missing | not_evaluated
+    r["correct"] = false;
+    r["reward"] = -1;
+    for (const char* k : {"candidate_ms", "eager_ms", "compile_ms", "speedup_eager", "speedup_compile"}) r[k] = nullptr;
+    r["message"] = short_message(message);
+    if (!eval.is_null()) r["eval"] = eval;
+  }
+  return r;
+}
+
+std::optional<Json> read_json(const fs::path& p) {
+  auto text = read_file(p);
+  if (!text) return std::nullopt;
+  try {
+    return Json::parse(*text);
+  } catch (const std::exception&) {
+    return std::nullopt;  // a torn or foreign file: the task is evaluated again
+  }
+}
+
+// A record that settles its task: evaluated, of the solution the suite now names.
+bool settled(const std::optional<Json>& r, const SuiteTask& t) {
+  return r && r->value("schema", std::string()) == kTaskSchema && r->value("status", std::string()) == "evaluated" &&
+         r->value("solution", Json()) == (t.solution.empty() ? Json(nullptr) : Json(t.solution));
+}
+
+// The progress display: a bar on a terminal, one line per task otherwise.
+class Progress {
+ public:
+  Progress(size_t total, size_t already, bool on) : total_(total), done_(already), already_(already), on_(on) {
+    tty_ = on && isatty(STDERR_FILENO);
+    t0_ = Clock::now();
+    if (on_) draw("");
+  }
+  void task_done(const std::string& line, bool ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++done_;
+    (ok ? ok_ : failed_)++;
+    draw(line);
+  }
+  void running(int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = n;
+    if (tty_) draw("");
+  }
+  void finish() {
+    if (tty_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  void draw(const std::string& event) {
+    if (!on_) return;
+    double el = std::chrono::duration<double>(Clock::now() - t0_).count();
+    size_t now = done_ - already_;
+    std::string eta = now > 0 && done_ < total_
+                          ? "ETA " + short_duration(el / static_cast<double>(now) * static_cast<double>(total_ - done_))
+                          : "";
+    const int width = 28;
+    int fill = total_ ? static_cast<int>(width * done_ / total_) : width;
+    std::string bar = "[" + std::string(fill, '#') + std::string(width - fill, '.') + "]";
+    char status[256];
+    std::snprintf(status, sizeof status, "%s %zu/%zu  ok %zu  failed %zu  %s  %s", bar.c_str(), done_, total_, ok_,
+                  failed_, short_duration(el).c_str(), eta.c_str());
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+    if (!event.empty()) {
+      if (tty_) std::fprintf(stderr, "%s\n", event.c_str());
+      else std::fprintf(stderr, "[%zu/%zu] %s%s\n", done_, total_, event.c_str(), eta.empty() ? "" : ("  " + eta).c_str());
+    }
+    if (tty_) std::fprintf(stderr, "%s", status);
+    std::fflush(stderr);
+  }
+  std::mutex mu_;
+  size_t total_, done_, already_, ok_ = 0, failed_ = 0;
+  int running_ = 0;
+  bool on_, tty_ = false;
+  Clock::time_point t0_;
+};
+
+std::string speed_text(const Json& rec) {
+  std::string s;
+  char buf[64];
+  for (const char* k : {"speedup_eager", "speedup_compile"}) {
+    if (rec.contains(k) && rec[k].is_number()) {
+      std::snprintf(buf, sizeof buf, "  %.2fx %s", rec[k].get<double>(), std::string(k).substr(8).c_str());
+      s += buf;
+    }
+  }
+  return s;
+}
+
+std::string event_line(const Json& rec) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f s", rec.value("seconds", 0.0));
+  std::string s = rec.value("level", std::string()) + "/" + rec.value("stem", std::string()) + ": " +
+                  rec.value("outcome", std::string()) + ", reward " + std::to_string(rec.value("reward", -1)) +
+                  speed_text(rec) + "  (" + buf + ")";
+  if (!rec.value("correct", false)) {
+    std::string m = rec.value("message", std::string());
+    if (m.size() > 100) m = m.substr(0, 97) + "...";
+    if (!m.empty()) s += "\n    " + m;
+  }
+  return s;
+}
+
+// results.json from bench.json and the records.
+Json assemble(const fs::path& out, const Json& run) {
+  std::vector<SuiteTask> tasks;
+  for (const auto& t : run["suite"]["tasks"]) tasks.push_back(task_from_json(t));
+  Json rows = Json::array();
+  Json missing = Json::array(), not_evaluated = Json::array();
+  std::vector<std::string> levels;
+  std::map<std::string, std::vector<Json>> by_level;
+  std::vector<Json> all;
+  for (const auto& t : tasks) {
+    fs::path rel = record_rel(t);
+    auto rec = read_json(out / rel);
+    if (!rec) rec = make_record(t, "not_evaluated", nullptr, "not evaluated: the run stopped before this task", 0);
+    Json row = {{"level", t.level},
+                {"id", t.id},
+                {"name", t.name},
+                {"stem", t.stem},
+                {"task", t.spec},
+                {"solution", rec->value("solution", Json())},
+                {"record", rel.string()}};
+    for (const char* k : {"outcome", "correct", "reward", "candidate_ms", "eager_ms", "compile_ms", "speedup_eager",
+                          "speedup_compile", "message", "seconds"}) {
+      row[k] = rec->value(k, Json());
+    }
+    if (rec->contains("episode")) row["episode"] = (*rec)["episode"];
+    std::string status = rec->value("status", std::string());
+    if (status == "missing") missing.push_back({{"level", t.level}, {"id", t.id}, {"name", t.name}, {"task", t.spec},
+                                                {"reason", row["message"]}});
+    if (status == "not_evaluated") not_evaluated.push_back({{"level", t.level}, {"id", t.id}, {"name", t.name},
+                                                            {"error", row["message"]}});
+    if (std::find(levels.begin(), levels.end(), t.level) == levels.end()) levels.push_back(t.level);
+    by_level[t.level].push_back(row);
+    all.push_back(row);
+    rows.push_back(row);
+  }
+  // How the evaluations actually timed (the runner's settings: a CPU has no L2
+  // flush or launch hiding), from the first record that timed anything.
+  Json fingerprint = run["fingerprint"];
+  for (const auto& t : tasks) {
+    auto rec = read_json(out / record_rel(t));
+    if (!rec || !(*rec)["eval"].is_object() || !(*rec)["eval"]["timing"].is_object()) continue;
+    const Json& tm = (*rec)["eval"]["timing"];
+    if (!tm.contains("method")) continue;
+    EvalOptions e;
+    e.timing = tm.value("method", e.timing);
+    e.calls = tm.value("calls", e.calls);
+    e.warmup = tm.value("warmup", e.warmup);
+    e.input_sets = tm.value("input_sets", e.input_sets);
+    e.flush_l2 = tm.value("flush_l2", e.flush_l2);
+    e.hide_launch = tm.value("hide_launch", e.hide_launch);
+    fingerprint["timing"] = timing_text(e);
+    const Json& ev_env = (*rec)["eval"].value("env", Json::object());
+    if (fingerprint.value("device", std::string()) == "cpu" && ev_env.is_object()) {
+      fingerprint["cpu"] = ev_env.value("device_name", Json());
+    }
+    break;
+  }
+  Json lv = Json::array();
+  for (const auto& l : levels) lv.push_back({{"level", l}, {"metrics", compute_metrics(by_level[l])}});
+  Json r = {{"schema", "anvil.bench/1"},
+            {"run", run.value("last", Json::object())},
+            {"fingerprint", fingerprint},
+            {"rules", metric_rules()},
+            {"levels", lv},
+            {"overall", compute_metrics(all)},
+            {"tasks", rows},
+            {"problems",
+             {{"missing", missing},
+              {"extra", run["suite"].value("extra", Json::array())},
+              {"unreadable", run["suite"].value("unreadable", Json::array())},
+              {"not_evaluated", not_evaluated}}}};
+  r["run"]["out"] = out.string();
+  const Json& s = run["settings"];
+  r["run"]["tasks"] = s["tasks"];
+  r["run"]["solutions"] = s["solutions"];
+  r["run"]["variant"] = s["variant"];
+  r["run"]["agent"] = s["agent"].is_object()
+                          ? Json{{"endpoint", s["agent"]["endpoint"]}, {"model", s["agent"]["model"]}}
+                          : Json(nullptr);
+  return r;
+}
+
+bool write_outputs(const fs::path& out, const Json& results, std::string* err) {
+  return write_file_atomic(out / "results.json", results.dump(1) + "\n", err) &&
+         write_file_atomic(out / "report.md", render_markdown(results), err) &&
+         write_file_atomic(out / "report.html", render_html(results), err);
+}
+
+// With an agent: the episodes (resumable by themselves), then a record per
+// task from its trajectory's final evaluation.
+void run_agent_tasks(const Environment& env, const BenchOptions& o, const std::vector<SuiteTask>& tasks,
+                     const std::vector<int>& gpus, const fs::path& out, size_t* evaluated) {
+  RunOptions ro = o.agent;
+  ro.tasks.clear();
+  ro.dirs.clear();
+  for (const auto& t : tasks) {
+    ro.tasks.push_back(t.spec);
+    ro.dirs.push_back((fs::path(safe_name(t.level)) / safe_name(t.stem)).string());
+  }
+  ro.samples = 1;
+  ro.out = out / "agent";
+  ro.resume = true;  // bench.json already decided whether this run may continue
+  ro.gpus = gpus;
+  ro.progress = o.progress;
+  ro.episode.tools.eval = o.eval;
+  run_episodes(env, *o.model, ro);
+  std::string err;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const SuiteTask& t = tasks[i];
+    fs::path ep = ro.out / ro.dirs[i] / "sample-0";
+    fs::path rec_path = out / record_rel(t);
+    auto old = read_json(rec_path);
+    auto traj = read_json(ep / "trajectory.json");
+    Json rec;
+    if (!traj) {
+      rec = make_record(t, "not_evaluated", nullptr, "the episode did not start (see " + ep.string() + ")", 0);
+    } else if (traj->value("status", std::string()) != "finished") {
+      std::string why = (*traj)["model_error"].is_object()
+                            ? (*traj)["model_error"].value("error", std::string("interrupted"))
+                            : "the episode is " + traj->value("status", std::string("?"));
+      rec = make_record(t, "not_evaluated", nullptr, why, traj->value("seconds", 0.0));
+    } else {
+      const Json& ev = (*traj)["evaluation"];
+      if (ev.is_object() && ev.contains("outcome")) {
+        rec = make_record(t, "evaluated", ev, "", traj->value("seconds", 0.0));
+      } else {
+        rec = make_record(t, "not_evaluated", nullptr,
+                          ev.is_object() ? ev.value("error", std::string("no evaluation")) : "no evaluation",
+                          traj->value("seconds", 0.0));
+      }
+    }
+    rec["episode"] = (fs::path("agent") / ro.dirs[i] / "sample-0").string();
+    Json c = traj ? traj->value("counters", Json::object()) : Json::object();
+    rec["turns"] = c.value("turns", 0);
+    if (!(old && old->value("status", std::string()) == "evaluated") && rec["status"] == "evaluated") ++*evaluated;
+    write_file_atomic(rec_path, rec.dump(1) + "\n", &err);
+  }
+}
+
+}  // namespace
+
+std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std::string* err) {
+  auto wall0 = Clock::now();
+  std::string started = utc_now();
+  if (o.out.empty()) {
+    *err = "no run directory (--out)";
+    return std::nullopt;
+  }
+  // Where evaluations run: the GPUs (one at a time each), or CPU slots.
+  bool cpu = o.eval.device == "cpu" || env.gpus.empty();
+  std::vector<int> gpus = o.gpus;
+  if (cpu) {
+    gpus.assign(1, 0);  // CPU timings are only comparable one at a time
+  } else if (gpus.empty()) {
+    for (size_t i = 0; i < env.gpus.size(); ++i) gpus.push_back(static_cast<int>(i));
+  }
+  for (int g : gpus) {
+    if (!cpu && (g < 0 || g >= static_cast<int>(env.gpus.size()))) {
+      *err = "no GPU " + std::to_string(g) + " (this host has " + std::to_string(env.gpus.size()) + ")";
+      return std::nullopt;
+    }
+  }
+  std::string variant = !o.variant.empty() ? o.variant : cpu ? "cpu" : "cuda";
+  BenchOptions opts = o;
+  if (cpu && opts.eval.device.empty()) opts.eval.device = "cpu";
+
+  auto suite = discover_suite(env, o.tasks, err);
+  if (!suite) return std::nullopt;
+  if (!o.model) {
+    if (o.solutions.empty()) {
+      *err = "nothing to evaluate: give --solutions DIR or --agent";
+      return std::nullopt;
+    }
+    if (!match_solutions(*suite, o.solutions, variant, err)) return std::nullopt;
+  }
+
+  // The run directory: new, or the same run continued.
+  std::error_code ec;
+  fs::path run_path = o.out / "bench.json";
+  Json settings = settings_json(opts, variant);
+  Json fp = fingerprint_json(env, opts, gpus, cpu);
+  Json run;
+  if (fs::exists(run_path, ec)) {
+    if (!o.resume) {
+      *err = o.out.string() + " already holds a benchmark run: add --resume to continue it, or choose another --out";
+      return std::nullopt;
+    }
+    auto old = read_json(run_path);
+    if (!old || old->value("schema", std::string()) != kRunSchema) {
+      *err = run_path.string() + " is not a benchmark run's settings (" + kRunSchema + ")";
+      return std::nullopt;
+    }
+    run = *old;
+    if (run["settings"] != settings) {
+      std::string diff;
+      for (auto& [k, v] : settings.items()) {
+        if (run["settings"].value(k, Json()) != v) diff += (diff.empty() ? "" : ", ") + k;
+      }
+      *err = "--resume: the settings differ from the run's in " + o.out.string() + " (" + diff +
+             "); run the same command with --resume, or choose another --out";
+      return std::nullopt;
+    }
+    if (std::string d = fingerprint_difference(run["fingerprint"], fp); !d.empty()) {
+      *err = "--resume: the run was measured on another setup (" + d + "); its numbers cannot be mixed";
+      return std::nullopt;
+    }
+  } else {
+    if (o.resume) {
+      *err = "--resume: no benchmark run in " + o.out.string() + " (no bench.json)";
+      return std::nullopt;
+    }
+    run = {{"schema", kRunSchema}, {"settings", settings}, {"fingerprint", fp}, {"invocations", Json::array()}};
+  }
+  Json suite_j = {{"tasks", Json::array()}, {"unreadable", problems_json(suite->unreadable)},
+                  {"extra", problems_json(suite->extra)}};
+  for (const auto& t : suite->tasks) suite_j["tasks"].push_back(task_json(t));
+  run["suite"] = suite_j;
+  fs::create_directories(o.out, ec);
+  if (!write_file_atomic(run_path, run.dump(1) + "\n", err)) return std::nullopt;
+
+  // What is left to do.
+  std::vector<const SuiteTask*> pending;
+  size_t already = 0;
+  for (const auto& t : suite->tasks) {
+    fs::path rec_path = o.out / record_rel(t);
+    fs::create_directories(rec_path.parent_path(), ec);
+    if (!o.model && t.solution.empty()) {
+      write_file_atomic(rec_path, make_record(t, "missing", nullptr, t.missing_reason, 0).dump(1) + "\n", err);
+      ++already;
+      continue;
+    }
+    if (!o.model && settled(read_json(rec_path), t)) {
+      ++already;
+      continue;
+    }
+    pending.push_back(&t);
+  }
+
+  size_t evaluated = 0;
+  if (o.model) {
+    run_agent_tasks(env, opts, suite->tasks, gpus, o.out, &evaluated);
+  } else if (!pending.empty()) {
+    if (o.progress && already > 0) {
+      std::fprintf(stderr, "resuming %s: %zu of %zu tasks already settled\n", o.out.string().c_str(), already,
+                   suite->tasks.size());
+    }
+    Progress progress(suite->tasks.size(), already, o.progress);
+    std::atomic<size_t> next{0};
+    std::atomic<size_t> n_eval{0};
+    auto worker = [&](int gpu) {
+      while (true) {
+        size_t i = next++;
+        if (i >= pending.size()) return;
+        const SuiteTask& t = *pending[i];
+        EvalOptions eo = opts.eval;
+        eo.task = t.spec;
+        eo.candidate = t.solution;
+        eo.gpu = gpu;
+        auto t0 = Clock::now();
+        EvalResult r;
+        try {
+          r = evaluate(env, eo);
+        } catch (const std::exception& e) {  // one task must never take the run down
+          r.evaluated = false;
+          r.error = std::string("anvil error: ") + e.what();
+        }
+        double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        Json rec = r.evaluated ? make_record(t, "evaluated", r.json, "", secs)
+                               : make_record(t, "not_evaluated", nullptr, r.error, secs);
+        rec["gpu"] = cpu ? Json(nullptr) : Json(gpu);
+        std::string werr;
+        write_file_atomic(o.out / record_rel(t), rec.dump(1) + "\n", &werr);
+        if (r.evaluated) ++n_eval;
+        progress.task_done(event_line(rec) + (werr.empty() ? "" : "\n    cannot write the record: " + werr),
+                           rec.value("correct", false));
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int g : gpus) pool.emplace_back(worker, g);
+    for (auto& th : pool) th.join();
+    progress.finish();
+    evaluated = n_eval;
+  }
+
+  double seconds = std::chrono::duration<double>(Clock::now() - wall0).count();
+  Json last = {{"started", started},
+               {"finished", utc_now()},
+               {"seconds", seconds},
+               {"evaluated", evaluated},
+               {"resumed", already},
+               {"tasks_per_minute", seconds > 0 ? static_cast<double>(evaluated) / (seconds / 60.0) : 0.0},
+               {"gpus", cpu ? Json(nullptr) : Json(gpus)}};
+  run["last"] = last;
+  run["invocations"].push_back(last);
+  if (!write_file_atomic(run_path, run.dump(1) + "\n", err)) return std::nullopt;
+  Json results = assemble(o.out, run);
+  if (!write_outputs(o.out, results, err)) return std::nullopt;
+  return results;
+}
+
+std::optional<Json> bench_report(const fs::path& out, std::string* err) {
+  auto run = read_json(out / "bench.json");
+  if (!run || run->value("schema", std::string()) != kRunSchema || !(*run)["suite"].is_object()) {
+    *err = out.string() + ": not a benchmark run (no readable bench.json)";
+    return std::nullopt;
+  }
+  Json results = assemble(out, *run);
+  if (!write_outputs(out, results, err)) return std::nullopt;
+  return results;
+}
+
+std::string bench_summary_text(const Json& r) {
+  auto pct = [](const Json& v) {
+    if (!v.is_number()) return std::string("n/a");
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f%%", 100 * v.get<double>());
+    return std::string(b);
+  };
+  auto x = [](const Json& v) {
+    if (!v.is_number()) return std::string("n/a");
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2fx", v.get<double>());
+    return std::string(b);
+  };
+  std::string s;
+  auto line = [&](const std::string& name, const Json& m) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%-10s %4d tasks", name.c_str(), m.value("tasks", 0));
+    s += std::string(b) + "  pass " + pct(m["pass_rate"]) + "  >eager " + pct(m["faster_than_eager_rate"]) +
+         "  >compile " + pct(m["faster_than_compile_rate"]) + "  geomean " + x(m["geomean"]["eager"]["correct"]) +
+         " eager, " + x(m["geomean"]["compile"]["correct"]) + " compile (correct)  mean reward " +
+         (m["mean_reward"].is_number() ? std::to_string(m["mean_reward"].get<double>()).substr(0, 5) : "n/a") + "\n";
+  };
+  for (const auto& l : r["levels"]) line(l["level"].get<std::string>(), l["metrics"]);
+  if (r["levels"].size() > 1) line("overall", r["overall"]);
+  const Json& p = r["problems"];
+  for (const char* k : {"missing", "extra", "unreadable", "not_evaluated"}) {
+    if (!p[k].empty()) {
+      s += std::string(k) + ": " + std::to_string(p[k].size()) + "\n";
+      for (const auto& e : p[k]) {
+        std::string what = e.contains("path") ? e["path"].get<std::string>()
+                                              : e["level"].get<std::string>() + "/" + std::to_string(e["id"].get<long>()) +
+                                                    "_" + e["name"].get<std::string>();
+        std::string why = e.value("reason", e.value("error", std::string()));
+        s += "  " + what + ": " + why + "\n";
+      }
+    }
+  }
+  const Json& run = r["run"];
+  char b[160];
+  std::snprintf(b, sizeof b, "evaluated %d now (%d from before) in %s, %.1f tasks/min\n", run.value("evaluated", 0),
+                run.value("resumed", 0), short_duration(run.value("seconds", 0.0)).c_str(),
+                run.value("tasks_per_minute", 0.0));
+  s += b;
+  s += "reports: " + run.value("out", std::string()) + "/report.md, report.html\n";
+  return s;
+}
+
+}  // namespace anvil

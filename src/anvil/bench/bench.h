@@ -1,0 +1,51 @@
+// bench.h: benchmark runs (`anvil bench`): every task of a suite evaluated in
+// isolation against its solution (or the agent's episode), one evaluation per
+// GPU at a time over the host's GPUs, each result kept as a per-task record
+// so an interrupted run resumes without evaluating a finished task again;
+// then the suite's metrics, a fingerprint of the setup, and the reports.
+// Layout and schemas: docs/bench.md.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "anvil/agent/runs.h"
+#include "anvil/env/eval.h"
+
+namespace anvil {
+
+class ModelClient;
+
+struct BenchOptions {
+  std::string tasks;       // a folder (KernelBench layout) or a dataset
+  std::string solutions;   // a folder of solutions; empty with an agent
+  std::string variant;     // a solution folder's variant sub-folder; empty: cuda with a GPU, else cpu
+  std::filesystem::path out;
+  bool resume = false;     // continue the run in `out`
+  EvalOptions eval;        // the template: task, candidate and gpu are set per task
+  std::vector<int> gpus;   // GPU indices; empty: all of the host's
+  bool progress = true;    // a progress bar (or one line per task when stderr is not a terminal)
+  // With an agent: each task is one episode (the agent issue's loop), judged
+  // by its final, fresh evaluation.
+  ModelClient* model = nullptr;
+  RunOptions agent;        // the episodes' template (tasks, out and resume are set here)
+};
+
+// Runs the benchmark and writes OUT/results.json, OUT/report.md and
+// OUT/report.html. Returns the results (anvil.bench/1), or nullopt with the
+// reason in *err when it cannot run (a bad target, a run directory that
+// holds another run, an environment without torch).
+std::optional<nlohmann::json> run_bench(const Environment& env, const BenchOptions& opts, std::string* err);
+
+// Recomputes results and reports from a run directory's records (no
+// evaluation); nullopt with *err when OUT is not a benchmark run.
+std::optional<nlohmann::json> bench_report(const std::filesystem::path& out, std::string* err);
+
+// A few human lines: the overall metrics, problems, where the reports are.
+std::string bench_summary_text(const nlohmann::json& results);
+
+}  // namespace anvil

@@ -1,0 +1,305 @@
+// bench_test.cpp: `anvil bench` end to end on the CPU: real tasks, real
+// builds, real evaluations through the installed binary; then resuming a
+// finished and a killed run, the reports, and the comparison.
+#include "anvil/bench/bench.h"
+
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "anvil/agent/replay_fixture.h"
+#include "anvil/env/test_env.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
+#include "anvil/util/subprocess.h"
+
+namespace anvil {
+namespace {
+
+using Json = nlohmann::json;
+const std::string kSource = ANVIL_SOURCE_DIR;
+
+void write(const fs::path& p, const std::string& text) {
+  std::string err;
+  ASSERT_TRUE(write_file_atomic(p, text, &err)) << err;
+}
+
+// Task 01 of the examples at a small size (and a distinct scale, so each task
+// has its own hash and baselines).
+std::string chain_task(int rows, int cols, const char* scale) {
+  std::string text = *read_file(kSource + "/examples/tasks/01_elementwise_chain.py");
+  text = replace_all(text, "ROWS = 4096", "ROWS = " + std::to_string(rows));
+  text = replace_all(text, "COLS = 4096", "COLS = " + std::to_string(cols));
+  return replace_all(text, "SCALE = 1.5", std::string("SCALE = ") + scale);
+}
+
+// The sources of a candidate folder (not its build outputs).
+void copy_candidate(const fs::path& from, const fs::path& to) {
+  for (const auto& e : fs::recursive_directory_iterator(from)) {
+    fs::path rel = fs::relative(e.path(), from);
+    std::string r = rel.string();
+    if (!e.is_regular_file() || starts_with(r, "build") || ends_with(r, ".so")) continue;
+    write(to / rel, *read_file(e.path()));
+  }
+}
+
+struct Suite3 {
+  fs::path root = make_temp_dir(fs::temp_directory_path(), "anvil-bench-test");
+  fs::path tasks = root / "tasks", sol = root / "sol", out = root / "run";
+  Suite3() {
+    const fs::path good = kSource + "/examples/candidates/01_elementwise_chain/cpu";
+    write(tasks / "level1" / "1_ChainSmall.py", chain_task(64, 256, "1.25"));
+    write(tasks / "level1" / "2_ChainWide.py", chain_task(32, 512, "2.0"));
+    write(tasks / "level1" / "3_ChainMissing.py", chain_task(16, 128, "0.75"));
+    fs::create_symlink(root / "gone.py", tasks / "level1" / "4_Gone.py");
+    write(tasks / "level2" / "1_Chain.py", chain_task(48, 256, "0.5"));
+    copy_candidate(good, sol / "level1" / "1_ChainSmall" / "cpu");
+    copy_candidate(kSource + "/examples/broken/wrong_math/cpu", sol / "level1" / "2_ChainWide" / "cpu");
+    write(sol / "level1" / "9_Extra.py", "# a solution of no task\n");
+    copy_candidate(good, sol / "level2" / "1_Chain" / "cpu");
+  }
+  ~Suite3() { remove_tree(root); }
+  std::vector<std::string> argv(std::vector<std::string> extra = {}) const {
+    std::vector<std::string> a = {ANVIL_BINARY, "bench", "--tasks", tasks.string(), "--solutions", sol.string(),
+                                  "--out", out.string(), "--device", "cpu", "--compile-mode", "none", "--calls", "3",
+                                  "--warmup", "1", "--input-sets", "2", "--trials", "2", "--seed", "7",
+                                  "--timeout", "180", "--no-progress", "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+};
+
+SubprocessOptions quick() {
+  SubprocessOptions so;
+  so.timeout = std::chrono::minutes(10);
+  so.merge_stderr = false;
+  so.env["ANVIL_CACHE"] = ANVIL_TEST_CACHE_DIR;
+  return so;
+}
+
+Json parse(const SubprocessResult& r) {
+  try {
+    return Json::parse(r.output);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not JSON: " << e.what() << "\n" << r.output << "\n" << r.err_output;
+    return Json::object();
+  }
+}
+
+TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
+  test_environment();
+  Suite3 s;
+  SubprocessResult r = run_subprocess(s.argv(), quick());
+  ASSERT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.err_output;
+  Json res = parse(r);
+  ASSERT_EQ(res.value("schema", ""), "anvil.bench/1");
+  const Json& all = res["overall"];
+  EXPECT_EQ(all["tasks"], 4);
+  EXPECT_EQ(all["outcomes"]["ok"], 2) << all.dump();
+  EXPECT_EQ(all["outcomes"]["wrong_answer"], 1) << all.dump();
+  EXPECT_EQ(all["outcomes"]["missing"], 1) << all.dump();
+  EXPECT_DOUBLE_EQ(all["pass_rate"].get<double>(), 0.5);
+  EXPECT_TRUE(all["faster_than_compile_rate"].is_null());  // --compile-mode none
+  ASSERT_EQ(res["levels"].size(), 2u);
+  EXPECT_EQ(res["levels"][0]["level"], "level1");
+  EXPECT_EQ(res["levels"][0]["metrics"]["tasks"], 3);
+  EXPECT_EQ(res["levels"][1]["metrics"]["tasks"], 1);
+  const Json& p = res["problems"];
+  ASSERT_EQ(p["missing"].size(), 1u);
+  EXPECT_EQ(p["missing"][0]["name"], "ChainMissing");
+  ASSERT_EQ(p["extra"].size(), 1u);
+  EXPECT_NE(p["extra"][0]["path"].get<std::string>().find("9_Extra.py"), std::string::npos);
+  ASSERT_EQ(p["unreadable"].size(), 1u);
+  EXPECT_NE(p["unreadable"][0]["reason"].get<std::string>().find("broken symbolic link"), std::string::npos);
+  EXPECT_TRUE(p["not_evaluated"].empty());
+  EXPECT_EQ(res["run"]["evaluated"], 3);
+  EXPECT_EQ(res["fingerprint"]["device"], "cpu");
+  EXPECT_EQ(res["fingerprint"]["preset"], "strict");
+  // Every row points at its record, which holds the full evaluation.
+  for (const auto& row : res["tasks"]) {
+    auto rec = read_file(s.out / row["record"].get<std::string>());
+    ASSERT_TRUE(rec) << row.dump();
+    Json j = Json::parse(*rec);
+    EXPECT_EQ(j["schema"], "anvil.bench-task/1");
+    EXPECT_EQ(j["outcome"], row["outcome"]);
+    if (row["outcome"] != "missing") {
+      EXPECT_EQ(j["eval"]["schema"], "anvil.eval/1");
+    }
+  }
+  auto md = read_file(s.out / "report.md");
+  auto html = read_file(s.out / "report.html");
+  ASSERT_TRUE(md && html);
+  EXPECT_NE(md->find("ChainWide"), std::string::npos);
+  EXPECT_NE(html->find("<svg"), std::string::npos);
+
+  // The same command again is refused; with --resume nothing is evaluated again.
+  std::string before = *read_file(s.out / "tasks/level1/1_ChainSmall.json");
+  SubprocessResult again = run_subprocess(s.argv(), quick());
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err_output.find("add --resume"), std::string::npos) << again.err_output;
+  SubprocessResult resumed = run_subprocess(s.argv({"--resume"}), quick());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err_output;
+  Json rj = parse(resumed);
+  EXPECT_EQ(rj["run"]["evaluated"], 0);
+  EXPECT_EQ(rj["run"]["resumed"], 4);
+  EXPECT_EQ(*read_file(s.out / "tasks/level1/1_ChainSmall.json"), before);
+  EXPECT_EQ(rj["overall"], res["overall"]);
+  // Other settings are another run.
+  SubprocessResult other = run_subprocess(s.argv({"--resume", "--preset", "paper"}), quick());
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.err_output.find("the settings differ"), std::string::npos) << other.err_output;
+
+  // The report is recomputed from the records alone.
+  fs::remove(s.out / "results.json");
+  SubprocessResult rep = run_subprocess({ANVIL_BINARY, "bench", "report", s.out.string(), "--json"}, quick());
+  ASSERT_EQ(rep.exit_code, 0) << rep.err_output;
+  EXPECT_EQ(parse(rep)["overall"], res["overall"]);
+
+  // A run compared with itself changes nothing; against a copy where a task
+  // lost its solution, that task is listed.
+  fs::path copy = s.root / "run-b";
+  fs::copy(s.out, copy, fs::copy_options::recursive);
+  Json rec = Json::parse(*read_file(copy / "tasks/level2/1_Chain.json"));
+  rec["outcome"] = "compile_error";
+  rec["correct"] = false;
+  rec["reward"] = -1;
+  write(copy / "tasks/level2/1_Chain.json", rec.dump());
+  // run-b's results.json still holds the old numbers (compare reads results): recompute them first.
+  SubprocessResult rep_b = run_subprocess({ANVIL_BINARY, "bench", "report", copy.string()}, quick());
+  ASSERT_EQ(rep_b.exit_code, 0) << rep_b.err_output;
+  SubprocessResult cmp = run_subprocess({ANVIL_BINARY, "bench", "compare", s.out.string(), copy.string(), "--json"}, quick());
+  ASSERT_EQ(cmp.exit_code, 0) << cmp.err_output;
+  Json c = parse(cmp);
+  ASSERT_EQ(c["changed"].size(), 1u) << c.dump(1);
+  EXPECT_EQ(c["changed"][0]["name"], "Chain");
+  EXPECT_EQ(c["changed"][0]["change"], "lost");
+  EXPECT_EQ(c["summary"]["lost"], 1);
+  EXPECT_TRUE(c["setup_differences"].empty());
+}
+
+TEST(Bench, AKilledRunResumesWithoutEvaluatingAFinishedTaskAgain) {
+  test_environment();
+  Suite3 s;
+  // Three tasks with good solutions, no problems.
+  fs::remove(s.tasks / "level1" / "4_Gone.py");
+  fs::remove(s.sol / "level1" / "9_Extra.py");
+  copy_candidate(kSource + "/examples/candidates/01_elementwise_chain/cpu", s.sol / "level1" / "3_ChainMissing" / "cpu");
+  fs::remove_all(s.sol / "level1" / "2_ChainWide");
+  copy_candidate(kSource + "/examples/candidates/01_elementwise_chain/cpu", s.sol / "level1" / "2_ChainWide" / "cpu");
+  std::vector<std::string> args = s.argv();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    setenv("ANVIL_CACHE", ANVIL_TEST_CACHE_DIR, 1);
+    std::vector<char*> av;
+    for (auto& a : args) av.push_back(a.data());
+    av.push_back(nullptr);
+    int devnull = ::open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execv(av[0], av.data());
+    _exit(127);
+  }
+  // Kill the whole run as soon as its first record is written.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  fs::path first;
+  while (first.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    for (const char* r : {"level1/1_ChainSmall.json", "level1/2_ChainWide.json", "level1/3_ChainMissing.json",
+                          "level2/1_Chain.json"}) {
+      if (fs::exists(s.out / "tasks" / r, ec)) first = s.out / "tasks" / r;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_FALSE(first.empty()) << "no record within 5 minutes";
+  std::error_code ec;
+  ASSERT_FALSE(fs::exists(s.out / "results.json", ec)) << "the run finished before it was killed";
+  std::string kept = *read_file(first);
+  int settled = 0;
+  for (const auto& e : fs::recursive_directory_iterator(s.out / "tasks")) settled += e.is_regular_file() ? 1 : 0;
+  ASSERT_LT(settled, 4);
+
+  SubprocessResult r = run_subprocess(s.argv({"--resume"}), quick());
+  ASSERT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.err_output;
+  Json res = parse(r);
+  EXPECT_EQ(res["run"]["resumed"], settled);
+  EXPECT_EQ(res["run"]["evaluated"], 4 - settled);
+  EXPECT_EQ(res["overall"]["outcomes"]["ok"], 4) << res["overall"].dump();
+  EXPECT_EQ(*read_file(first), kept);  // the finished task was not evaluated again
+}
+
+// The agent in place of solutions: a scripted model (tests/replay_server.py,
+// a real HTTP server) writes the bundled CPU solution through the tools in
+// every episode; each task's record is its episode's final evaluation.
+TEST(Bench, AgentEpisodesAreJudgedPerTaskAndResumeKeepsThem) {
+  test_environment();
+  Suite3 s;
+  fs::remove(s.tasks / "level1" / "4_Gone.py");
+  fs::remove_all(s.tasks / "level2");
+  fs::remove(s.tasks / "level1" / "3_ChainMissing.py");
+  std::string dir = kSource + "/examples/candidates/01_elementwise_chain/cpu/";
+  Json writes = Json::array();
+  for (const char* f : {"kernels/elementwise_chain.cpp", "kernels/elementwise_chain_binding.cpp", "kernels/parallel.h",
+                        "model_new.py"}) {
+    writes.push_back({{"name", "write_file"}, {"arguments", {{"path", f}, {"content", *read_file(dir + f)}}}});
+  }
+  Json turns = Json::array({{{"content", nullptr}, {"tool_calls", writes}},
+                            {{"content", nullptr}, {"tool_calls", {{{"name", "compile"}, {"arguments", Json::object()}}}}},
+                            {{"content", nullptr}, {"tool_calls", {{{"name", "finish"}, {"arguments", Json::object()}}}}}});
+  ReplayServer server({{"turns", turns}}, s.root / "server");
+  ASSERT_GT(server.port(), 0);
+  write(s.root / "skill.md", "You write kernels.\n");
+  std::vector<std::string> args = {ANVIL_BINARY, "bench", "--tasks", s.tasks.string(), "--agent", "--endpoint",
+                                   server.url(), "--model", "replay", "--concurrency", "2", "--skill",
+                                   (s.root / "skill.md").string(), "--max-tokens", "256", "--out", s.out.string(),
+                                   "--device", "cpu", "--compile-mode", "none", "--calls", "3", "--warmup", "1",
+                                   "--input-sets", "2", "--trials", "2", "--no-progress", "--json"};
+  SubprocessResult r = run_subprocess(args, quick());
+  ASSERT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.err_output << "\n" << r.output.substr(0, 4000);
+  Json res = parse(r);
+  EXPECT_EQ(res["overall"]["tasks"], 2);
+  EXPECT_EQ(res["overall"]["outcomes"]["ok"], 2) << res["tasks"].dump(1);
+  EXPECT_EQ(res["run"]["agent"]["model"], "replay");
+  EXPECT_EQ(res["run"]["evaluated"], 2);
+  Json rec = Json::parse(*read_file(s.out / "tasks/level1/2_ChainWide.json"));
+  EXPECT_EQ(rec["episode"], "agent/level1/2_ChainWide/sample-0");
+  EXPECT_EQ(rec["turns"], 3);
+  EXPECT_TRUE(fs::exists(s.out / "agent/level1/2_ChainWide/sample-0/trajectory.json"));
+  auto chats = [&] {  // chat requests (the model check before a run is a GET of /v1/models)
+    size_t n = 0;
+    for (const auto& q : server.requests()) n += q.dump().find("\"messages\"") != std::string::npos ? 1 : 0;
+    return n;
+  };
+  size_t requests = chats();
+  EXPECT_EQ(requests, 6u);
+  args.push_back("--resume");
+  SubprocessResult again = run_subprocess(args, quick());
+  ASSERT_EQ(again.exit_code, 0) << again.err_output;
+  EXPECT_EQ(parse(again)["run"]["evaluated"], 0);
+  EXPECT_EQ(chats(), requests);  // no episode ran again
+}
+
+TEST(Bench, UsageErrorsAreOneClearLine) {
+  SubprocessResult r = run_subprocess({ANVIL_BINARY, "bench", "--tasks", kSource + "/examples/tasks"}, quick());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err_output.find("give one of --solutions DIR or --agent"), std::string::npos) << r.err_output;
+  r = run_subprocess({ANVIL_BINARY, "bench", "report", "/nonexistent-run"}, quick());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err_output.find("not a benchmark run"), std::string::npos) << r.err_output;
+  r = run_subprocess({ANVIL_BINARY, "bench", "--tasks", "/nonexistent-tasks", "--solutions", "/tmp"}, quick());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err_output.find("/nonexistent-tasks: no such file or folder"), std::string::npos) << r.err_output;
+}
+
+}  // namespace
+}  // namespace anvil
