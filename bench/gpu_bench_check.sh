@@ -32,9 +32,9 @@ run() {
   echo "== $name: $tasks against $sols ${resume[*]}"
   local t0=$SECONDS rc=0
   if [ "$LIMIT" -gt 0 ]; then
-    timeout -s INT "$LIMIT" "$ANVIL" bench --tasks "$tasks" --solutions "$sols" --out "$dir" --no-progress "${resume[@]}" || rc=$?
+    timeout -s INT "$LIMIT" "$ANVIL" bench --tasks "$tasks" --solutions "$sols" --out "$dir" "${resume[@]}" || rc=$?
   else
-    "$ANVIL" bench --tasks "$tasks" --solutions "$sols" --out "$dir" --no-progress "${resume[@]}" || rc=$?
+    "$ANVIL" bench --tasks "$tasks" --solutions "$sols" --out "$dir" "${resume[@]}" || rc=$?
   fi
   echo "== $name: exit $rc after $((SECONDS - t0)) s"
   if [ -f "$dir/results.json" ]; then

@@ -231,6 +231,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--resume", bn.opts.resume, "continue the run in --out: finished tasks are kept, never redone");
   bench_cmd->add_option("--gpus", bn.opts.gpus, "GPU indices, one evaluation at a time on each (default: all)");
   bench_cmd->add_flag("!--no-progress", bn.opts.progress, "no progress display");
+  bench_cmd->add_flag("!--no-prebuild", bn.opts.prebuild,
+                      "build each candidate when it is evaluated, on its GPU's slot, instead of all first on every core");
   bench_cmd->add_flag("--json", bn.json, "print results.json (anvil.bench/1) instead of the summary");
   add_eval_options(bench_cmd, bn.opts.eval, bnf);
   bench_cmd->add_flag("--agent", bn.agent, "run the agent on every task (one episode each) and judge its workdir");

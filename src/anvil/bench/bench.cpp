@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <ctime>
 #include <map>
@@ -28,6 +29,7 @@
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
+#include "anvil/util/thread_pool.h"
 #include "anvil_git_rev.h"
 
 namespace anvil {
@@ -454,6 +456,48 @@ void run_agent_tasks(const Environment& env, const BenchOptions& o, const std::v
   }
 }
 
+// Builds every pending workdir candidate into the build cache on all cores,
+// before any GPU times anything: nvcc competing with a timing loop for the
+// CPU would slow the candidates' launches, and one build after another on a
+// GPU's slot leaves the GPU idle. Each evaluation then finds its build
+// cached. A failed build is left for its evaluation to report.
+Json prebuild_all(const Environment& env, const BenchOptions& o, const std::vector<const SuiteTask*>& pending,
+                  double* seconds) {
+  auto t0 = Clock::now();
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  unsigned workers = std::max(1u, cores / 2);
+  BuildOptions bo = o.eval.build;
+  if (bo.jobs == 0) bo.jobs = std::max(1u, cores / workers);
+  if (o.progress) {
+    std::fprintf(stderr, "building %zu candidates (%u at a time)\n", pending.size(), workers);
+  }
+  std::atomic<int> built{0}, compiled{0}, failed{0};
+  std::vector<std::function<void()>> jobs;
+  for (const SuiteTask* t : pending) {
+    jobs.push_back([&, t] {
+      std::optional<BuildReport> b;
+      try {
+        b = prebuild(env, t->solution, bo);
+      } catch (const std::exception&) {  // its evaluation builds it again and says why
+        ++failed;
+        return;
+      }
+      if (!b) return;
+      ++built;
+      if (b->compiled() > 0) ++compiled;
+      if (!b->ok) ++failed;
+    });
+  }
+  run_parallel(jobs, workers);
+  *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (o.progress) {
+    std::fprintf(stderr, "built %d candidates in %s (%d compiled, %d from the cache, %d failed)\n", built.load(),
+                 short_duration(*seconds).c_str(), compiled.load(), built.load() - compiled.load(), failed.load());
+  }
+  return {{"candidates", built.load()}, {"compiled", compiled.load()}, {"failed", failed.load()},
+          {"workers", workers}, {"seconds", *seconds}};
+}
+
 }  // namespace
 
 std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std::string* err) {
@@ -537,31 +581,34 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
 
   // What is left to do.
   std::vector<const SuiteTask*> pending;
-  size_t already = 0;
+  size_t resumed = 0, missing = 0;
   for (const auto& t : suite->tasks) {
     fs::path rec_path = o.out / record_rel(t);
     fs::create_directories(rec_path.parent_path(), ec);
     if (!o.model && t.solution.empty()) {
       write_file_atomic(rec_path, make_record(t, "missing", nullptr, t.missing_reason, 0).dump(1) + "\n", err);
-      ++already;
+      ++missing;
       continue;
     }
     if (!o.model && settled(read_json(rec_path), t)) {
-      ++already;
+      ++resumed;
       continue;
     }
     pending.push_back(&t);
   }
 
   size_t evaluated = 0;
+  double build_seconds = 0;
+  Json prebuilt = nullptr;
   if (o.model) {
     run_agent_tasks(env, opts, suite->tasks, gpus, o.out, &evaluated);
   } else if (!pending.empty()) {
-    if (o.progress && already > 0) {
-      std::fprintf(stderr, "resuming %s: %zu of %zu tasks already settled\n", o.out.string().c_str(), already,
+    if (o.progress && resumed > 0) {
+      std::fprintf(stderr, "resuming %s: %zu of %zu tasks already evaluated\n", o.out.string().c_str(), resumed,
                    suite->tasks.size());
     }
-    Progress progress(suite->tasks.size(), already, o.progress);
+    if (o.prebuild) prebuilt = prebuild_all(env, opts, pending, &build_seconds);
+    Progress progress(suite->tasks.size(), resumed + missing, o.progress);
     std::atomic<size_t> next{0};
     std::atomic<size_t> n_eval{0};
     auto worker = [&](int gpu) {
@@ -604,7 +651,9 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
                {"finished", utc_now()},
                {"seconds", seconds},
                {"evaluated", evaluated},
-               {"resumed", already},
+               {"resumed", resumed},
+               {"missing", missing},
+               {"prebuild", prebuilt},
                {"tasks_per_minute", seconds > 0 ? static_cast<double>(evaluated) / (seconds / 60.0) : 0.0},
                {"gpus", cpu ? Json(nullptr) : Json(gpus)}};
   run["last"] = last;
@@ -665,10 +714,16 @@ std::string bench_summary_text(const Json& r) {
   }
   const Json& run = r["run"];
   char b[160];
-  std::snprintf(b, sizeof b, "evaluated %d now (%d from before) in %s, %.1f tasks/min\n", run.value("evaluated", 0),
+  std::snprintf(b, sizeof b, "evaluated %d now (%d from before) in %s, %.1f tasks/min", run.value("evaluated", 0),
                 run.value("resumed", 0), short_duration(run.value("seconds", 0.0)).c_str(),
                 run.value("tasks_per_minute", 0.0));
   s += b;
+  if (run["prebuild"].is_object()) {
+    std::snprintf(b, sizeof b, "; %d candidates built first in %s", run["prebuild"].value("candidates", 0),
+                  short_duration(run["prebuild"].value("seconds", 0.0)).c_str());
+    s += b;
+  }
+  s += "\n";
   s += "reports: " + run.value("out", std::string()) + "/report.md, report.html\n";
   return s;
 }

@@ -28,6 +28,7 @@ struct BenchOptions {
   bool resume = false;     // continue the run in `out`
   EvalOptions eval;        // the template: task, candidate and gpu are set per task
   std::vector<int> gpus;   // GPU indices; empty: all of the host's
+  bool prebuild = true;    // build every candidate on all cores before the GPUs time anything
   bool progress = true;    // a progress bar (or one line per task when stderr is not a terminal)
   // With an agent: each task is one episode (the agent issue's loop), judged
   // by its final, fresh evaluation.

@@ -60,6 +60,9 @@ struct Suite3 {
     fs::create_symlink(root / "gone.py", tasks / "level1" / "4_Gone.py");
     write(tasks / "level2" / "1_Chain.py", chain_task(48, 256, "0.5"));
     copy_candidate(good, sol / "level1" / "1_ChainSmall" / "cpu");
+    // A source no earlier run has built: its evaluation compiles nothing only if the prebuild built it.
+    fs::path k = sol / "level1" / "1_ChainSmall" / "cpu" / "kernels" / "elementwise_chain.cpp";
+    write(k, *read_file(k) + "// " + root.filename().string() + "\n");
     copy_candidate(kSource + "/examples/broken/wrong_math/cpu", sol / "level1" / "2_ChainWide" / "cpu");
     write(sol / "level1" / "9_Extra.py", "# a solution of no task\n");
     copy_candidate(good, sol / "level2" / "1_Chain" / "cpu");
@@ -119,6 +122,11 @@ TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
   EXPECT_NE(p["unreadable"][0]["reason"].get<std::string>().find("broken symbolic link"), std::string::npos);
   EXPECT_TRUE(p["not_evaluated"].empty());
   EXPECT_EQ(res["run"]["evaluated"], 3);
+  EXPECT_EQ(res["run"]["resumed"], 0);
+  EXPECT_EQ(res["run"]["missing"], 1);
+  EXPECT_EQ(res["run"]["prebuild"]["candidates"], 3) << res["run"].dump();
+  EXPECT_EQ(res["run"]["prebuild"]["failed"], 0) << res["run"].dump();
+  EXPECT_GE(res["run"]["prebuild"]["compiled"], 1) << res["run"].dump();
   EXPECT_EQ(res["fingerprint"]["device"], "cpu");
   EXPECT_EQ(res["fingerprint"]["preset"], "strict");
   // Every row points at its record, which holds the full evaluation.
@@ -130,6 +138,7 @@ TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
     EXPECT_EQ(j["outcome"], row["outcome"]);
     if (row["outcome"] != "missing") {
       EXPECT_EQ(j["eval"]["schema"], "anvil.eval/1");
+      EXPECT_EQ(j["eval"]["build"]["compiled"], 0) << row.dump() << " was built again when evaluated";
     }
   }
   auto md = read_file(s.out / "report.md");
@@ -147,7 +156,8 @@ TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err_output;
   Json rj = parse(resumed);
   EXPECT_EQ(rj["run"]["evaluated"], 0);
-  EXPECT_EQ(rj["run"]["resumed"], 4);
+  EXPECT_EQ(rj["run"]["resumed"], 3);
+  EXPECT_EQ(rj["run"]["missing"], 1);
   EXPECT_EQ(*read_file(s.out / "tasks/level1/1_ChainSmall.json"), before);
   EXPECT_EQ(rj["overall"], res["overall"]);
   // Other settings are another run.
@@ -233,6 +243,7 @@ TEST(Bench, AKilledRunResumesWithoutEvaluatingAFinishedTaskAgain) {
   ASSERT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.err_output;
   Json res = parse(r);
   EXPECT_EQ(res["run"]["resumed"], settled);
+  EXPECT_EQ(res["run"]["missing"], 0);
   EXPECT_EQ(res["run"]["evaluated"], 4 - settled);
   EXPECT_EQ(res["overall"]["outcomes"]["ok"], 4) << res["overall"].dump();
   EXPECT_EQ(*read_file(first), kept);  // the finished task was not evaluated again

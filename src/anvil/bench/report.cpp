@@ -253,6 +253,13 @@ std::vector<Item> run_items(const Json& r) {
       {"tasks per minute", fixed2(at(run, "tasks_per_minute"))},
   };
   items.insert(items.end(), rest.begin(), rest.end());
+  const Json& pre = at(run, "prebuild");
+  if (pre.is_object()) {
+    items.push_back({"builds before timing", text(at(pre, "candidates")) + " candidates in " +
+                                                 duration(at(pre, "seconds")) + " (" + text(at(pre, "compiled")) +
+                                                 " compiled, " + text(at(pre, "failed")) + " failed, " +
+                                                 text(at(pre, "workers")) + " at a time)"});
+  }
   const Json& gpus = at(run, "gpus");
   if (gpus.is_array()) {
     std::string g;

@@ -725,4 +725,28 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   return finish("ok", note);
 }
 
+std::optional<BuildReport> prebuild(const Environment& env, const std::string& candidate, const BuildOptions& opts) {
+  std::error_code ec;
+  fs::path cand(candidate);
+  if (!fs::is_directory(cand, ec) || !fs::exists(cand / "model_new.py", ec)) return std::nullopt;
+  BuildReport b;
+  fs::path private_dir;
+  try {
+    private_dir = make_temp_dir(env.cache / "tmp", "prebuild");
+  } catch (const std::exception& e) {
+    b.error_kind = "environment_error";
+    b.error = e.what();
+    return b;
+  }
+  std::string err;
+  if (!copy_candidate(cand, private_dir / "candidate", &err)) {
+    b.error_kind = "workdir_error";
+    b.error = "cannot copy the candidate: " + err;
+  } else {
+    b = build_workdir(env, private_dir / "candidate", opts);
+  }
+  remove_tree(private_dir);
+  return b;
+}
+
 }  // namespace anvil

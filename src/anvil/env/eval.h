@@ -72,6 +72,14 @@ struct EvalResult {
 
 EvalResult evaluate(const Environment& env, const EvalOptions& opts);
 
+// Builds a workdir candidate the way evaluate() does (a private copy, through
+// the build cache), so that evaluating it later compiles nothing: a benchmark
+// builds its candidates on every core before its GPUs time anything. Returns
+// nullopt for a single-file candidate or a path that is not a workdir
+// (nothing to build ahead); a failed build is reported, and evaluate() then
+// reports it again as the candidate's compile_error.
+std::optional<BuildReport> prebuild(const Environment& env, const std::string& candidate, const BuildOptions& opts);
+
 // The socket of this environment's warm zygote, started (detached) if none
 // answers. Returns "" and fills *err when one cannot be started.
 std::string ensure_zygote(const Environment& env, std::string* err);
