@@ -5,7 +5,7 @@
 # new run directory with builds and baselines cached: the measured bar (100 tasks in at most 10
 # minutes on one GPU host) and its tasks-per-minute figure. Each stage resumes its run when it was
 # cut off (the device tool's 10-minute limit per command), so the stages can go in separate commands:
-#   bash bench/gpu_bench_check.sh [examples|cold|warm|all]      (default all)
+#   bash bench/gpu_bench_check.sh [examples|cold|warm|compare|all]      (default all)
 # Reports (report.md, report.html, results.json) and this log go to $OUT/bench-*-<date>/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +40,7 @@ run() {
   if [ -f "$dir/results.json" ]; then
     mkdir -p "$OUT/bench-$name-$day"
     cp "$dir/report.md" "$dir/report.html" "$dir/results.json" "$OUT/bench-$name-$day/"
+    tar czf "$OUT/bench-$name-$day/records.tgz" -C "$dir" bench.json tasks  # every number's record
   fi
   return $rc
 }
@@ -48,16 +49,24 @@ suite() {
   [ -d "$SUITE/tasks" ] || python3 bench/suite/make_suite.py --out "$SUITE" --faults
 }
 
+# The warm run against the cold one: the same solutions timed twice (timing stability).
+compare() {
+  "$ANVIL" bench compare "$RUNS/suite-cold" "$RUNS/suite-warm" --out "$OUT/bench-suite-cold-vs-warm-$day.md" &&
+    head -40 "$OUT/bench-suite-cold-vs-warm-$day.md"
+}
+
 status=0
 case $stage in
   examples) run examples examples/tasks examples/candidates || status=1 ;;
   cold) suite && run suite-cold "$SUITE/tasks" "$SUITE/solutions" || status=1 ;;
   warm) suite && run suite-warm "$SUITE/tasks" "$SUITE/solutions" || status=1 ;;
+  compare) compare || status=1 ;;
   all)
     run examples examples/tasks examples/candidates || status=1
     suite && run suite-cold "$SUITE/tasks" "$SUITE/solutions" || status=1
     run suite-warm "$SUITE/tasks" "$SUITE/solutions" || status=1
+    compare || status=1
     ;;
-  *) echo "usage: $0 [examples|cold|warm|all]"; exit 2 ;;
+  *) echo "usage: $0 [examples|cold|warm|compare|all]"; exit 2 ;;
 esac
 exit $status

@@ -583,7 +583,7 @@ class Judge(Evaluation):
         """The candidate's statistics, recomputed here from the samples it sent."""
         timed = [self.samples[k]["ms"] for k in sorted(self.samples) if self.samples[k]["phase"] == "timed"]
         result = timing.summarize(timed)
-        for key in ("host_enqueue_ms", "gpu_sleep_ms", "kernel_sum_ms", "kernel_sum_error", "seconds"):
+        for key in ("host_enqueue_ms", "gpu_sleep_ms", "late_calls", "kernel_sum_ms", "kernel_sum_error", "seconds"):
             if key in (self.cand_timing or {}):
                 result[key] = self.cand_timing[key]
         return result

@@ -8,10 +8,15 @@ with k rotating over the pre-built input sets (consecutive calls see different b
     -> fn(*args) -> end event -> torch.cuda.synchronize()
 
 on the current stream, and the sample is the events' elapsed time. The GPU sleep
-(torch.cuda._sleep) lasts longer than the host needs to enqueue one call (measured during
-warm-up, 1.5x plus 20 us, at most 20 ms), so the call's kernels are queued before the start event
-is reached and the sample is the GPU's time for the call, not the host's launch latency (the
-problem nvbench's blocking kernel solves); host time beyond the sleep still shows. Without it, a
+(torch.cuda._sleep) lasts longer than the host needs to enqueue one call up to its end event
+(measured during warm-up, 2x plus 50 us, at most MAX_SLEEP_MS), so the call's kernels and its end
+event are queued before the start event is reached and the sample is the GPU's time for the call,
+not the host's launch latency (the problem nvbench's blocking kernel solves). Each timed call
+checks that: when the host took more than SLEEP_MARGIN of the sleep from launching it to
+recording the end event (the profiler's and the annotation's overhead, a busy CPU), the GPU may
+have waited on the host inside the sample, so the call is counted in late_calls and the sleep
+for the following calls becomes twice that host time plus 50 us. Host time beyond the sleep still
+shows (a model that computes on the CPU is not timed as free). Without it, a
 model whose Python wrapper is slow to launch (torch.compile's, a cuDNN call) looks slower than its
 kernels by the launch latency, which varies from process to process; on the CPU it is the
 time.perf_counter() difference around the call, without a flush. The result holds median_ms,
@@ -29,6 +34,8 @@ import time
 import warnings
 
 MIN_FLUSH_BYTES = 8 << 20
+MAX_SLEEP_MS = 20.0
+SLEEP_MARGIN = 0.8  # the host must be done within this share of the sleep
 
 
 class Clock(dict):
@@ -141,9 +148,9 @@ def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_su
     if cuda and hide_launch:
         hide = _launch_hiding(fn, rotation, observe)
     if cuda and trace is not None:
-        samples = profiled_samples(fn, rotation, device, calls, flush_l2, hide.get("sleep_cycles", 0), observe, trace)
+        samples = profiled_samples(fn, rotation, device, calls, flush_l2, hide, observe, trace)
     elif cuda:
-        samples = _cuda_samples(fn, rotation, device, calls, flush_l2, hide.get("sleep_cycles", 0), observe)
+        samples = _cuda_samples(fn, rotation, device, calls, flush_l2, hide, observe)
     elif trace is not None:
         samples = profiled_cpu_samples(fn, rotation, calls, observe, trace)
     else:
@@ -152,6 +159,7 @@ def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_su
     if hide:
         result["host_enqueue_ms"] = round(hide["host_enqueue_ms"], 6)
         result["gpu_sleep_ms"] = round(hide["sleep_ms"], 6)
+        result["late_calls"] = hide.get("late_calls", 0)
     result["kernel_sum_ms"] = None
     if cuda and trace is not None:
         result["kernel_sum_ms"] = trace.get("kernel_sum_ms")
@@ -259,31 +267,44 @@ def _launch_hiding(fn, rotation, observe=_noop):
         del out
     torch.cuda.synchronize()
     host_ms = max(enqueue)
-    sleep_ms = min(1.5 * host_ms + 0.02, 20.0)
-    return {"host_enqueue_ms": host_ms, "sleep_ms": sleep_ms, "sleep_cycles": int(sleep_ms * _sleep_cycles_per_ms())}
+    sleep_ms = min(2 * host_ms + 0.05, MAX_SLEEP_MS)
+    return {"host_enqueue_ms": host_ms, "sleep_ms": sleep_ms, "cycles_per_ms": _sleep_cycles_per_ms()}
 
 
-def _cuda_samples(fn, rotation, device, calls, flush_l2, sleep_cycles=0, observe=_noop, scope=contextlib.nullcontext):
+def _cuda_samples(fn, rotation, device, calls, flush_l2, hide=None, observe=_noop, scope=contextlib.nullcontext,
+                  marker=False):
     """Timed calls on a CUDA device (the module docstring's method); each call runs inside
-    scope() (profiled_samples' annotation)."""
+    scope() (profiled_samples' annotation). hide: _launch_hiding's result, updated in place
+    (sleep_ms, late_calls) as calls find the sleep too short; None or empty: no sleep, or with
+    marker a one-cycle sleep before each call (profiled_samples' marker)."""
     import torch
 
     flush = torch.empty(flush_bytes(device), dtype=torch.uint8, device=device) if flush_l2 else None
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
+    hide = hide if hide else None
+    if hide is not None:
+        hide.setdefault("late_calls", 0)
     samples = []
     for _ in range(calls):
         k, args = rotation.next()
         if flush is not None:
             flush.zero_()
-        if sleep_cycles:
-            torch.cuda._sleep(sleep_cycles)
+        t0 = _perf_counter()
+        if hide is not None:
+            torch.cuda._sleep(max(1, int(hide["sleep_ms"] * hide["cycles_per_ms"])))
+        elif marker:
+            torch.cuda._sleep(1)
         start.record()
         with scope():
             out = fn(*args)
         end.record()
+        host_ms = (_perf_counter() - t0) * 1e3
         torch.cuda.synchronize()
         sample = start.elapsed_time(end)
+        if hide is not None and host_ms > SLEEP_MARGIN * hide["sleep_ms"]:
+            hide["late_calls"] += 1
+            hide["sleep_ms"] = min(max(2 * host_ms + 0.05, hide["sleep_ms"]), MAX_SLEEP_MS)
         observe("timed", k, out, sample)
         del out
         samples.append(sample)
@@ -291,7 +312,7 @@ def _cuda_samples(fn, rotation, device, calls, flush_l2, sleep_cycles=0, observe
     return samples
 
 
-def profiled_samples(fn, rotation, device, calls, flush_l2, sleep_cycles, observe, trace):
+def profiled_samples(fn, rotation, device, calls, flush_l2, hide, observe, trace):
     """The timed calls of _cuda_samples, under torch.profiler (CUDA and CPU activity).
 
     Each call is preceded on the current stream by the L2 flush (when on) and a GPU sleep (at least
@@ -308,8 +329,7 @@ def profiled_samples(fn, rotation, device, calls, flush_l2, sleep_cycles, observ
 
     torch.cuda.synchronize()
     return _under_profiler(trace, [ProfilerActivity.CPU, ProfilerActivity.CUDA], calls, lambda: _cuda_samples(
-        fn, rotation, device, calls, flush_l2, max(int(sleep_cycles), 1), observe,
-        lambda: record_function("anvil::call")))
+        fn, rotation, device, calls, flush_l2, hide, observe, lambda: record_function("anvil::call"), marker=True))
 
 
 def _read_trace(prof, trace, calls):

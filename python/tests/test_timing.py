@@ -91,3 +91,28 @@ def test_cuda_events_and_kernel_sum_see_a_known_kernel():
     assert 1.5 < result["kernel_sum_ms"] < 3.0
     no_sum = timing.measure(fn, sets, "cuda", warmup=0, calls=3, flush_l2=False, kernel_sum=False)
     assert no_sum["kernel_sum_ms"] is None and len(no_sum["samples"]) == 3
+
+
+@needs_cuda
+def test_a_host_slower_than_the_sleep_is_caught_and_the_sleep_grows():
+    # A tiny kernel behind a host side that turns slow (1 ms of Python) after the probes: the first
+    # timed call outruns the calibrated sleep (its sample holds host time), is counted late, and the
+    # sleep grows so the remaining calls time the kernel alone again.
+    import time
+
+    n = [0]
+    x = torch.ones(1024, device="cuda")
+
+    def fn(x):
+        n[0] += 1
+        if n[0] > 2 + 3:  # warm-up and the three probes are fast
+            t = time.perf_counter()
+            while time.perf_counter() - t < 1e-3:
+                pass
+        return x * 2
+
+    result = timing.measure(fn, [(x,)], "cuda", warmup=2, calls=12, flush_l2=False, kernel_sum=False)
+    assert result["late_calls"] >= 1, result
+    assert result["gpu_sleep_ms"] > 1.0, result
+    assert result["samples"][0] > 0.5, result  # the late call: the GPU waited on the host
+    assert result["median_ms"] < 0.1, result  # the kernel itself takes microseconds
