@@ -5,7 +5,7 @@
 # new run directory with builds and baselines cached: the measured bar (100 tasks in at most 10
 # minutes on one GPU host) and its tasks-per-minute figure. Each stage resumes its run when it was
 # cut off (the device tool's 10-minute limit per command), so the stages can go in separate commands:
-#   bash bench/gpu_bench_check.sh [examples|cold|warm|compare|all]      (default all)
+#   bash bench/gpu_bench_check.sh [examples|cold|builds|warm|compare|all]      (default all)
 # Reports (report.md, report.html, results.json) and this log go to $OUT/bench-*-<date>/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +14,14 @@ RUNS=${RUNS:-/tmp/anvil-bench-runs}
 SUITE=${SUITE:-/tmp/anvil-bench-suite}
 LIMIT=${LIMIT:-0}  # seconds a stage may run before it is stopped (0: no limit); --resume continues it
 stage=${1:-all}
+export ANVIL_CACHE=${ANVIL_CACHE:-/tmp/anvil-bench-cache}
+# A run can span machines (each lent for a while): STATE_IN, a tarball a STATE_OUT wrote, restores the
+# run directories and the measured caches (baselines, task vetting, roofline), never builds (those
+# are host-bound and are made again: the `builds` stage).
+if [ -n "${STATE_IN:-}" ] && [ -f "$STATE_IN" ]; then tar xzf "$STATE_IN" -C / && echo "restored $STATE_IN"; fi
+if [ -n "${STATE_OUT:-}" ]; then
+  trap 'tar czf "$STATE_OUT" -C / ${RUNS#/} $(cd / && ls -d ${ANVIL_CACHE#/}/baselines ${ANVIL_CACHE#/}/vet ${ANVIL_CACHE#/}/roofline 2>/dev/null) && echo "state saved to $STATE_OUT"' EXIT
+fi
 mkdir -p "$OUT" "$RUNS"
 day=$(date -u +%F)
 export PYTHONUNBUFFERED=1
@@ -61,12 +69,16 @@ case $stage in
   cold) suite && run suite-cold "$SUITE/tasks" "$SUITE/solutions" || status=1 ;;
   warm) suite && run suite-warm "$SUITE/tasks" "$SUITE/solutions" || status=1 ;;
   compare) compare || status=1 ;;
+  builds)  # every CUDA solution into the build cache (in place), so a warm run finds them built
+    suite && find "$SUITE/solutions" -mindepth 3 -maxdepth 3 -type d -name cuda -print0 |
+      xargs -0 -P 8 -n 1 "$ANVIL" build >/dev/null 2>&1
+    echo "== builds: done after $SECONDS s" ;;
   all)
     run examples examples/tasks examples/candidates || status=1
     suite && run suite-cold "$SUITE/tasks" "$SUITE/solutions" || status=1
     run suite-warm "$SUITE/tasks" "$SUITE/solutions" || status=1
     compare || status=1
     ;;
-  *) echo "usage: $0 [examples|cold|warm|compare|all]"; exit 2 ;;
+  *) echo "usage: $0 [examples|cold|builds|warm|compare|all]"; exit 2 ;;
 esac
 exit $status
