@@ -387,6 +387,19 @@ def py_forward_line(op):
     }[k]
 
 
+# The reference's first line for a task's core op (elementwise chains have none).
+CORE_FORWARD = {
+    "gemm": "self.linear(x)",
+    "softmax": "torch.softmax(x, dim=-1)",
+    "log_softmax": "torch.log_softmax(x, dim=-1)",
+    "sum": "torch.sum(x, dim=-1)",
+    "mean": "torch.mean(x, dim=-1)",
+    "max": "torch.amax(x, dim=-1)",
+    "layernorm": "self.norm(x)",
+    "rmsnorm": "x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
+}
+
+
 def render_task(t, seed):
     dims = dim_names(t)
     consts = list(zip(dims, t["shape"]))
@@ -437,22 +450,8 @@ def render_task(t, seed):
     lines.append("")
     sig = ", ".join(n for n, _ in ins)
     lines.append("    def forward(self, %s):  # %s" % (sig, "; ".join("%s: (%s)" % (n, shape_of[n]) for n, _ in ins)))
-    if core == "gemm":
-        lines.append("        x = self.linear(x)")
-    elif core == "softmax":
-        lines.append("        x = torch.softmax(x, dim=-1)")
-    elif core == "log_softmax":
-        lines.append("        x = torch.log_softmax(x, dim=-1)")
-    elif core == "sum":
-        lines.append("        x = torch.sum(x, dim=-1)")
-    elif core == "mean":
-        lines.append("        x = torch.mean(x, dim=-1)")
-    elif core == "max":
-        lines.append("        x = torch.amax(x, dim=-1)")
-    elif core == "layernorm":
-        lines.append("        x = self.norm(x)")
-    elif core == "rmsnorm":
-        lines.append("        x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight")
+    if core in CORE_FORWARD:
+        lines.append("        x = " + CORE_FORWARD[core])
     for op in t["chain"]:
         lines.append("        " + py_forward_line(op))
     lines.append("        return x")

@@ -346,6 +346,9 @@ int cmd_cache(const std::string& action) {
 
 namespace {
 
+// runs/<kind>-<UTC time>: where a run goes without --out.
+std::string default_run_dir(const char* kind) { return std::string("runs/") + kind + utc_now("-%Y%m%d-%H%M%S"); }
+
 // The model client of `anvil agent` and `anvil bench --agent`: the endpoint
 // (or the local server, started here), the API key, and a check that the
 // server answers and serves the model, before any episode starts.
@@ -458,10 +461,7 @@ int cmd_agent(const AgentArgs& a) {
       std::fprintf(stderr, "anvil agent: --resume needs --out DIR (the run directory to continue)\n");
       return 2;
     }
-    std::time_t t = std::time(nullptr);
-    char buf[64];
-    std::strftime(buf, sizeof buf, "runs/agent-%Y%m%d-%H%M%S", std::gmtime(&t));
-    run.out = buf;
+    run.out = default_run_dir("agent");
   }
   std::error_code ec;
   if (a.resume && !fs::exists(run.out, ec)) {
@@ -482,13 +482,6 @@ int cmd_agent(const AgentArgs& a) {
 }
 
 namespace {
-
-std::string default_run_dir(const char* kind) {
-  std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "-%Y%m%d-%H%M%S", std::gmtime(&t));
-  return std::string("runs/") + kind + buf;
-}
 
 int print_results(const nlohmann::json& r, bool json) {
   if (json) std::printf("%s\n", r.dump(2).c_str());

@@ -37,13 +37,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 std::string task_message(const Task& task, const std::filesystem::path& workdir) {
   return "Your task: optimize the PyTorch model in model.py.\n\n"
          "Write CUDA kernels in kernels/ and a ModelNew in model_new.py that computes the same outputs as Model, "
@@ -251,7 +244,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
       res.error = "cannot resume: the episode's workdir " + workdir.string() + " is gone";
       return res;
     }
-    record["resumes"].push_back({{"at", now_iso()}, {"after_turns", record["turns"].size()}});
+    record["resumes"].push_back({{"at", utc_now()}, {"after_turns", record["turns"].size()}});
     record["status"] = "running";
   }
 
@@ -325,7 +318,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
           {"prompt_tokens", 0},
           {"completion_tokens", 0}}},
         {"state", tools.state()},
-        {"started_at", now_iso()},
+        {"started_at", utc_now()},
         {"seconds", 0.0},
         {"resumes", Json::array()},
         {"evaluation", nullptr},
@@ -417,7 +410,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     msg["role"] = "assistant";
     if (!msg.contains("content")) msg["content"] = nullptr;
     Json turn = {{"index", turn_index},
-                 {"started_at", now_iso()},
+                 {"started_at", utc_now()},
                  {"finish_reason", r.finish_reason},
                  {"usage", r.usage},
                  {"attempts", r.attempts},
@@ -565,7 +558,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     record["evaluation_seconds"] = since(t_eval);
   }
   record["status"] = "finished";
-  record["ended_at"] = now_iso();
+  record["ended_at"] = utc_now();
   save();
   res.ran = true;
   res.status = "finished";

@@ -30,14 +30,6 @@ struct Job {
   std::filesystem::path dir;
 };
 
-std::string duration(double s) {
-  char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, (static_cast<int>(s) / 60) % 60);
-  return buf;
-}
-
 // What one episode's record says, for the summary.
 Json episode_line(const Json& r, const std::string& dir) {
   const Json& c = r.value("counters", Json::object());
@@ -92,7 +84,7 @@ std::string RunSummary::text() const {
   s += "\nturns " + std::to_string(t.value("turns", 0)) + ", tool calls " + std::to_string(t.value("tool_calls", 0)) +
        ", malformed calls " + std::to_string(t.value("malformed", 0)) + ", tokens " +
        std::to_string(t.value("prompt_tokens", 0L)) + " prompt + " + std::to_string(t.value("completion_tokens", 0L)) +
-       " completion, wall " + duration(json.value("seconds", 0.0)) + "\n";
+       " completion, wall " + short_duration(json.value("seconds", 0.0)) + "\n";
   return s;
 }
 
@@ -155,10 +147,10 @@ RunSummary run_episodes(const Environment& env, ModelClient& model, const RunOpt
     if (!opts.progress) return;
     double el = std::chrono::duration<double>(Clock::now() - t0).count();
     std::string eta = done > 0 && done < static_cast<int>(jobs.size())
-                          ? ", ETA " + duration(el / done * (static_cast<double>(jobs.size()) - done))
+                          ? ", ETA " + short_duration(el / done * (static_cast<double>(jobs.size()) - done))
                           : "";
     std::string status = "[" + std::to_string(done) + "/" + std::to_string(jobs.size()) + "] running " +
-                         std::to_string(running) + ", turns " + std::to_string(turns_total) + ", " + duration(el) + eta;
+                         std::to_string(running) + ", turns " + std::to_string(turns_total) + ", " + short_duration(el) + eta;
     if (tty) std::fprintf(stderr, "\r\033[K");
     if (!event.empty()) std::fprintf(stderr, "%s\n", event.c_str());
     if (tty) std::fprintf(stderr, "%s", status.c_str());

@@ -42,23 +42,6 @@ namespace {
 constexpr const char* kRunSchema = "anvil.bench-run/1";
 constexpr const char* kTaskSchema = "anvil.bench-task/1";
 
-std::string utc_now(const char* fmt = "%Y-%m-%dT%H:%M:%SZ") {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, fmt, &tm);
-  return buf;
-}
-
-std::string short_duration(double s) {
-  char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
-  return buf;
-}
-
 std::string safe_name(const std::string& s) {
   std::string o;
   for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';

@@ -1,5 +1,7 @@
 #include "anvil/util/strings.h"
 
+#include <ctime>
+
 #include <cstdio>
 
 namespace anvil {
@@ -73,6 +75,23 @@ std::string format_seconds(double s) {
   } else {
     std::snprintf(buf, sizeof buf, "%.2f s", s);
   }
+  return buf;
+}
+
+std::string short_duration(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
+  return buf;
+}
+
+std::string utc_now(const char* fmt) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, fmt, &tm);
   return buf;
 }
 

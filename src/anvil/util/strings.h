@@ -19,5 +19,9 @@ std::string replace_all(std::string s, std::string_view from, std::string_view t
 std::string tail_lines(std::string_view s, size_t max_lines);
 // "1.23 s" / "45 ms"
 std::string format_seconds(double s);
+// "42s" / "3m07s" / "1h05m": a progress line's elapsed time or ETA.
+std::string short_duration(double s);
+// The current UTC time through strftime's `fmt` (default ISO 8601, "2026-11-22T18:41:17Z").
+std::string utc_now(const char* fmt = "%Y-%m-%dT%H:%M:%SZ");
 
 }  // namespace anvil
