@@ -300,6 +300,39 @@ TEST(Bench, AgentEpisodesAreJudgedPerTaskAndResumeKeepsThem) {
   EXPECT_EQ(chats(), requests);  // no episode ran again
 }
 
+// The bundled examples as a suite (a flat folder) against their CPU candidates: the
+// run a new user makes first, and what the GPU host runs with the CUDA ones.
+TEST(Bench, BundledExamplesCpuVariantsAllPass) {
+  test_environment();
+  fs::path out = make_temp_dir(fs::temp_directory_path(), "anvil-bench-examples");
+  fs::path run = out / "run";
+  SubprocessResult r = run_subprocess({ANVIL_BINARY, "bench", "--tasks", kSource + "/examples/tasks", "--solutions",
+                                       kSource + "/examples/candidates", "--variant", "cpu", "--device", "cpu",
+                                       "--compile-mode", "none", "--calls", "3", "--warmup", "1", "--input-sets", "2",
+                                       "--trials", "2", "--out", run.string(), "--no-progress", "--json"},
+                                      quick());
+  ASSERT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.err_output;
+  Json res = parse(r);
+  const Json& all = res["overall"];
+  EXPECT_EQ(all["tasks"], 6);
+  EXPECT_EQ(all["outcomes"]["ok"], 6) << all.dump();
+  EXPECT_DOUBLE_EQ(all["pass_rate"].get<double>(), 1.0);
+  EXPECT_GE(all["mean_reward"].get<double>(), 1.0);
+  for (const char* kind : {"missing", "extra", "unreadable", "not_evaluated"})
+    EXPECT_TRUE(res["problems"][kind].empty()) << kind << ": " << res["problems"].dump();
+  ASSERT_EQ(res["tasks"].size(), 6u);
+  for (const auto& row : res["tasks"]) {
+    EXPECT_EQ(row["outcome"], "ok") << row.dump();
+    Json rec = Json::parse(*read_file(run / row["record"].get<std::string>()));
+    EXPECT_TRUE(ends_with(rec["solution"].get<std::string>(), "/cpu")) << rec["solution"];
+    EXPECT_GT(rec["speedup_eager"].get<double>(), 0.0) << row.dump();
+  }
+  auto html = read_file(run / "report.html");
+  ASSERT_TRUE(html);
+  EXPECT_NE(html->find("<svg"), std::string::npos);
+  remove_tree(out);
+}
+
 TEST(Bench, UsageErrorsAreOneClearLine) {
   SubprocessResult r = run_subprocess({ANVIL_BINARY, "bench", "--tasks", kSource + "/examples/tasks"}, quick());
   EXPECT_EQ(r.exit_code, 2);

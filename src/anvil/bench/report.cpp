@@ -264,7 +264,7 @@ std::vector<Item> run_items(const Json& r) {
   if (gpus.is_array()) {
     std::string g;
     for (const auto& x : gpus) g += (g.empty() ? "" : ", ") + text(x);
-    items.push_back({"GPUs", g});
+    items.push_back({"GPUs used (CUDA device indices)", g});
   }
   return items;
 }
