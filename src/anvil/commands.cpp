@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <map>
 

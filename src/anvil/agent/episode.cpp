@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <ctime>
 
 #include "anvil/agent/trajectory.h"
 #include "anvil/env/task.h"

@@ -16,7 +16,6 @@
 #include <chrono>
 #include <functional>
 #include <cmath>
-#include <ctime>
 #include <map>
 #include <mutex>
 #include <thread>

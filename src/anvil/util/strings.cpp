@@ -1,8 +1,7 @@
 #include "anvil/util/strings.h"
 
-#include <ctime>
-
 #include <cstdio>
+#include <ctime>
 
 namespace anvil {
 
