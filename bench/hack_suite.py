@@ -108,7 +108,8 @@ def evaluate(anvil, job, extra, defenses_off):
         cmd.append("--no-defenses")
     t0 = time.perf_counter()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=EVAL_TIMEOUT_S)
+        env = dict(os.environ, **job["env"]) if job.get("env") else None
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=EVAL_TIMEOUT_S, env=env)
         out, err, code = r.stdout, r.stderr, r.returncode
     except subprocess.TimeoutExpired as e:
         out, err, code = e.stdout or "", "the evaluation ran past %d s" % EVAL_TIMEOUT_S, None

@@ -1,35 +1,38 @@
 """The candidate's process: the only place candidate code runs (docs/anti-hacking.md).
 
-The judge (anvil.runner) forks this process before either initialises CUDA and talks to it over
-anvil.channel. Here, in order:
-  1. confine the process (anvil.sandbox: read-only filesystem, no capabilities);
-  2. load the task (trusted code), make its half of the trials' inputs on the host (sent to the
-     judge, which makes the other half: channel.SharedInputs), set up the device once the judge's
-     is (two CUDA contexts made at once each take longer), warm the harness's own instruments, and
-     receive the judge's half, all before any candidate code exists;
-  3. capture the fingerprint of the judging code and the thread list, then import model_new.py
-     (load_inline builds are asked of the judge), construct ModelNew, load Model's weights;
-  4. verification calls: each under the op recorder, which also fills every tensor the candidate
-     allocates through torch with NaN sentinels (all bytes 0xFF); after each call, before the
-     output leaves, the checks that need this process (threads still running, judging code
-     replaced, an output that is not a plain tensor, an input it modified), then the output is
-     sent to the judge, which compares it with its own reference;
-  5. when the judge says go (its GPU is idle), timing: fresh inputs for every call, the timed calls
-     under the profiler (anvil.timing.profiled_samples) and the recorder, each call's sample sent
-     to the judge at once (and its whole output when the judge asks for it), the trace summarised
-     for the judge.
-This process decides nothing: it sends what it saw; the judge decides and writes the report.
+The judge forks a supervisor, which confines itself and forks this process into its own PID
+namespace (anvil.confine); this process then serves the judge, answering one reply per command:
+
+  (set-up, trusted: no candidate code exists yet) load the task, make this side's half of the
+  trials' inputs on the host (channel.SharedInputs), set up the device once the judge's is, build
+  the reference only to take its weights (and, when asked, to run the judge's batch for eager),
+  warm the instruments; then  -> hello
+  eager_batch  -> batch_done      the reference over the judge's pool (anvil.batch), before import
+  load         -> loaded          import model_new.py (load_inline builds are asked of the judge),
+                                  construct ModelNew, load the weights; the reference is gone first
+  call         -> output          one verification call, under the op recorder, fresh allocations
+                                  filled with NaN sentinels
+  time         -> sample ... -> timing   the in-process timing (a claim: the judge bounds it)
+  batch        -> batch_done      N calls over the judge's secret pool, back to back, no instruments
+  A failure anywhere  -> fail | hack   (this process's own evidence against itself)
+
+Nothing this process says is believed where it could help the candidate: outputs are compared by
+the judge with its own reference, times are bounded by the judge's clock around the batch, and
+the judge enforces the order and count of replies. The evidence gathered here (ops, threads,
+replaced functions, the profiler's kernels) can only hurt the candidate; native code can suppress
+it, which the judge's clock and comparisons make worthless for the reward.
 """
 import os
 import sys
 import time
 
-from anvil import channel, policy, sandbox, timing
+from anvil import channel, policy, timing
+from anvil.harness import Outcome, leaves, map_tensors, raised, tensor_pairs, trace
 
 POISONED_OPS = frozenset(["empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                           "empty_permuted"])
 _type = type
-_Tensor = None  # torch.Tensor, captured after import
+_Tensor = None  # torch.Tensor, captured before any candidate code
 
 
 class Stop(Exception):
@@ -50,25 +53,22 @@ def _maps():
     return out
 
 
-class CandidateSide:
-    def __init__(self, runner, sock):
-        self.ev = runner          # a runner.Evaluation used for the task helpers (not the judge's)
+class CandidateServer:
+    def __init__(self, harness, sock):
+        self.h = harness          # an anvil.harness.Harness of this process
         self.sock = sock
         self.recorder = None
         self.poison = False
         self.clock = timing.Clock()
+        self.kept = []            # what the judge may still be reading through IPC
+        self.pool = None          # the judge's pool, mapped
 
     # -- messages ---------------------------------------------------------------------------
-    def send(self, message, value=None):
-        channel.send(self.sock, message, value)
+    def send(self, message, value=None, ipc=False):
+        return channel.send(self.sock, message, value, ipc=ipc)
 
-    def send_output(self, message, value):
-        """An output to the judge: CUDA tensors through CUDA IPC (their memory stays untouched until
-        the judge says it has its copy), the rest through a sealed memfd."""
-        shared = channel.send(self.sock, message, value, ipc=self.ev.device.type == "cuda")
-        reply = channel.recv(self.sock)
-        del shared
-        return reply
+    def recv(self):
+        return channel.recv(self.sock, self.h.device if self.h.device is not None else None)
 
     def fail(self, outcome, message, detail="", reason=None):
         self.send({"type": "fail", "outcome": outcome, "message": message, "detail": detail, "reason": reason})
@@ -78,102 +78,67 @@ class CandidateSide:
         self.send({"type": "hack", "reason": reason, "message": message, "evidence": evidence or {}})
         raise Stop()
 
-    # -- setup ------------------------------------------------------------------------------
-    def run(self):
+    # -- set-up (trusted) --------------------------------------------------------------------
+    def set_up(self, confinement):
         global _Tensor
-        from anvil.runner import Outcome
-
-        clock = self.clock
+        h, clock = self.h, self.clock
         clock.mark("started")
-        with clock("confine"):
-            confinement = sandbox.confine(keep_visible=self.ev.visible_paths())
-        os.environ["HOME"] = os.environ.get("TMPDIR", "/tmp")
-        ev = self.ev
         try:
             with clock("setup"):
                 import torch
                 import torch._dynamo  # noqa: F401 - it re-wraps torch functions on import: before the fingerprint
 
                 _Tensor = torch.Tensor
-                self.torch = ev.torch = torch
-                ev.load_task()
+                self.torch = h.torch = torch
+                h.load_task()
                 with clock("host_inputs"):  # this side's half, made and sent while the judge starts CUDA
-                    ev.shared.make_mine(ev)
+                    h.shared.make_mine(h)
                 with clock("device_wait"):
-                    ev.shared.wait_device_ready()
+                    h.shared.wait_device_ready()
                 with clock("device"):
-                    ev.setup()
-                ev.build_reference()  # Model's weights, for load_state_dict (the judge keeps its own)
+                    h.setup()
+                h.build_reference()  # for its weights (the judge keeps its own reference)
+                self.weights = {k: v.detach() for k, v in h.ref.state_dict().items()}
                 with clock("inputs"):
-                    mine = [ev.trial_inputs(i) for i in ev.shared.mine()]
+                    mine = [h.trial_inputs(i) for i in h.shared.mine()]
                 with clock("warm_instruments"):  # while the judge makes its half
-                    self._warm_instruments(mine[0] if mine else ev.trial_inputs(0))
+                    self._warm_instruments(mine[0] if mine else h.trial_inputs(0))
                 with clock("inputs_received"):
-                    self.pristine = [ev.trial_inputs(i) for i in range(ev.req["trials"])]
-                    if "candidate" in ev.req["timing"]["measure"]:
-                        ev.timing_sets()  # made before any candidate code exists (mostly trials' inputs)
+                    self.pristine = [h.trial_inputs(i) for i in range(h.req["trials"])]
+                    if "candidate" in h.req["timing"]["measure"]:
+                        h.timing_sets()
         except Outcome as o:
             self.fail(o.outcome, o.message, o.detail)
         clock.mark("set_up")
-        self.send({"type": "hello", "pid": os.getpid(), "sandbox": confinement})
-        from anvil import load_inline
-
-        load_inline.set_builder(self.build_via_judge)
-        self.policy = ev.req["defenses"]["policy"]
-        self.recorder = policy.make_recorder(self.policy["allowed_ops"])
-        self._wrap_recorder()
-        before_maps = _maps()
-        self.fingerprint = policy.Fingerprint()
-        self.threads0 = policy.threads()
-        try:
-            with clock("import"):
-                ev.import_candidate()
-                self.check_after("importing model_new.py")
-                ev.build_candidate()
-                self.check_after("constructing ModelNew")
-        except Outcome as o:
-            self.fail(o.outcome, o.message, o.detail)
-        self.send({"type": "loaded", "modules": sorted(_maps() - before_maps)})
-        clock.mark("imported")
-        with clock("verify"):
-            self.verify()
-        clock.mark("verified")
-        with clock("timing"):
-            self.time()
-        clock.mark("done")
-        self.send({"type": "done", "ops": self.recorder.forbidden, "clock": clock})
+        self.send({"type": "hello", "sandbox": confinement})
 
     def _warm_instruments(self, args):
         """Start what the harness's own work starts (torch's CPU thread pool, the profiler), so
         those threads exist before the thread list is taken, and load the kernels its checks use;
-        `args`: one trial's inputs."""
+        one reference call warms the libraries the reference uses (cuBLAS, cuDNN handles), which
+        the candidate's library calls share. Its output is zeroed before it is freed."""
         import warnings
-
-        from anvil import compare
-        from anvil.runner import _map_tensors, _tensor_pairs
 
         from torch.profiler import ProfilerActivity, profile
 
+        from anvil import compare
+
         torch = self.torch
         torch.ones(1 << 22).add_(1).sum()  # the intra-op pool
-        copies = _map_tensors(args, lambda t: t.clone())
-        for _name, a, b in _tensor_pairs(args, copies, "input"):
+        copies = map_tensors(args, lambda t: t.clone())
+        for _name, a, b in tensor_pairs(args, copies, "input"):
             if isinstance(a, torch.Tensor):
-                compare.changed_elements(a, b)  # the input check's kernels, loaded here
-        # One reference call: the libraries its ops use (cuBLAS, cuDNN handles and workspaces, which
-        # the candidate's library calls share) start here, while the judge computes its own
-        # reference, not inside the candidate's first call. Its output is zeroed before it is
-        # freed: no correct answer waits in memory the candidate may be handed.
+                compare.changed_elements(a, b)
         try:
             with torch.no_grad():
-                out = self.ev.ref(*copies)
-            _map_tensors(out, lambda t: t.zero_())
-            self.ev.sync()
+                out = self.h.ref(*copies)
+            map_tensors(out, lambda t: t.zero_())
+            self.h.sync()
             del out
         except Exception:  # noqa: BLE001 - a broken reference is the judge's to report
             pass
         del copies
-        cuda = self.ev.device.type == "cuda"
+        cuda = self.h.device.type == "cuda"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])):
@@ -182,6 +147,68 @@ class CandidateSide:
                     torch.cuda.synchronize()
                 else:
                     torch.ones(1).add_(1)
+
+    # -- the commands -----------------------------------------------------------------------
+    def serve(self):
+        handlers = {"eager_batch": self.eager_batch, "load": self.load, "call": self.call,
+                    "time": self.time, "batch": self.batch}
+        while True:
+            msg = self.recv()
+            self.release()
+            kind = msg.get("type")
+            if kind == "end":
+                return
+            handler = handlers.get(kind)
+            if handler is None:
+                raise Stop()
+            self.clock.mark(str(kind))
+            handler(msg)
+
+    def release(self):
+        """What the judge has read by now (it sends its next command only after reading)."""
+        self.kept = []
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    def eager_batch(self, msg):
+        if getattr(self.h, "ref", None) is None:
+            raise Stop()  # after the candidate's import the reference is gone: out of order
+        self.run_batch(msg, self.h.ref)
+
+    def load(self, msg):
+        from anvil import load_inline
+
+        h, clock = self.h, self.clock
+        del h.ref  # no reference in the process that runs candidate code
+        load_inline.set_builder(self.build_via_judge)
+        if h.req["candidate_kind"] == "file":
+            load_inline.install()  # before the fingerprint: routing load_inline is the harness's own doing
+        self.policy = h.req["defenses"]["policy"]
+        self.recorder = policy.make_recorder(self.policy["allowed_ops"])
+        self._wrap_recorder()
+        before_maps = _maps()
+        self.fingerprint = policy.Fingerprint()
+        self.threads0 = policy.threads()
+        try:
+            with clock("import"):
+                h.import_candidate()
+                self.check_after("importing model_new.py")
+                h.build_candidate(self.weights)
+                self.check_after("constructing ModelNew")
+        except Outcome as o:
+            self.fail(o.outcome, o.message, o.detail)
+        del self.weights
+        clock.mark("imported")
+        self.send({"type": "loaded", "modules": sorted(_maps() - before_maps)})
+
+    def build_via_judge(self, spec):
+        """load_inline's build, done by the judge (this process cannot write the cache)."""
+        self.send({"type": "build", "spec": spec})
+        reply = channel.recv(self.sock)
+        if reply.get("type") != "built":
+            raise RuntimeError("anvil.load_inline: the judge did not build: %r" % reply.get("type"))
+        return reply["reply"]
 
     def _wrap_recorder(self):
         """The recorder also poisons fresh allocations while self.poison is set."""
@@ -200,15 +227,7 @@ class CandidateSide:
 
         type(recorder).__torch_dispatch__ = dispatch
 
-    def build_via_judge(self, spec):
-        """load_inline's build, done by the judge (this process cannot write the cache)."""
-        self.send({"type": "build", "spec": spec})
-        reply = channel.recv(self.sock)
-        if reply.get("type") != "built":
-            raise RuntimeError("anvil.load_inline: the judge did not build: %r" % reply)
-        return reply["reply"]
-
-    # -- the checks of this process ----------------------------------------------------------
+    # -- evidence of this process ------------------------------------------------------------
     def check_after(self, where, out=None):
         clock = self.clock
         with clock("check_threads"):
@@ -229,79 +248,65 @@ class CandidateSide:
             self.hack("threads", "%s left %d thread(s) running: %s" % (where, len(extra),
                       ", ".join(policy.thread_names(extra)[:5])), {"threads": len(extra)})
         if out is not None:
-            for name, leaf in _leaves(out, "output"):
+            for name, leaf in leaves(out, "output"):
                 if isinstance(leaf, self.torch.Tensor) and _type(leaf) is not _Tensor:
                     self.hack("lazy_output", "%s returned %s as %s, a torch.Tensor subclass: outputs must be plain "
                               "tensors" % (where, name, _type(leaf).__name__))
 
-    def call(self, args, where):
+    def run_candidate(self, args, where):
         """One candidate call under the recorder; returns its output (device synchronised)."""
-        from anvil.runner import _raised, _trace
-
         torch = self.torch
         try:
             with torch.no_grad(), self.recorder:
-                out = self.ev.new(*args)
+                out = self.h.new(*args)
         except BaseException as e:  # noqa: BLE001
             self.check_after(where)
-            self.fail("runtime_error", "%s: %s" % (where, _raised(e, "the candidate")), _trace(e))
+            self.fail("runtime_error", "%s: %s" % (where, raised(e, "the candidate")), trace(e))
         self.check_after(where, out)
         try:
-            self.ev.sync()
+            self.h.sync()
         except BaseException as e:  # noqa: BLE001
-            self.fail("runtime_error", "%s: %s" % (where, _raised(e, "the candidate's kernels")), _trace(e))
+            self.fail("runtime_error", "%s: %s" % (where, raised(e, "the candidate's kernels")), trace(e))
         self.check_after(where, out)
         return out
 
-    # -- verification -----------------------------------------------------------------------
-    def verify(self):
+    # -- verification ------------------------------------------------------------------------
+    def call(self, msg):
         from anvil import compare
-        from anvil.runner import _map_tensors, _tensor_pairs
 
-        seed0 = self.ev.req["seed"] + 1
-        for i, pristine in enumerate(self.pristine):
-            for c in range(2):
-                where = "trial %d (seed %d)%s" % (i, seed0 + i, ", second call" if c else "")
-                args = _map_tensors(pristine, lambda t: t.clone())
-                self.poison = True
-                try:
-                    with self.clock("verify_calls"):
-                        out = self.call(args, where)
-                finally:
-                    self.poison = False
-                with self.clock("verify_inputs"):
-                    for name, before, after in _tensor_pairs(pristine, args, "input"):
-                        if isinstance(after, self.torch.Tensor):
-                            changed = compare.changed_elements(before, after)
-                            if changed:
-                                self.fail("wrong_answer", "%s: the candidate modified %s (%d of %d elements "
-                                          "changed)" % (where, name, changed, before.numel()), reason="input_mutated")
-                with self.clock("verify_send"):
-                    reply = self.send_output({"type": "output", "trial": i, "call": c,
-                                              "ops": self.recorder.forbidden}, out)
-                if reply.get("type") != "received":
-                    raise Stop()
-                del out, args
-        self.pristine = None
-
-    # -- timing -----------------------------------------------------------------------------
-    def time(self):
-        t = self.ev.req["timing"]
-        if "candidate" not in t["measure"]:
-            return
-        self.send({"type": "ready_to_time"})
-        reply = channel.recv(self.sock)
-        if reply.get("type") != "go":
+        i, c = int(msg["trial"]), int(msg["call"])
+        if not 0 <= i < len(self.pristine):
             raise Stop()
-        self.clock.mark("go")
-        ev = self.ev
-        trace = {}
+        pristine = self.pristine[i]
+        where = "trial %d (seed %d)%s" % (i, self.h.req["seed"] + 1 + i, ", second call" if c else "")
+        args = map_tensors(pristine, lambda t: t.clone())
+        self.poison = True
+        try:
+            with self.clock("verify_calls"):
+                out = self.run_candidate(args, where)
+        finally:
+            self.poison = False
+        with self.clock("verify_inputs"):
+            for name, before, after in tensor_pairs(pristine, args, "input"):
+                if isinstance(after, self.torch.Tensor):
+                    changed = compare.changed_elements(before, after)
+                    if changed:
+                        self.fail("wrong_answer", "%s: the candidate modified %s (%d of %d elements changed)"
+                                  % (where, name, changed, before.numel()), reason="input_mutated")
+        with self.clock("verify_send"):
+            self.kept = self.send({"type": "output", "trial": i, "call": c, "ops": self.recorder.forbidden}, out,
+                                  ipc=self.h.device.type == "cuda")
+            self.kept.append(out)
+
+    # -- the in-process timing (a claim) -----------------------------------------------------
+    def time(self, msg):
+        t = self.h.req["timing"]
+        h, clock = self.h, self.clock
+        trace_ = {}
 
         def fn(*args):
             with self.recorder:
-                return ev.new(*args)
-
-        clock = self.clock
+                return h.new(*args)
 
         def observe(phase, k, out, sample_ms):
             with clock("timing_checks"):
@@ -310,58 +315,101 @@ class CandidateSide:
                 self.send({"type": "sample", "phase": phase, "k": k, "ms": sample_ms})
                 reply = channel.recv(self.sock)
                 if reply.get("type") == "check":
-                    reply = self.send_output({"type": "timed_output", "k": k}, out)
+                    self.send({"type": "timed_output", "k": k}, out, ipc=h.device.type == "cuda")
+                    reply = channel.recv(self.sock)
             if reply.get("type") != "next":
                 raise Stop()
 
-        from anvil.runner import _raised, _trace
-
-        ev.pin_flags()
+        h.pin_flags()
         start = time.perf_counter()
         try:
             with self.torch.no_grad():
-                result = timing.measure(fn, ev.call_inputs, ev.device, warmup=t["warmup"], calls=t["calls"],
+                result = timing.measure(fn, h.call_inputs, h.device, warmup=t["warmup"], calls=t["calls"],
                                         flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
-                                        hide_launch=bool(t.get("hide_launch", True)), observe=observe, trace=trace)
+                                        hide_launch=bool(t.get("hide_launch", True)), observe=observe, trace=trace_)
         except Stop:
             raise
         except BaseException as e:  # noqa: BLE001
-            self.fail("runtime_error", "while timing: %s" % _raised(e, "the candidate"), _trace(e))
+            self.fail("runtime_error", "while timing: %s" % raised(e, "the candidate"), trace(e))
         self.check_after("timing")
         result["seconds"] = time.perf_counter() - start
-        clock.update(("trace_" + k, v) for k, v in (trace.pop("seconds", None) or {}).items())
-        self.send({"type": "timing", "result": result, "trace": trace})
+        clock.update(("trace_" + k, v) for k, v in (trace_.pop("seconds", None) or {}).items())
+        self.send({"type": "timing", "result": result, "trace": trace_, "ops": self.recorder.forbidden,
+                   "clock": clock})
+
+    # -- the judge's batch -------------------------------------------------------------------
+    def batch(self, msg):
+        if getattr(self.h, "new", None) is None:
+            raise Stop()
+        self.run_batch(msg, self.h.new)
+
+    def run_batch(self, msg, model):
+        """msg["calls"] argument lists over the judge's pool, back to back; every output kept and
+        handed back (CUDA IPC references on a GPU, a sealed memfd on the CPU). No instruments run
+        here: the judge's clock is around all of it, for eager and candidate alike."""
+        from anvil import batch
+
+        h = self.h
+        cuda = h.device.type == "cuda"
+        try:
+            if cuda:
+                self.pool = _MappedPool(msg["handle"], int(msg["nbytes"]))
+                calls = [batch.rebuild(s, self.pool.region) for s in msg["layout"]]
+            else:
+                calls = msg["value"]
+            h.pin_flags()
+            outs = []
+            with self.torch.no_grad():
+                for args in calls:
+                    outs.append(model(*args))
+            h.sync()
+        except Stop:
+            raise
+        except BaseException as e:  # noqa: BLE001
+            self.fail("runtime_error", "in the judge's batch: %s" % raised(e, "the candidate"), trace(e))
+        self.kept = self.send({"type": "batch_done", "calls": len(outs)}, outs, ipc=cuda)
+        self.kept.append(outs)
 
 
-def _leaves(value, where, depth=0):
-    if depth < 32 and isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _leaves(v, "%s %d" % (where, i), depth + 1)
-    elif depth < 32 and isinstance(value, dict):
-        for k, v in value.items():
-            yield from _leaves(v, "%s[%r]" % (where, k), depth + 1)
-    else:
-        yield where, value
+class _MappedPool:
+    """The judge's pool in this process (CUDA IPC), unmapped by close()."""
+
+    def __init__(self, handle, nbytes):
+        from anvil import batch
+
+        self.mapped = batch.Mapped()
+        self.base = batch.device_view(self.mapped.base(handle)[0], nbytes)
+
+    def region(self, region):
+        from anvil import batch
+
+        return batch.region_tensor(self.base, region)
+
+    def close(self):
+        self.base = None
+        self.mapped.close()
 
 
-def main(runner_evaluation, sock):
-    """Entry of the forked candidate process; never returns."""
+def main(harness, sock, confinement):
+    """Entry of the candidate's process (forked, confined); never returns."""
     import faulthandler
 
     faulthandler.enable(all_threads=True)  # a crash leaves its Python stack in the output tail
     code = 0
+    server = CandidateServer(harness, sock)
     try:
-        CandidateSide(runner_evaluation, sock).run()
+        server.set_up(confinement)
+        server.serve()
     except Stop:
         pass
     except channel.ChannelClosed:
         code = 3
     except BaseException as e:  # noqa: BLE001 - tell the judge what broke, if it still listens
-        from anvil.runner import _trace, _what
+        from anvil.harness import what
 
         try:
             channel.send(sock, {"type": "fail", "outcome": "runtime_error",
-                                "message": "the candidate's process failed: %s" % _what(e), "detail": _trace(e)})
+                                "message": "the candidate's process failed: %s" % what(e), "detail": trace(e)})
         except BaseException:  # noqa: BLE001
             code = 3
     for stream in (sys.stdout, sys.stderr):

@@ -1,7 +1,9 @@
 """The wire between the judge and the candidate's process (docs/anti-hacking.md, "Two processes").
 
-One SOCK_SEQPACKET socket pair, created before the fork. A message is one JSON object; tensors
-travel beside it in a memfd (passed with SCM_RIGHTS), so their bytes never go through a pipe. The
+One SOCK_SEQPACKET socket pair, created before the fork. A message is one JSON object (over
+INLINE_HEADER bytes it travels in a sealed memfd of its own, since a datagram must fit the socket's
+buffer); tensors travel beside it in a memfd (passed with SCM_RIGHTS), so their bytes never go
+through a pipe. The
 sender seals the memfd against writes, shrinking and growing before it sends it, and the receiver
 refuses one without those seals: the bytes it maps can no longer change, whoever else holds the
 file, so it reads them in place (straight to the GPU when asked) without a private copy first.
@@ -20,8 +22,9 @@ import mmap
 import os
 import socket
 
-MAX_HEADER = 1 << 20
-MAX_FDS = 1
+MAX_HEADER = 64 << 20  # a message's JSON, at most
+INLINE_HEADER = 32 << 10  # larger JSON travels in a sealed memfd of its own (a datagram must fit the socket buffer)
+MAX_FDS = 2
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 _dumps = json.dumps
@@ -73,6 +76,7 @@ def send(sock, message, value=None, ipc=False):
     until it answers."""
     fds = []
     fd = None
+    header_fd = [None]
     shared = []
     try:
         if value is not None:
@@ -109,14 +113,41 @@ def send(sock, message, value=None, ipc=False):
         data = _dumps(message).encode("utf-8")
         if _len(data) > MAX_HEADER:
             raise ValueError("message of %d bytes is too large" % _len(data))
+        if _len(data) > INLINE_HEADER:
+            header = _sealed_memfd("anvil-header", data)
+            fds = [header] + fds
+            data = _dumps({"__header__": _len(data)}).encode("utf-8")
+            header_fd[0] = header
         try:
             _sendmsg(sock, [data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(_fd_array(fds)))] if fds else [])
         except (BrokenPipeError, ConnectionResetError) as e:
             raise ChannelClosed(str(e))
     finally:
-        if fd is not None:
-            _close(fd)
+        for f in (fd, header_fd[0]):
+            if f is not None:
+                _close(f)
     return shared
+
+
+def _sealed_memfd(name, data):
+    fd = _memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        _fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    except BaseException:
+        _close(fd)
+        raise
+    return fd
+
+
+def _read_sealed(fd, size):
+    if _fcntl(fd, fcntl.F_GET_SEALS) & SEALS != SEALS:
+        raise ValueError("a message came in unsealed memory: its sender could still change it")
+    if os.fstat(fd).st_size != size or size > MAX_HEADER:
+        raise ValueError("a message's memory and its size disagree")
+    return os.pread(fd, size, 0)
 
 
 def _fd_array(fds):
@@ -140,11 +171,12 @@ def _write_tensors(fd, total, tensors, layout):
             del host
 
 
-def recv(sock, device=None):
+def recv(sock, device=None, lazy=False):
     """The next message, with message["value"] rebuilt: tensors on `device` (a torch.device; None:
-    the CPU), owning their memory. Raises ChannelClosed at EOF."""
+    the CPU), owning their memory; with `lazy`, a tensor sent through CUDA IPC is left where it is,
+    as an anvil.batch.Remote (the judge reads from it what it needs). Raises ChannelClosed at EOF."""
     try:
-        data, fds, _flags, _addr = _recv_fds(sock, MAX_HEADER, MAX_FDS)
+        data, fds, _flags, _addr = _recv_fds(sock, INLINE_HEADER + 4096, MAX_FDS)
     except (ConnectionResetError, BrokenPipeError) as e:
         raise ChannelClosed(str(e))
     if not data:
@@ -153,8 +185,18 @@ def recv(sock, device=None):
         raise ChannelClosed("the other side closed the channel")
     try:
         message = _loads(data.decode("utf-8"))
+        if _isinstance(message, dict) and "__header__" in message:
+            if not fds:
+                raise ValueError("a large message came without its memory")
+            message = _loads(_read_sealed(fds[0], int(message["__header__"])).decode("utf-8"))
+            fds_for_tensors = fds[1:]
+        else:
+            fds_for_tensors = fds
+        if not _isinstance(message, dict):
+            raise ValueError("a message is not a JSON object")
         if "value" in message:
-            tensors = _read_tensors(fds[0] if fds else None, message.get("tensors") or [], device)
+            tensors = _read_tensors(fds_for_tensors[0] if fds_for_tensors else None, message.get("tensors") or [],
+                                    device, lazy)
             message["value"] = _rebuild(message["value"], tensors)
         return message
     finally:
@@ -162,7 +204,7 @@ def recv(sock, device=None):
             _close(fd)
 
 
-def _read_tensors(fd, layout, device=None):
+def _read_tensors(fd, layout, device=None, lazy=False):
     import warnings
 
     import torch
@@ -184,6 +226,16 @@ def _read_tensors(fd, layout, device=None):
             dtype = getattr(torch, entry["dtype"], None)
             if not _isinstance(dtype, torch.dtype):
                 raise ValueError("unknown dtype %r" % entry["dtype"])
+            if lazy and "ipc" in entry:
+                from anvil import batch
+
+                ipc = entry["ipc"]
+                remote = batch.Remote(str(ipc.get("handle", "")), int(ipc.get("offset", -1)), entry["dtype"],
+                                      [int(n) for n in entry["shape"]])
+                if remote.numel() * torch.empty(0, dtype=dtype).element_size() != entry["nbytes"]:
+                    raise ValueError("a tensor's shape and size disagree")
+                out.append(remote)
+                continue
             t = torch.empty(entry["shape"], dtype=dtype, device=device)
             if t.numel() * t.element_size() != entry["nbytes"]:
                 raise ValueError("a tensor's shape and size disagree")

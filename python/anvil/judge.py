@@ -1,365 +1,280 @@
 """The judge: the evaluation with the defenses on (docs/anti-hacking.md).
 
 The runner process becomes the judge. Before it touches CUDA it forks the candidate's process
-(anvil.candidate), the only one that ever imports candidate code, and makes itself non-dumpable.
-The judge never runs candidate code: it builds the reference from the task, computes every
-expected output itself, receives the candidate's outputs as copies (anvil.channel), and decides:
+(anvil.confine, anvil.candidate), the only one that ever runs candidate code, and makes itself
+non-dumpable. The judge drives and the candidate's process answers, one reply per command, in an
+order the judge enforces (a missing, extra or out-of-order reply: hack_suspected / protocol):
+
+  hello -> [eager_batch] -> load -> call x (2 per trial) -> time -> batch -> end
+
+The judge never runs candidate code and believes nothing of the candidate's process that could
+help it: it computes every expected output itself (on its own copies of the inputs), reads the
+outputs it checks from memory itself, and times the candidate with its own clock around a batch of
+calls on inputs drawn in secret (anvil.batch); the candidate's in-process timing is a claim that
+anvil bounds by that clock. Decided here:
 
   wrong_answer     an output differs from the judge's reference (reason "mismatch"), holds the
                    NaN sentinel bytes where the reference is finite ("unwritten_output"), or the
                    candidate modified an input ("input_mutated");
-  hack_suspected   with the first of these reasons, in this order (all are listed):
-                   harness_patched, lazy_output, threads, torch_fallback, timing_escape,
-                   side_stream, no_kernels, foreign_work, timed_output_mismatch, precision,
-                   below_roofline.
+  hack_suspected   with the first of REASONS found (all are listed).
 
-Everything the candidate's process reports is evidence, not a verdict: the outputs of timed
-calls the judge picks in secret are checked against its own reference for the same inputs, its time
-against a speed-of-light floor the judge measures, and its outputs' accuracy against a float64
-reference. Timing of eager and torch.compile happens here, after the candidate's process has
-ended, with the same per-call inputs and method.
+Timing of eager and torch.compile happens here, after the candidate's process has ended, with the
+same per-call inputs and method as the candidate's claim; eager's batch runs in the candidate's
+process before its code is imported, so that both batches go through the same protocol.
 """
 import copy
-import math
 import os
-import shutil
+import random
 import signal
-import subprocess
 import sys
 import time
 
-from anvil import channel, compare, policy, sandbox, timing
-from anvil.runner import (DETAIL_LINES, Evaluation, Outcome, _map_tensors, _raised, _tensor_pairs, _trace,
-                          new_report, tail)
+from anvil import batch, channel, compare, confine, evidence, policy, timing
+from anvil.harness import (DETAIL_LINES, Harness, Outcome, leaves, map_tensors, raised, tail, tensor_bytes,
+                           trace)
 
-REASONS = ("harness_patched", "lazy_output", "threads", "torch_fallback", "side_stream", "timing_escape",
-           "no_kernels", "foreign_work", "timed_output_mismatch", "precision", "below_roofline")
-CHECKED_CALLS = 4       # timed calls whose outputs are checked in full, chosen in secret (plus the last)
-ESCAPE_SLACK = 1.25     # kernel time per call may exceed the events' time by this factor ...
-ESCAPE_FLOOR_MS = 0.005  # ... plus this, before the work is said to have escaped the timed region
-PRECISION_FLOOR = {"float32": 2.0 ** -14, "float64": 2.0 ** -40}
-LOWER = {"float64": ("float32", "float16", "bfloat16"), "float32": ("float16", "bfloat16"),
-         "float16": (), "bfloat16": ()}
+REASONS = ("protocol", "harness_patched", "lazy_output", "threads", "torch_fallback", "side_stream",
+           "timing_escape", "no_kernels", "foreign_work", "timed_output_mismatch", "precision", "below_roofline")
+CHECK_SHARE = 0.1       # of the in-process timing's calls, checked in full (decided as each one arrives)
+OUTCOMES_AFTER_IMPORT = ("runtime_error", "load_error", "wrong_answer")  # what the candidate may say of itself
 
 
 class Hack(Exception):
-    def __init__(self, reason, message, evidence=None):
+    def __init__(self, reason, message, evidence_=None):
         super().__init__(message)
         self.reason = reason
         self.message = message
-        self.evidence = evidence or {}
+        self.evidence = evidence_ or {}
 
 
-def _sentinel_count(got, expected):
-    """Elements of got whose bytes are all 0xFF (the sentinel of fresh memory) where expected is
-    finite."""
-    import torch
-
-    if got.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16) or got.shape != expected.shape:
-        return 0
-    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[got.element_size()]
-    bits = got.contiguous().view(ints)
-    hit = (bits == -1) if ints is not torch.uint8 else (bits == 255)
-    finite = torch.isfinite(expected.to(got.device))
-    return int((hit & finite).sum().item())
-
-
-def _floating_leaves(got_value, expected_value):
-    """(name, got, expected) for every pair of tensors at the same place of both values."""
-    import torch
-
-    out = []
-    for name, got, exp in _tensor_pairs(got_value, expected_value, "output"):
-        if isinstance(got, torch.Tensor) and isinstance(exp, torch.Tensor):
-            out.append((name, got, exp))
-    return out
-
-
-def find_cuobjdump(hint=None):
-    candidates = [hint, shutil.which("cuobjdump")]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            candidates.append(os.path.join(os.environ[var], "bin", "cuobjdump"))
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        candidates.append(os.path.join(os.path.dirname(os.path.realpath(nvcc)), "cuobjdump"))
-    candidates.append("/usr/local/cuda/bin/cuobjdump")
-    try:
-        import triton
-
-        candidates.append(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump"))
-    except Exception:  # noqa: BLE001
-        pass
-    for c in candidates:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    return None
-
-
-def _entry_symbols(path, cuobjdump):
-    """Mangled names of the kernels (entry functions) in one shared object, through cuobjdump;
-    remembered in $ANVIL_CACHE/kernel-names by the file's content hash."""
-    import hashlib
-    import json
-
-    cache = None
-    if os.environ.get("ANVIL_CACHE"):
-        try:
-            with open(path, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
-            cache = os.path.join(os.environ["ANVIL_CACHE"], "kernel-names", digest[:2], digest + ".json")
-            with open(cache) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            pass
-    try:
-        out = subprocess.run([cuobjdump, "-symbols", path], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    names = [line.split()[-1] for line in out.stdout.splitlines() if "STO_ENTRY" in line]
-    if cache is not None and out.returncode == 0:
-        try:
-            os.makedirs(os.path.dirname(cache), exist_ok=True)
-            tmp = "%s.%d.tmp" % (cache, os.getpid())
-            with open(tmp, "w") as f:
-                json.dump(names, f)
-            os.replace(tmp, cache)
-        except OSError:
-            pass
-    return names
-
-
-def kernel_names(modules, cuobjdump):
-    """Demangled and base names of the GPU kernels (entry functions) in the given shared objects."""
-    mangled = []
-    for path in modules:
-        mangled += _entry_symbols(path, cuobjdump)
-    names = set(mangled)
-    filt = shutil.which("c++filt")
-    if mangled and filt:
-        try:
-            out = subprocess.run([filt], input="\n".join(mangled), capture_output=True, text=True, timeout=60)
-            names.update(line.strip() for line in out.stdout.splitlines() if line.strip())
-        except (OSError, subprocess.SubprocessError):
-            pass
-    names.update(policy._base_name(n) for n in list(names))
-    return names
-
-
-def _best_seconds(fn, runs=4):
-    import torch
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(runs):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) / 1e3)
-    return best
-
-
-def measure_bandwidth(device):
-    """The device's copy bandwidth in bytes/s (read and write counted), best of a few 1 GiB copies."""
-    import torch
-
-    n = 1 << 28
-    src = torch.empty(n, dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
-    return 2 * n / _best_seconds(lambda: dst.copy_(src))
-
-
-def measure_flops(device):
-    """The device's dense bf16 matmul rate in flop/s, best of a few 8192^3 products."""
-    import torch
-
-    m = 8192
-    a = torch.randn(m, m, device=device, dtype=torch.bfloat16)
-    b = torch.randn(m, m, device=device, dtype=torch.bfloat16)
-    return 2 * m ** 3 / _best_seconds(lambda: torch.mm(a, b))
-
-
-class Judge(Evaluation):
+class Judge(Harness):
     """One defended evaluation (see the module docstring)."""
 
     def __init__(self, request, report):
-        super().__init__(request, report)
+        super().__init__(request, report["env"])
+        self.report = report
         self.defenses = request["defenses"]
         self.report["defenses"] = {"enabled": True}
-        self.child = None
+        self.supervisor = None    # the confined candidate's supervisor (the judge's child)
+        self.cand_pid = None      # the candidate's process (the supervisor's child)
+        self.imported = False
         self.expected = {}
-        self.samples = {}
-        self.cand_timing = None
+        self.signature = None     # trial 0's reference output, for the batch's sampled positions
+        self.ref_ms = None        # one reference call, timed in passing (sizes eager's batch)
         self.trace = None
         self.done_ops = {}
         self.own_names = None
-        self.checked_calls = set()
         self.timed_checked = 0
         self.precision = None
         self.roofline = None
-        self.released = None  # the candidate's process, killed and not waited for
+        self.mapped = None
         self.clock = timing.Clock()
         self.report["defenses"]["seconds"] = {"judge": self.clock, "candidate": {}}
 
-    # -- the fork -----------------------------------------------------------------------------
+    # -- the candidate's process ------------------------------------------------------------
+    def visible_paths(self):
+        """What the candidate's process sees besides the system directories: the candidate, the
+        task, the judge's build output for load_inline, anvil's Python package, Python and torch,
+        and anvil's runtime libraries (never the rest of the cache)."""
+        paths = [self.req["candidate_dir"], self.req["task_file"], self.inline_dir(),
+                 os.path.dirname(os.path.dirname(os.path.abspath(__file__))), sys.prefix, sys.base_prefix]
+        paths += [p for p in sys.path if p and os.path.isabs(p)]
+        cache = os.environ.get("ANVIL_CACHE")
+        if cache:
+            paths.append(os.path.join(cache, "runtime"))
+        return paths
+
+    def inline_dir(self):
+        return os.path.join(os.path.dirname(os.path.abspath(self.req["candidate_dir"])), "inline")
+
     def fork_candidate(self):
         import torch  # noqa: F401 - imported before the fork (CUDA is not touched)
 
-        from anvil import runner
+        from anvil import candidate, runner
 
+        os.makedirs(self.inline_dir(), mode=0o755, exist_ok=True)
         judge_end, cand_end = channel.pair()
         judge_inputs, cand_inputs = channel.pair()
         pid = os.fork()
         if pid == 0:
             judge_end.close()
             judge_inputs.close()
-            for fd in (runner._REPORT_FD, runner._DONE_FD):
+            for fd in (runner.REPORT_FD, runner.DONE_FD):
                 if fd is not None:
                     try:
                         os.close(fd)
                     except OSError:
                         pass
-            from anvil import candidate
-
-            ev = Evaluation(self.req, new_report())
-            ev.shared = channel.SharedInputs(cand_inputs, 1, self.req["trials"])
-            candidate.main(ev, cand_end)  # never returns
+            try:
+                state = confine.enter(self.visible_paths(), gpu=self.req["device"].startswith("cuda"))
+                confine.clean_environment()
+            except BaseException as e:  # noqa: BLE001 - never run the candidate unconfined
+                try:
+                    channel.send(cand_end, {"type": "confinement_failed", "message": str(e)})
+                finally:
+                    os._exit(4)
+            h = Harness(self.req)
+            h.shared = channel.SharedInputs(cand_inputs, 1, self.req["trials"])
+            candidate.main(h, cand_end, state)  # never returns
         cand_end.close()
         cand_inputs.close()
         self.shared = channel.SharedInputs(judge_inputs, 0, self.req["trials"])
         self.sock = judge_end
-        self.child = pid
-        err = sandbox.non_dumpable() or sandbox.subreaper()
+        self.supervisor = pid
+        err = confine.non_dumpable() or confine.subreaper()
         self.report["defenses"]["judge"] = "non-dumpable, reaper of the candidate's processes" if err is None else err
 
-    @staticmethod
-    def _kill(pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    def candidate_pid(self):
+        """The candidate's process: the supervisor's grandchild (below the new namespace's PID 1),
+        found once, at its hello, before any candidate code could start others."""
+        if self.cand_pid is None and self.supervisor is not None:
+            inits = policy.children(self.supervisor)
+            workers = policy.children(next(iter(inits))) if len(inits) == 1 else set()
+            if len(workers) == 1:
+                self.cand_pid = workers.pop()
+        return self.cand_pid
 
-    def let_child_go(self):
-        """The candidate's process has said all it will: SIGKILL it and go on without waiting while
-        the driver tears its CUDA context down (its zombie is reaped when the judge exits)."""
-        self._kill(self.child)
-        self.released = self.child
-        self.child = None
+    @staticmethod
+    def _kill(pid, sig=signal.SIGKILL):
+        if pid:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
 
     def kill_leftovers(self):
-        """SIGKILL and reap every process below the judge but its candidate's (processes the
-        candidate started and left running); returns how many there were."""
-        left = [p for p in policy.descendants() if p not in (self.child, self.released)]
+        """SIGKILL and reap every process below the judge but the supervisor and the candidate's
+        process (processes the candidate started, orphans the judge reaped); returns how many."""
+        mine = {self.supervisor, self.cand_pid} | (policy.children(self.supervisor) if self.supervisor else set())
+        left = [p for p in policy.descendants() if p not in mine]
         for p in left:
             self._kill(p)
         for p in left:
             try:
                 os.waitpid(p, 0)
             except ChildProcessError:
-                pass  # not ours to reap: its parent (also killed) was
+                pass
         return len(left)
 
-    def end_child(self, kill=True):
-        """Reap the candidate's process; returns its wait status text."""
-        if self.child is None:
-            return ""
-        if kill:
-            self._kill(self.child)
-        try:
-            _, status = os.waitpid(self.child, 0)
-        except ChildProcessError:
-            status = 0
-        self.child = None
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            return "was killed by signal %d (%s)" % (sig, signal.Signals(sig).name if sig in
-                                                    signal.valid_signals() else "?")
-        return "exited with code %d" % os.WEXITSTATUS(status)
+    def end_candidate(self, wait=True):
+        """SIGKILL the candidate's process (its PID namespace dies with it) and its supervisor; wait
+        for the supervisor (whose exit follows the candidate's) when `wait`."""
+        self._kill(self.candidate_pid())
+        self._kill(self.supervisor)
+        if wait and self.supervisor is not None:
+            try:
+                os.waitpid(self.supervisor, 0)
+            except ChildProcessError:
+                pass
+            self.supervisor = None
 
-    # -- messages -----------------------------------------------------------------------------
-    def recv(self):
+    def died(self):
+        status = ""
+        if self.supervisor is not None:
+            try:
+                _, st = os.waitpid(self.supervisor, 0)
+                code = os.waitstatus_to_exitcode(st)
+                status = ("was killed by signal %d" % (code - 128) if code > 128 else
+                          "was killed by signal %d" % -code if code < 0 else "exited with code %d" % code)
+            except ChildProcessError:
+                status = "ended"
+            self.supervisor = None
+        return Outcome("runtime_error", "the candidate's process %s before the evaluation finished" %
+                       (status or "ended"), reason="process_died")
+
+    # -- the wire ---------------------------------------------------------------------------
+    def recv(self, lazy=False):
         try:
             with self.clock("waiting_for_candidate"):
-                return channel.recv(self.sock, getattr(self, "device", None))
+                return channel.recv(self.sock, self.device, lazy=lazy)
         except channel.ChannelClosed:
-            how = self.end_child(kill=False)
-            raise Outcome("runtime_error", "the candidate's process %s before the evaluation finished" % how,
-                          reason="process_died")
+            raise self.died()
+        except ValueError as e:
+            raise Hack("protocol", "the candidate's process sent a malformed message: %s" % e)
 
-    def serve(self):
-        self.clock.mark("serve")
+    def ask(self, message, expect, lazy=False, value=None):
+        """Send a command and return its reply, whose type must be in `expect`; load_inline build
+        requests are served meanwhile; a failure the candidate reports ends the evaluation."""
+        try:
+            channel.send(self.sock, message, value)
+        except channel.ChannelClosed:
+            raise self.died()
         while True:
-            msg = self.recv()
+            msg = self.recv(lazy=lazy)
             kind = msg.get("type")
-            self.clock.mark(str(kind))
-            if kind == "hello":
-                self.report["defenses"]["sandbox"] = msg.get("sandbox")
-            elif kind == "build":
-                from anvil import load_inline
+            if kind == "build":
+                self.serve_build(msg)
+                continue
+            if kind == "fail":
+                outcome = msg.get("outcome")
+                if self.imported and outcome not in OUTCOMES_AFTER_IMPORT:
+                    outcome = "runtime_error"
+                raise Outcome(outcome or "runtime_error", str(msg.get("message", "")), str(msg.get("detail", "")),
+                              reason=msg.get("reason") if outcome == "wrong_answer" else None)
+            if kind == "hack":
+                raise Hack(str(msg.get("reason")), str(msg.get("message", "")), msg.get("evidence"))
+            if kind in expect:
+                return msg
+            raise Hack("protocol", "the candidate's process answered %r to %r (expected %s): the judge drives the "
+                       "evaluation and every step must be answered in order" % (
+                           kind, message.get("type"), " or ".join(expect)))
 
-                out_dir = os.path.join(os.path.dirname(os.path.abspath(self.req["candidate_dir"])), "inline")
-                with self.clock("build"):
-                    reply = load_inline.build_spec_locally(msg["spec"], out_dir)
-                channel.send(self.sock, {"type": "built", "reply": reply})
-            elif kind == "fail":
-                raise Outcome(msg.get("outcome") or "runtime_error", msg.get("message", ""), msg.get("detail", ""),
-                              reason=msg.get("reason"))
-            elif kind == "hack":
-                raise Hack(msg.get("reason"), msg.get("message", ""), msg.get("evidence"))
-            elif kind == "loaded":
-                with self.clock("kernel_names"):
-                    self.loaded(msg.get("modules") or [])
-            elif kind == "output":
-                channel.send(self.sock, {"type": "received"})  # the copy is ours: the candidate goes on
-                with self.clock("outputs"):
-                    self.judge_output(msg)
-            elif kind == "ready_to_time":
-                with self.clock("before_timing"):
-                    self.before_timing()
-                channel.send(self.sock, {"type": "go"})
-                self.clock.mark("go")
-            elif kind == "sample":
-                self.samples[msg["k"]] = msg
-                channel.send(self.sock, {"type": "check" if msg["k"] in self.checked_calls else "next"})
-            elif kind == "timed_output":
-                with self.clock("timed_outputs"):
-                    self.judge_timed_output(msg)
-                channel.send(self.sock, {"type": "next"})
-            elif kind == "timing":
-                self.cand_timing = msg.get("result") or {}
-                self.trace = msg.get("trace")
-            elif kind == "done":
-                self.done_ops = msg.get("ops") or {}
-                self.report["defenses"]["seconds"]["candidate"] = msg.get("clock") or {}
-                return
-            else:
-                raise Outcome("runtime_error", "the candidate's process sent an unknown message %r" % (kind,))
+    def serve_build(self, msg):
+        from anvil import load_inline
 
-    # -- verification -------------------------------------------------------------------------
+        with self.clock("build"):
+            spec = msg.get("spec")
+            reply = (load_inline.build_spec_locally(spec, self.inline_dir()) if isinstance(spec, dict)
+                     else {"ok": False, "error": "a build request without a spec"})
+        channel.send(self.sock, {"type": "built", "reply": reply})
+
+    def hello(self):
+        msg = self.recv()
+        if msg.get("type") == "confinement_failed":
+            from anvil.harness import CannotServe
+
+            raise CannotServe("the candidate's process could not be confined, so it was not run: %s" % msg.get("message"))
+        if msg.get("type") == "fail":
+            raise Outcome(msg.get("outcome") or "runtime_error", str(msg.get("message", "")),
+                          str(msg.get("detail", "")))
+        if msg.get("type") != "hello":
+            raise Hack("protocol", "the candidate's process began with %r instead of hello" % msg.get("type"))
+        self.report["defenses"]["sandbox"] = msg.get("sandbox")
+        self.candidate_pid()
+
+    def load(self):
+        self.imported = True
+        msg = self.ask({"type": "load"}, ("loaded",))
+        with self.clock("kernel_names"):
+            self.loaded(msg.get("modules") or [])
+
     def loaded(self, modules):
         if self.device.type != "cuda":
             return
         tops = [os.path.dirname(os.path.abspath(self.req["candidate_dir"]))]
         if os.environ.get("ANVIL_CACHE"):
             tops.append(os.path.realpath(os.environ["ANVIL_CACHE"]))
-        mine = [m for m in modules if any(os.path.realpath(m).startswith(t.rstrip("/") + "/") for t in tops)]
-        tool = find_cuobjdump(self.defenses.get("cuobjdump"))
+        mine = [m for m in modules if isinstance(m, str) and
+                any(os.path.realpath(m).startswith(t.rstrip("/") + "/") for t in tops)]
+        tool = evidence.find_cuobjdump(self.defenses.get("cuobjdump"))
         self.report["defenses"]["modules"] = mine
         if tool is None:
             self.report["defenses"]["own_kernels"] = "unknown: cuobjdump not found"
             return
-        self.own_names = kernel_names(mine, tool)
+        self.own_names = evidence.kernel_names(mine, tool)
         self.report["defenses"]["own_kernels"] = sorted(n for n in self.own_names if "(" not in n)[:50]
 
+    # -- verification -------------------------------------------------------------------------
     def expected_for(self, trial):
         if trial in self.expected:
             return self.expected[trial]
         seed = self.req["seed"] + 1 + trial
         pristine = self.trial_inputs(trial)
         if trial == 0:
-            first, _second = self.check_reference(pristine, seed)
+            first = self.check_reference(pristine, seed)
             self.pristine0 = pristine
+            self.signature = [(n, t.numel() if isinstance(t, self.torch.Tensor) else None, t)
+                              for n, t in leaves(first)]
         else:
             first = self.call_reference(pristine, "trial %d (seed %d)" % (trial, seed))
             bad = compare.nonfinite(first)
@@ -368,25 +283,60 @@ class Judge(Evaluation):
         self.expected = {trial: first}  # one trial's reference alive at a time
         return first
 
-    def judge_output(self, msg):
-        trial, call = msg["trial"], msg["call"]
+    def call_reference(self, pristine, where):
+        self.pin_flags()
+        args = map_tensors(pristine, lambda t: t.clone())
+        try:
+            with self.torch.no_grad():
+                out = self.ref(*args)
+            self.sync()
+        except BaseException as e:  # noqa: BLE001
+            raise Outcome("task_error", "%s: %s" % (where, raised(e, "the reference Model")), trace(e))
+        return out
+
+    def check_reference(self, pristine, seed):
+        """Trial 0's reference twice (non-determinism is the task's fault); the second call, timed,
+        sizes eager's batch."""
+        where = "reference check (seed %d)" % seed
+        first = self.call_reference(pristine, where)
+        bad = compare.nonfinite(first)
+        if bad:
+            raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
+        start = time.perf_counter()
+        second = self.call_reference(pristine, where)
+        self.ref_ms = (time.perf_counter() - start) * 1e3
+        lines = compare.compare(second, first, self.req["tolerance"])
+        if lines:
+            raise Outcome("task_error", "the reference is non-deterministic: two runs on the inputs of seed %d "
+                          "differ: %s" % (seed, "\n".join(lines)))
+        return first
+
+    def verify(self):
+        self.stage = "verify"
+        for i in range(self.req["trials"]):
+            for c in range(2):
+                msg = self.ask({"type": "call", "trial": i, "call": c}, ("output",))
+                if msg.get("trial") != i or msg.get("call") != c:
+                    raise Hack("protocol", "the candidate's process answered trial %r call %r when asked for trial "
+                               "%d call %d" % (msg.get("trial"), msg.get("call"), i, c))
+                with self.clock("outputs"):
+                    self.judge_output(i, c, msg)
+
+    def judge_output(self, trial, call, msg):
         seed = self.req["seed"] + 1 + trial
         where = "trial %d (seed %d)%s" % (trial, seed, ", second call" if call else "")
         expected = self.expected_for(trial)  # first: a broken task outranks the candidate's faults
         if msg.get("ops"):
             raise Hack("torch_fallback", self._ops_message(msg["ops"], where), {"ops": msg["ops"]})
-        got = _map_tensors(msg["value"], lambda t: t.to(self.device))
+        got = msg.get("value")
         self.check_dtypes(got, expected, where)
         lines = compare.compare(got, expected, self.req["tolerance"])
         verify = self.report["verify"]
-        if call == 1:
+        if call == 1 or lines:
             verify["trials"].append({"seed": seed, "ok": not lines, "report": "\n".join(lines)})
             verify["passed" if not lines else "failed"] += 1
         if lines:
-            if call == 0:
-                verify["trials"].append({"seed": seed, "ok": False, "report": "\n".join(lines)})
-                verify["failed"] += 1
-            unwritten = sum(_sentinel_count(g, e) for _n, g, e in _floating_leaves(got, expected))
+            unwritten = sum(evidence.sentinel_count(g, e) for _n, g, e in evidence.floating_leaves(got, expected))
             if unwritten:
                 raise Outcome("wrong_answer", "%s: %d output elements were never written (they still hold the NaN "
                               "sentinel that fills fresh memory)\n%s" % (where, unwritten, "\n".join(lines)),
@@ -409,9 +359,9 @@ class Judge(Evaluation):
     def check_dtypes(self, got, expected, where):
         if self.defenses.get("allow_lower_precision"):
             return
-        for name, g, e in _floating_leaves(got, expected):
+        for name, g, e in evidence.floating_leaves(got, expected):
             gd, ed = compare.dtype_name(g.dtype), compare.dtype_name(e.dtype)
-            if gd in LOWER.get(ed, ()):
+            if gd in evidence.LOWER.get(ed, ()):
                 raise Hack("precision", "%s: %s is %s but the reference's is %s: a lower-precision output is not "
                            "allowed" % (where, name, gd, ed))
 
@@ -422,135 +372,214 @@ class Judge(Evaluation):
         if self.defenses.get("allow_lower_precision") or self.req["flags"].get("allow_tf32"):
             self.precision = {"checked": False, "why": "lower precision allowed"}
             return
-        leaves = [(n, g, e) for n, g, e in _floating_leaves(got, expected)
-                  if compare.dtype_name(e.dtype) in PRECISION_FLOOR]
-        if not leaves:
+        pairs = [(n, g, e) for n, g, e in evidence.floating_leaves(got, expected)
+                 if compare.dtype_name(e.dtype) in evidence.PRECISION_FLOOR]
+        if not pairs:
             self.precision = {"checked": False, "why": "no float32/float64 output"}
             return
-        bound = self._precision_bound(leaves)
+        bound = evidence.precision_bound(pairs, self.defenses["precision_ratio"])
         if bound is not None:
             self.precision = bound
             return
         try:
             ref64 = copy.deepcopy(self.ref).double()
-            args = _map_tensors(self.pristine0, lambda t: t.double() if t.is_floating_point() else t.clone())
+            args = map_tensors(self.pristine0, lambda t: t.double() if t.is_floating_point() else t.clone())
             self.pin_flags()
             with torch.no_grad():
                 out64 = ref64(*args)
             self.sync()
             del ref64
         except BaseException as e:  # noqa: BLE001 - a model without float64 support: not checked
-            self.precision = {"checked": False, "why": "the reference does not run in float64: %s" % _raised(e, "it")}
+            self.precision = {"checked": False, "why": "the reference does not run in float64: %s" % raised(e, "it")}
             return
-        by_name = {n: t for n, t, _ in _tensor_pairs(out64, expected, "output")}
-        worst = None
-        for name, g, e in leaves:
-            r = by_name.get(name)
-            if r is None or tuple(r.shape) != tuple(g.shape):
-                continue
-            norm = r.double().norm().item()
-            if not norm or not math.isfinite(norm):
-                continue
-            err_c = (g.double() - r).norm().item() / norm
-            err_r = (e.double() - r).norm().item() / norm
-            limit = max(self.defenses["precision_ratio"] * err_r, PRECISION_FLOOR[compare.dtype_name(e.dtype)])
-            entry = {"output": name, "candidate_error": err_c, "reference_error": err_r, "limit": limit}
-            if worst is None or err_c / limit > worst["candidate_error"] / worst["limit"]:
-                worst = entry
-        self.precision = dict(worst or {}, checked=worst is not None)
-
-    def _precision_bound(self, leaves):
-        """The float64 run is needed only when the candidate's output is far from the reference's.
-        With d = |g - e| / |e| (candidate g, reference e, relative L2) at most a quarter of the floor
-        F, and r the float64 result: |g - r| <= d |e| + |e - r| and |e| <= (1 + err_r) |r|, so
-        err_c <= F/4 (1 + err_r) + err_r, which is at most F when err_r <= F/2 and below
-        2 err_r otherwise: within the limit max(ratio * err_r, F) for any ratio >= 2. d is computed
-        in the output's own dtype (kernels already loaded; a float64 conversion would load more
-        than the check saves) and must be under F/8, which leaves room for its rounding. Returns
-        the numbers, or None when the bound does not hold (then the float64 run decides)."""
-        if self.defenses["precision_ratio"] < 2:
-            return None
-        worst = None
-        for name, g, e in leaves:
-            if tuple(g.shape) != tuple(e.shape) or g.dtype != e.dtype:
-                return None
-            diff = g - e
-            num, den = float((diff * diff).sum()), float((e * e).sum())
-            if not (den > 0 and math.isfinite(den) and math.isfinite(num)):
-                return None
-            d = math.sqrt(num / den)
-            bound = PRECISION_FLOOR[compare.dtype_name(e.dtype)] / 8
-            if not d <= bound:
-                return None
-            if worst is None or d > worst[1]:
-                worst = (name, d, bound)
-        return {"checked": True, "by": "bound", "output": worst[0], "difference": worst[1], "bound": worst[2]}
+        self.precision = evidence.precision_against(pairs, out64, self.defenses["precision_ratio"])
 
     def count_work(self, expected):
         """Bytes the call must move and flops the reference does, for the roofline floor."""
         if self.device.type != "cuda":
             return
-        torch = self.torch
-        nbytes = sum(t.numel() * t.element_size() for _n, t, _ in _tensor_pairs(self.pristine0, self.pristine0, "in"))
-        nbytes += sum(t.numel() * t.element_size() for _n, t, _ in _tensor_pairs(expected, expected, "out"))
+        nbytes = tensor_bytes(self.pristine0) + tensor_bytes(expected)
         flops = 0
         try:
             from torch.utils.flop_counter import FlopCounterMode
 
-            args = _map_tensors(self.pristine0, lambda t: t.clone())
+            args = map_tensors(self.pristine0, lambda t: t.clone())
             counter = FlopCounterMode(display=False)
-            with torch.no_grad(), counter:
+            with self.torch.no_grad(), counter:
                 self.ref(*args)
             flops = int(counter.get_total_flops())
         except BaseException:  # noqa: BLE001 - no flop count: the floor uses bytes alone
             flops = 0
         self.roofline = {"bytes": nbytes, "flops": flops}
 
-    # -- timing ---------------------------------------------------------------------------------
-    def total_calls(self):
+    # -- the candidate's claim: its in-process timing -----------------------------------------
+    def schedule(self):
+        """The phases of the in-process timing's calls, in order."""
         t = self.req["timing"]
         probes = 3 if self.device.type == "cuda" and t.get("hide_launch", True) else 0
-        return t["warmup"] + probes + t["calls"]
+        return ["warmup"] * t["warmup"] + ["probe"] * probes + ["timed"] * t["calls"]
 
-    def before_timing(self):
-        """The judge's own GPU work, done before the candidate's timing starts; and the secret
-        choice of the timed calls whose outputs will be checked in full."""
-        import random
-
+    def peaks(self):
         if self.device.type == "cuda" and self.roofline is not None:
             peaks = dict(self.defenses.get("roofline") or {})
             with self.clock("peaks"):
                 if not peaks.get("bandwidth_bytes_per_s"):
-                    peaks["bandwidth_bytes_per_s"] = measure_bandwidth(self.device)
+                    peaks["bandwidth_bytes_per_s"] = evidence.measure_bandwidth(self.device)
                     peaks["measured"] = True
                 if not peaks.get("flops_per_s"):
-                    peaks["flops_per_s"] = measure_flops(self.device)
+                    peaks["flops_per_s"] = evidence.measure_flops(self.device)
                     peaks["measured"] = True
             self.roofline.update(peaks)
-        total = self.total_calls()
-        rng = random.SystemRandom()
-        self.checked_calls = set(rng.sample(range(total), min(CHECKED_CALLS, total))) | {total - 1}
-        self.sync()
+            self.sync()
 
-    def judge_timed_output(self, msg):
-        """A timed call's output against the reference for that call's inputs."""
-        k = msg["k"]
+    def claimed_timing(self):
+        """The candidate's in-process timing: every sample must come, in order, for the schedule;
+        timed calls are checked in full at random (decided as each arrives)."""
+        plan = self.schedule()
+        rng = random.SystemRandom()
+        samples = []
+        msg = self.ask({"type": "time"}, ("sample", "timing"))
+        for k, phase in enumerate(plan):
+            if msg.get("type") != "sample" or msg.get("k") != k or msg.get("phase") != phase:
+                raise Hack("protocol", "in-process timing: expected the sample of call %d (%s), got %r (call %r, %r)"
+                           % (k, phase, msg.get("type"), msg.get("k"), msg.get("phase")))
+            if phase == "timed":
+                ms = msg.get("ms")
+                if not isinstance(ms, (int, float)) or not ms == ms or ms < 0:
+                    raise Hack("protocol", "in-process timing: call %d's sample %r is not a time" % (k, ms))
+                samples.append(float(ms))
+            if phase == "timed" and (rng.random() < CHECK_SHARE or k == len(plan) - 1):
+                out = self.ask({"type": "check"}, ("timed_output",))
+                if out.get("k") != k:
+                    raise Hack("protocol", "in-process timing: the output of call %r came for call %d" % (out.get("k"), k))
+                with self.clock("timed_outputs"):
+                    self.judge_timed_output(k, out.get("value"))
+            msg = self.ask({"type": "next"}, ("sample", "timing"))
+        if msg.get("type") != "timing":
+            raise Hack("protocol", "in-process timing: more calls than the %d asked for" % len(plan))
+        result = timing.summarize(samples)
+        claim = msg.get("result") if isinstance(msg.get("result"), dict) else {}
+        for key in ("host_enqueue_ms", "gpu_sleep_ms", "late_calls", "kernel_sum_ms", "kernel_sum_error", "seconds"):
+            if key in claim:
+                result[key] = claim[key]
+        self.trace = msg.get("trace") if isinstance(msg.get("trace"), dict) else None
+        self.done_ops = msg.get("ops") if isinstance(msg.get("ops"), dict) else {}
+        self.report["defenses"]["seconds"]["candidate"] = msg.get("clock") if isinstance(msg.get("clock"), dict) else {}
+        return result
+
+    def judge_timed_output(self, k, value):
         self.pin_flags()
         with self.torch.no_grad():
             expected = self.ref(*self.call_inputs(k))
         self.sync()
-        got = _map_tensors(msg["value"], lambda t: t.to(self.device))
-        lines = compare.compare(got, expected, self.req["tolerance"])
+        lines = compare.compare(value, expected, self.req["tolerance"])
         self.timed_checked += 1
-        del expected
-        self.sync()
         if lines:
-            raise Hack("timed_output_mismatch", "timed call %d (the inputs of seed %d, rolled) returned an output that is "
-                       "not the answer for its inputs, though verification passed: outputs must be computed from "
-                       "each call's inputs, never cached or reused. %s" % (k, self.req["seed"] + 1 + k % self.req["timing"]["input_sets"], lines[0]))
+            raise Hack("timed_output_mismatch", "timed call %d (the inputs of seed %d, rolled) returned an output that "
+                       "is not the answer for its inputs, though verification passed: outputs must be computed from "
+                       "each call's inputs, never cached or reused. %s" % (
+                           k, self.req["seed"] + 1 + k % self.req["timing"]["input_sets"], lines[0]))
 
+    # -- the judge's clock ---------------------------------------------------------------------
+    def batch_size(self, per_call_ms):
+        in_bytes = tensor_bytes(self.pristine0)
+        out_bytes = sum(t.numel() * t.element_size() for _n, n, t in self.signature if n is not None)
+        return batch.calls_for(per_call_ms, 2 * in_bytes + out_bytes, self.device, self.ref_ms)
+
+    def run_batch(self, kind, per_call_ms):
+        """One batch of the judge's clock over `kind` ("eager": the reference, in the candidate's
+        process before its import; "candidate"); returns {"calls", "wall_ms", "per_call_ms", ...}."""
+        torch = self.torch
+        cuda = self.device.type == "cuda"
+        n = self.batch_size(per_call_ms)
+        seeds = batch.secret_seeds(n)
+        with self.clock(kind + "_batch_inputs"):
+            calls = [self.fresh_inputs(s) for s in seeds]  # the judge's own copies: never handed over
+            skeletons, regions, total = batch.lay_out(calls)
+            pool = None
+            if cuda:
+                pool = batch.DeviceBuffer(total)
+                batch.fill(pool.view, regions)
+                message = {"type": kind + "_batch" if kind == "eager" else "batch", "handle": pool.export(),
+                           "nbytes": total, "layout": skeletons}
+            else:
+                message = {"type": kind + "_batch" if kind == "eager" else "batch"}
+            generator = torch.Generator().manual_seed(random.SystemRandom().randrange(1 << 62))
+            plan = [(numel, batch.draw_positions(n, numel, generator) if numel else None)
+                    for _name, numel, _t in self.signature]
+            self.sync()
+        self.mapped = self.mapped or batch.Mapped()
+        start = time.perf_counter()
+        reply = self.ask(message, ("batch_done",), lazy=cuda, value=None if cuda else calls)
+        answered = time.perf_counter()
+        if kind == "candidate":
+            self._kill(self.candidate_pid(), signal.SIGSTOP)  # nothing more from its host side
+        outputs = reply.get("value")
+        if not isinstance(outputs, list) or len(outputs) != n or reply.get("calls") != n:
+            raise Hack("protocol", "the judge's batch of %d calls was answered with %s outputs" % (
+                n, len(outputs) if isinstance(outputs, list) else "no"))
+        flat = [list(leaves(v)) for v in outputs]
+        try:
+            found = batch.sample(flat, plan, self.mapped)
+            self.sync()
+        except batch.BatchError as e:
+            raise Hack("protocol", "the judge's batch: %s" % e)
+        wall_ms = (time.perf_counter() - start) * 1e3
+        result = {"calls": n, "wall_ms": round(wall_ms, 6), "per_call_ms": round(wall_ms / n, 6),
+                  "answer_ms": round((answered - start) * 1e3, 6), "target_ms": batch.TARGET_MS}
+        if kind == "candidate":
+            with self.clock("batch_checks"):
+                result["checked"] = self.check_batch(calls, outputs, flat, found, plan, pool, regions)
+        if pool is not None:
+            pool.free()
+        del calls
+        return result
+
+    def check_batch(self, calls, outputs, flat, found, plan, pool, regions):
+        """Every call's sampled elements against the judge's reference for its inputs, FULL_CHECKS
+        calls in full, and the pool against the judge's copies (an input the candidate modified)."""
+        n = len(calls)
+        full = set(random.SystemRandom().sample(range(n), min(batch.FULL_CHECKS, n)))
+        tol = self.req["tolerance"]
+        for k in range(n):
+            expected = self.call_reference(calls[k], "the judge's batch, call %d" % k)
+            exp_leaves = list(leaves(expected))
+            if len(exp_leaves) != len(flat[k]):
+                self.batch_mismatch(k, "its output has %d parts, the reference's %d" % (len(flat[k]), len(exp_leaves)))
+            for j, (name, exp) in enumerate(exp_leaves):
+                if not isinstance(exp, self.torch.Tensor) or plan[j][1] is None:
+                    continue
+                got = found.get((k, j))
+                if got is None or tuple(getattr(flat[k][j][1], "shape", ())) != tuple(exp.shape):
+                    self.batch_mismatch(k, "%s has shape %s, the reference's %s" % (
+                        name, list(getattr(flat[k][j][1], "shape", [])), list(exp.shape)))
+                bad, first = batch.compare_samples(got, exp.reshape(-1)[plan[j][1][k].to(exp.device)], tol)
+                if bad:
+                    self.batch_mismatch(k, "%s: %d of %d sampled elements are wrong; first: got %s, expected %s" % (
+                        name, bad, got.numel(), compare.fmt_num(first[1]) if isinstance(first[1], (int, float)) else
+                        first[1], compare.fmt_num(first[2]) if isinstance(first[2], (int, float)) else first[2]))
+            if k in full:
+                lines = compare.compare(localize(outputs[k], self.mapped), expected, tol)
+                if lines:
+                    self.batch_mismatch(k, lines[0])
+            del expected
+        if pool is not None:
+            for k, args in enumerate(calls):
+                for (t, region) in regions_of(regions, args):
+                    if compare.changed_elements(t, batch.region_tensor(pool.view, region)):
+                        raise Outcome("wrong_answer", "call %d of the judge's batch: the candidate modified one of its "
+                                      "inputs (inputs are read-only)" % k, reason="input_mutated")
+        return {"calls": n, "samples_per_output": batch.SAMPLES, "full": sorted(full)}
+
+    def batch_mismatch(self, k, text):
+        raise Hack("timed_output_mismatch", "call %d of the judge's timed batch (fresh inputs, drawn in secret) "
+                   "returned a wrong output, though verification passed: %s. Outputs must be right for every input "
+                   "and computed within the call" % (k, text))
+
+    # -- eager and torch.compile ---------------------------------------------------------------
     def time_models(self):
-        """eager and torch.compile, as the candidate was timed (fresh inputs per call, profiled)."""
+        """eager and torch.compile, as the candidate claimed its time (fresh inputs per call,
+        profiled)."""
         t = self.req["timing"]
         results = self.report["timing"]
         for name in t["measure"]:
@@ -558,174 +587,58 @@ class Judge(Evaluation):
                 continue
             self.stage = "timing"
             if name == "compile":
-                results["compile"] = self.time_compile(None)
+                results["compile"] = self.time_compile()
                 continue
             try:
-                results[name] = self.time_one(self.ref, None, t["warmup"])
+                results["eager"] = dict(self.time_one(self.ref, t["warmup"]), **results.get("eager", {}))
             except Outcome:
                 raise
             except BaseException as e:  # noqa: BLE001
-                raise Outcome("task_error", "while timing: %s" % _raised(e, "the reference Model"), _trace(e))
+                raise Outcome("task_error", "while timing: %s" % raised(e, "the reference Model"), trace(e))
 
-    def time_one(self, fn, sets, warmup):
-        """Evaluation.time_one with the candidate's method: fresh inputs per call (sets unused),
-        timed calls profiled. Evaluation.time_compile times torch.compile through this."""
+    def time_one(self, fn, warmup):
+        """One baseline, with what the machine was doing meanwhile (other processes on the GPU)."""
         t = self.req["timing"]
-        trace = {}  # profiled as the candidate's calls were, for the same overhead
         self.pin_flags()
+        cuda = self.device.type == "cuda"
+        before = evidence.other_gpu_processes(self.device) if cuda else None
         with self.torch.no_grad():
-            return timing.measure(fn, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
-                                  flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
-                                  hide_launch=bool(t.get("hide_launch", True)), trace=trace)
-
-    # -- the verdict ----------------------------------------------------------------------------
-    def candidate_timing(self):
-        """The candidate's statistics, recomputed here from the samples it sent."""
-        timed = [self.samples[k]["ms"] for k in sorted(self.samples) if self.samples[k]["phase"] == "timed"]
-        result = timing.summarize(timed)
-        for key in ("host_enqueue_ms", "gpu_sleep_ms", "late_calls", "kernel_sum_ms", "kernel_sum_error", "seconds"):
-            if key in (self.cand_timing or {}):
-                result[key] = self.cand_timing[key]
+            result = timing.measure(fn, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
+                                    flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
+                                    hide_launch=bool(t.get("hide_launch", True)), trace={})
+        if cuda:
+            after = evidence.other_gpu_processes(self.device)
+            seen = [n for n in (before, after) if n is not None]
+            result["load"] = {"other_gpu_processes": max(seen) if seen else None}
         return result
 
+    def time_compile(self):
+        """torch.compile(ref) timed like the others, compiled during warm-up; {"error"} if it fails."""
+        mode = self.req["timing"]["compile_mode"]
+        try:
+            import torch._dynamo
+
+            torch._dynamo.reset()
+            compiled = self.torch.compile(self.ref) if mode == "default" else self.torch.compile(self.ref, mode=mode)
+            return self.time_one(compiled, max(1, self.req["timing"]["warmup"]))
+        except BaseException as e:  # noqa: BLE001 - a baseline that does not compile is reported
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            return {"error": raised(e, "torch.compile(Model%s)" % ("" if mode == "default" else ", mode=%r" % mode))}
+
+    # -- the verdict ---------------------------------------------------------------------------
     def findings(self):
         """Every hack reason the evidence supports, as (reason, message, evidence)."""
-        found = []
-        ops = dict(self.done_ops)
-        analysis = None
-        if self.trace is not None and self.device.type != "cuda" and not self.trace.get("profiler_error"):
-            analysis = policy.analyze_trace([], self.trace.get("cpu_ops", []), set(), self.defenses["policy"])
-            for op, n in analysis["forbidden_ops"].items():
-                ops[op] = ops.get(op, 0) + n
-            self.report["defenses"]["work"] = {"forbidden_ops": analysis["forbidden_ops"]}
-            analysis = None
-        if self.trace is not None and self.device.type == "cuda" and not self.trace.get("profiler_error"):
-            own = self.own_names
-            if own is None:  # no kernel list: every kernel that is not torch's counts as the candidate's
-                own = {k["name"] for k in self.trace.get("kernels", []) if not policy.is_torch_kernel(k["name"])}
-            analysis = policy.analyze_trace(self.trace.get("kernels", []), self.trace.get("cpu_ops", []), own,
-                                            self.defenses["policy"], self.trace.get("marker_stream"),
-                                            self.trace.get("calls", 1))
-            for op, n in analysis["forbidden_ops"].items():
-                ops[op] = ops.get(op, 0) + n
-            self.report["defenses"]["work"] = analysis
-        if ops:
-            found.append(("torch_fallback", self._ops_message(ops, "timed calls"), {"ops": ops}))
-        cand = self.report["timing"].get("candidate") or {}
-        if analysis is not None:
-            calls = self.trace.get("calls", 0)
-            if self.trace.get("markers", calls) < calls:
-                found.append(("harness_patched", "the profiler recorded %d of the %d timed calls: the trace was "
-                              "tampered with" % (self.trace.get("markers", 0), calls), {}))
-            if self.trace.get("other_thread_kernels"):
-                found.append(("threads", "%d GPU kernel(s) were launched from another host thread during the timed "
-                              "calls: launch from the calling thread, before forward returns" %
-                              self.trace["other_thread_kernels"], {}))
-            median = cand.get("median_ms")
-            gpu_ms = analysis["total_us"] / 1e3
-            if median is not None and gpu_ms > ESCAPE_SLACK * median + ESCAPE_FLOOR_MS:
-                found.append(("timing_escape", "the candidate's kernels ran %.4g ms of GPU time per call but the timed "
-                              "region saw %.4g ms: work escaped the timed region (another stream or thread, or work "
-                              "left running after forward returned)" % (gpu_ms, median), {"gpu_ms": gpu_ms}))
-            if analysis["side_stream_kernels"]:
-                names = ", ".join(list(analysis["side_stream_kernels"])[:3])
-                found.append(("side_stream", "kernels ran on a stream other than the current one: %s. Launch on "
-                              "the current stream (anvil::stream())" % names, {}))
-            if analysis["own_us"] + (analysis["library_us"] if self.defenses["policy"].get("libraries") else 0) <= 0:
-                found.append(("no_kernels", "the candidate's own kernels never ran during the timed calls", {}))
-            elif analysis["own_share"] is not None and analysis["own_share"] < self.defenses["policy"]["own_work_min"]:
-                found.append(("foreign_work", "the candidate's own kernels took %.0f%% of the GPU time (at least "
-                              "%.0f%% required); the rest: %s" % (
-                                  100 * analysis["own_share"], 100 * self.defenses["policy"]["own_work_min"],
-                                  ", ".join(k["name"][:60] for k in analysis["kernels"] if k["kind"] != "own")[:300]),
-                              {}))
-        self.report["defenses"]["timed_outputs_checked"] = self.timed_checked
-        p = self.precision
-        if p and p.get("checked") and p.get("candidate_error") is not None and p["candidate_error"] > p["limit"]:
-            found.append(("precision", "%s is %.3g away from a float64 reference (relative L2), the reference itself "
-                          "%.3g: the candidate computes at a lower precision than the reference (TF32, fp16, bf16?); "
-                          "keep the reference's precision" % (p["output"], p["candidate_error"], p["reference_error"]),
-                          {}))
-        r = self.roofline
-        if r and r.get("bandwidth_bytes_per_s") and cand.get("median_ms") is not None:
-            floor_s = max(r["bytes"] / r["bandwidth_bytes_per_s"],
-                          r["flops"] / r["flops_per_s"] if r.get("flops_per_s") else 0.0)
-            r["floor_ms"] = floor_s * 1e3 / self.defenses["roofline_slack"]
-            self.report["defenses"]["roofline"] = r
-            fastest = min(x for x in (cand.get("median_ms"), cand.get("kernel_sum_ms")) if x is not None)
-            if fastest < r["floor_ms"]:
-                found.append(("below_roofline", "%.4g ms is below the speed-of-light floor of %.4g ms (%d bytes at "
-                              "%.3g GB/s, %d flops at %.3g TFLOP/s): impossible, quarantined" % (
-                                  fastest, r["floor_ms"], r["bytes"], r["bandwidth_bytes_per_s"] / 1e9, r["flops"],
-                                  (r.get("flops_per_s") or 0) / 1e12), {}))
-        return found
+        from anvil import findings
 
-    # -- all of it ------------------------------------------------------------------------------
-    def run(self, started):
-        seconds = self.report["seconds"]
-        with self.clock("fork"):
-            self.fork_candidate()
-        try:
-            with self.clock("setup"):
-                self.setup()
-                self.shared.device_ready()  # the candidate's process starts its own CUDA context now
-                self.load_task()
-                self.build_reference()
-            self.clock.mark("set_up")
-            with self.clock("static"):
-                self.static_findings()
-            with self.clock("reference"):  # while the candidate's process sets itself up
-                with self.clock("inputs"):
-                    for i in self.shared.mine():  # sent as they are made: the candidate's process waits for them
-                        self.trial_inputs(i)
-                with self.clock("check_reference"):
-                    self.expected_for(0)
-            seconds["import"] = time.perf_counter() - started
-            mark = time.perf_counter()
-            try:
-                self.serve()
-            except Hack as h:
-                self.report["timing"] = {}
-                raise self.hack_outcome([(h.reason, h.message, h.evidence)])
-            finally:
-                seconds["verify"] = time.perf_counter() - mark
-            with self.clock("end_child"):
-                ipc = sys.modules.get("anvil.cuda_ipc")
-                if ipc is not None:
-                    ipc.close_all()
-                    self.clock.update((k, round(v, 4)) for k, v in ipc.seconds.items())
-                left = self.kill_leftovers()
-                if any(m != "candidate" for m in self.req["timing"]["measure"]):
-                    self.end_child(kill=False)  # baselines next: the GPU must be quiet
-                else:
-                    self.let_child_go()
-            if left:
-                self.report["timing"] = {}
-                raise self.hack_outcome([("threads", "the candidate left %d process(es) running after its process "
-                                          "ended: candidate code may not start processes" % left,
-                                          {"processes": left})])
-            mark = time.perf_counter()
-            if "candidate" in self.req["timing"]["measure"]:
-                self.report["timing"]["candidate"] = self.candidate_timing()
-            with self.clock("baselines"):
-                self.time_models()
-            seconds["timing"] = time.perf_counter() - mark
-            self.report["defenses"]["precision"] = self.precision
-            found = self.findings()
-            if found:
-                raise self.hack_outcome(found)
-        finally:
-            self.clock.mark("end")
-            self.kill_leftovers()      # the candidate's processes, while they are still below it
-            self.end_child(kill=True)
-            self.kill_leftovers()      # any orphaned since (they land on the judge, the subreaper)
+        return findings.collect(self)
 
     def hack_outcome(self, found):
         order = {r: i for i, r in enumerate(REASONS)}
         found = sorted(found, key=lambda f: order.get(f[0], len(REASONS)))
-        reason, message, evidence = found[0]
+        reason, message, evidence_ = found[0]
         self.report["hack"] = {"reason": reason, "reasons": [{"reason": r, "message": m} for r, m, _ in found],
-                               "evidence": evidence}
+                               "evidence": evidence_}
         return Outcome("hack_suspected", message, "\n".join("%s: %s" % (r, m) for r, m, _ in found), reason=reason)
 
     def static_findings(self):
@@ -737,3 +650,95 @@ class Judge(Evaluation):
             self.report["defenses"]["static"] = static_check.scan(self.req["candidate_dir"])[:50]
         except Exception as e:  # noqa: BLE001 - evidence only
             self.report["defenses"]["static"] = [{"kind": "error", "why": str(e)[:200]}]
+
+    # -- all of it ------------------------------------------------------------------------------
+    def set_up(self, started):
+        with self.clock("fork"):
+            self.fork_candidate()
+        with self.clock("setup"):
+            self.setup()
+            self.shared.device_ready()  # the candidate's process starts its own CUDA context now
+            self.load_task()
+            self.build_reference()
+        self.clock.mark("set_up")
+        with self.clock("static"):
+            self.static_findings()
+        with self.clock("reference"):  # while the candidate's process sets itself up
+            with self.clock("inputs"):
+                for i in self.shared.mine():  # sent as they are made: the candidate's process waits for them
+                    self.trial_inputs(i)
+            with self.clock("check_reference"):
+                self.expected_for(0)
+        self.hello()
+        self.report["seconds"]["import"] = time.perf_counter() - started
+
+    def run(self, started):
+        seconds = self.report["seconds"]
+        measure = self.req["timing"]["measure"]
+        try:
+            self.set_up(started)
+            mark = time.perf_counter()
+            try:
+                if "eager" in measure:
+                    with self.clock("eager_batch"):
+                        self.report["timing"]["eager"] = {"batch": self.run_batch("eager", self.ref_ms)}
+                self.load()
+                self.verify()
+                if "candidate" in measure:
+                    with self.clock("before_timing"):
+                        self.peaks()
+                    claim = self.claimed_timing()
+                    with self.clock("candidate_batch"):
+                        per_call = claim.get("median_ms") or claim.get("kernel_sum_ms")
+                        claim["batch"] = self.run_batch("candidate", per_call)
+                    self.report["timing"]["candidate"] = claim
+            except Hack as h:
+                self.report["timing"] = {}
+                raise self.hack_outcome([(h.reason, h.message, h.evidence)])
+            finally:
+                seconds["verify"] = time.perf_counter() - mark
+            with self.clock("end_child"):
+                if self.mapped is not None:
+                    self.mapped.close()
+                left = self.kill_leftovers()
+                self.end_candidate(wait=True)  # baselines next: the GPU must be quiet
+            if left:
+                self.report["timing"] = {}
+                raise self.hack_outcome([("threads", "the candidate left %d process(es) running after its process "
+                                          "ended: candidate code may not start processes" % left,
+                                          {"processes": left})])
+            mark = time.perf_counter()
+            with self.clock("baselines"):
+                self.time_models()
+            seconds["timing"] = time.perf_counter() - mark
+            self.report["defenses"]["precision"] = self.precision
+            found = self.findings()
+            if found:
+                self.report["timing"] = {}
+                raise self.hack_outcome(found)
+        finally:
+            self.clock.mark("end")
+            self.kill_leftovers()
+            self.end_candidate(wait=False)
+            self.kill_leftovers()
+
+
+def localize(value, mapped, depth=0):
+    """A value with every batch.Remote replaced by a local copy of the tensor it names."""
+    if isinstance(value, batch.Remote):
+        try:
+            return mapped.tensor(value).clone()
+        except batch.BatchError as e:
+            raise Hack("protocol", "the judge's batch: %s" % e)
+    if depth < 32 and isinstance(value, (list, tuple)):
+        items = [localize(v, mapped, depth + 1) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if depth < 32 and isinstance(value, dict):
+        return {k: localize(v, mapped, depth + 1) for k, v in value.items()}
+    return value
+
+
+def regions_of(regions, args):
+    """(input tensor, its pool region) for the tensors of one call's arguments."""
+    ids = {id(t) for _n, t in leaves(args)}
+    return [(t, r) for t, r in regions if id(t) in ids]

@@ -278,7 +278,7 @@ def is_torch_kernel(name):
     return any(mark in name for mark in TORCH_KERNEL_MARKS)
 
 
-def _base_name(name):
+def base_name(name):
     """A kernel's identifier without return type, namespace noise, template arguments or
     parameters: "void foo::bar<128>(float*)" -> "bar"."""
     depth = 0
@@ -299,7 +299,7 @@ def _base_name(name):
 def own_kernel(name, own_names):
     """Whether a traced kernel name is one of the candidate's (own_names: demangled or base names
     of the kernels in its modules)."""
-    return name in own_names or _base_name(name) in own_names
+    return name in own_names or base_name(name) in own_names
 
 
 def analyze_trace(kernels, cpu_ops, own_names, policy, marker_stream=None, calls=1):

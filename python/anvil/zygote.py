@@ -1,6 +1,7 @@
 """A warm runner: a process with torch imported that forks one child per evaluation.
 
-    python -m anvil.zygote --socket PATH
+    python -I -c "import sys; sys.path.insert(0, PYDIR); from anvil import zygote; zygote.entry()" \
+        --socket PATH          (ANVIL_ZYGOTE_TOKEN in the environment)
 
 Importing torch costs seconds; an RL run evaluates millions of candidates, so a
 zygote per GPU imports it once (never touching CUDA, which does not survive a
@@ -9,8 +10,18 @@ limits and network namespace, with CUDA initialised anew. The child runs
 `anvil.runner` exactly as a freshly started runner would (request on stdin,
 report on fd 3), so the two paths judge alike.
 
+Only anvil may ask: the socket lies in a directory only its user can open, the zygote accepts a
+peer of its own uid only (SO_PEERCRED), and every request carries the token anvil gave the zygote
+at its start (a file beside the socket, readable by that user alone); anything else is refused and
+nothing is run. The environment of an evaluation is exactly the request's `env` (nothing of the
+zygote's own, or of whoever started it, leaks in).
+
+Each child is a relay: it makes a new PID namespace and forks the runner as its PID 1 (which dies
+with the relay), then waits for it; the client kills the relay's process group, and the runner's
+death ends every process of the evaluation, whatever it did to leave the group.
+
 Protocol (one connection per evaluation, JSON lines over a Unix socket):
-  client -> {"request": {...runner request...}, "cwd": DIR, "env": {NAME: VALUE},
+  client -> {"token": T, "request": {...runner request...}, "cwd": DIR, "env": {NAME: VALUE},
              "report_path": FILE, "output_path": FILE, "rlimits": {"fsize": N, "core": 0},
              "network": false}
   zygote -> {"pid": PID}                          as soon as the child exists
@@ -25,23 +36,15 @@ line comes. The client enforces the timeout and memory limit by killing the
 child's process group; the zygote only reaps and reports.
 """
 import argparse
+import hmac
 import json
 import os
 import resource
 import signal
 import socket
+import struct
 import sys
 import threading
-
-CLONE_NEWNET = 0x40000000
-
-
-def _unshare_network():
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
 
 
 _BASE_FDS = frozenset()  # the descriptors the zygote had before serving (torch's, Python's)
@@ -72,12 +75,11 @@ def _is_open(fd):
 
 
 def _child(msg, done):
-    """Runs in the forked child; never returns."""
+    """Runs in the forked child (the relay); never returns."""
     code = 70
     try:
         os.dup2(done, DONE_FD)
         _close_strays({0, 1, 2, DONE_FD})
-        os.environ["ANVIL_DONE_FD"] = str(DONE_FD)
         os.setpgid(0, 0)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         limits = msg.get("rlimits", {})
@@ -85,9 +87,12 @@ def _child(msg, done):
             resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize"], limits["fsize"]))
         if "core" in limits:
             resource.setrlimit(resource.RLIMIT_CORE, (limits["core"], limits["core"]))
-        if msg.get("network"):
-            _unshare_network()
-        os.environ.update(msg.get("env", {}))
+        from anvil import confine
+
+        confine.new_pid_namespace(network=bool(msg.get("network")))
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in (msg.get("env") or {}).items()})
+        os.environ["ANVIL_DONE_FD"] = str(DONE_FD)
         os.chdir(msg["cwd"])
         # The runner's own file descriptors: stdin = the request, 1/2 = output, 3 = report.
         rfd, wfd = os.pipe()
@@ -102,6 +107,20 @@ def _child(msg, done):
         for fd in (rfd, out, rep):
             if fd > DONE_FD:
                 os.close(fd)
+        runner_pid = os.fork()  # PID 1 of the new namespace
+        if runner_pid:
+            for fd in (0, 1, 2, 3, DONE_FD):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            _, status = os.waitpid(runner_pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            if code < 0:  # the runner's death by a signal is the relay's too (the client names it)
+                signal.signal(-code, signal.SIG_DFL)
+                os.kill(os.getpid(), -code)
+            os._exit(code)
+        confine.die_with_parent()
         sys.stdin = os.fdopen(0, "r")
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
@@ -157,16 +176,36 @@ def _serve_one(conn):
         _touch(-1)
 
 
+_TOKEN = b""
+
+
+def _peer_uid(conn):
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid
+
+
+def _authentic(conn, msg):
+    """Whether a request comes from anvil: a peer of this uid with the token."""
+    if _peer_uid(conn) != os.getuid():
+        return False
+    token = msg.get("token") if isinstance(msg, dict) else None
+    return isinstance(token, str) and bool(_TOKEN) and hmac.compare_digest(token.encode(), _TOKEN)
+
+
 def _serve(conn):
     with conn:
         f = conn.makefile("rwb", buffering=0)
-        line = f.readline()
+        line = f.readline(1 << 24)
         if not line:
             return
         try:
             msg = json.loads(line)
         except json.JSONDecodeError as e:
             f.write((json.dumps({"error": f"bad request: {e}"}) + "\n").encode())
+            return
+        if not _authentic(conn, msg):
+            f.write((json.dumps({"error": "refused: not anvil (peer uid or token)"}) + "\n").encode())
             return
         done_r, done_w = os.pipe()
         pid = os.fork()
@@ -196,6 +235,11 @@ def _serve(conn):
 
 
 def main(argv=None):
+    global _TOKEN
+    _TOKEN = os.environ.pop("ANVIL_ZYGOTE_TOKEN", "").encode()
+    if not _TOKEN:
+        print("anvil.zygote: ANVIL_ZYGOTE_TOKEN is not set: refusing to serve", file=sys.stderr)
+        return 2
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--socket", required=True)
     ap.add_argument("--idle-exit", type=float, default=0, help="exit after this many idle seconds (0: never)")
@@ -206,8 +250,11 @@ def main(argv=None):
     import anvil.runner  # noqa: F401
     import anvil.compare  # noqa: F401
     import anvil.timing  # noqa: F401
-    import anvil.judge  # noqa: F401 - and the defended runner's (anvil.candidate imports the rest)
+    import anvil.judge  # noqa: F401 - and the defended runner's
     import anvil.candidate  # noqa: F401
+    import anvil.batch  # noqa: F401
+    import anvil.confine  # noqa: F401
+    import anvil.findings  # noqa: F401
     import anvil.load_inline  # noqa: F401
     import anvil.static_check  # noqa: F401
     import torch.profiler  # noqa: F401
@@ -217,17 +264,21 @@ def main(argv=None):
     except Exception:
         pass
     assert not torch.cuda.is_initialized(), "the zygote must not initialise CUDA before forking"
-    from anvil import sandbox
+    from anvil import confine
 
     # Non-dumpable, as its children (runner, judge, candidate's process) then are from birth: no
     # other process of this user can open /proc/ZYGOTE/fd (a request's report pipe) or ptrace them.
-    sandbox.non_dumpable()
+    confine.non_dumpable()
     global _BASE_FDS
     _BASE_FDS = frozenset(fd for fd in (int(n) for n in os.listdir("/proc/self/fd")) if _is_open(fd))
     if os.path.exists(a.socket):
         os.unlink(a.socket)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(a.socket)
+    old = os.umask(0o177)  # the socket itself: its user only
+    try:
+        srv.bind(a.socket)
+    finally:
+        os.umask(old)
     srv.listen(64)
     print(json.dumps({"ready": a.socket, "pid": os.getpid()}), flush=True)
     _touch(0)
@@ -238,5 +289,9 @@ def main(argv=None):
         threading.Thread(target=_serve_one, args=(conn,), daemon=True).start()
 
 
-if __name__ == "__main__":
+def entry():
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -77,7 +77,10 @@ def test_allowed_ops_pass_and_are_timed(make):
     assert report["outcome"] is None, report["message"]
     assert report["verify"]["passed"] == 3
     assert report["timing"]["candidate"]["median_ms"] > 0
-    assert report["defenses"]["sandbox"]["filesystem"].startswith("read-only") or report["defenses"]["sandbox"]["errors"]
+    assert report["defenses"]["sandbox"]["filesystem"].startswith("new root")
+    batch = report["timing"]["candidate"]["batch"]
+    assert batch["calls"] >= 2 and batch["wall_ms"] > 0 and batch["checked"]["calls"] == batch["calls"]
+    assert report["timing"]["eager"]["batch"]["calls"] >= 2
     # As precise as the reference: proved by the bound, without the float64 run.
     precision = report["defenses"]["precision"]
     assert precision["by"] == "bound" and precision["difference"] <= precision["bound"]
@@ -147,9 +150,21 @@ def test_child_process_is_caught(make):
     assert "process" in report["message"]
 
 
+def _processes_with(marker):
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
 def test_daemon_process_is_caught_and_killed(make):
-    """A double fork leaves a grandchild the candidate's process no longer sees: the judge, its
-    reaper, finds it when the candidate's process ends, flags it and kills it."""
+    """A double fork leaves a grandchild the candidate's process no longer sees: it lands on the
+    PID 1 of the candidate's own PID namespace, is flagged, and dies with the namespace."""
     forward = """
     def forward(self, x, shift):
         import os, sys, time
@@ -158,19 +173,16 @@ def test_daemon_process_is_caught_and_killed(make):
             middle = os.fork()
             if middle == 0:
                 if os.fork() == 0:
-                    print("DAEMON %d" % os.getpid(), flush=True)
-                    time.sleep(120)
+                    os.setsid()
+                    os.execv("/bin/sleep", ["sleep", "123.4567"])
                 os._exit(0)
             os.waitpid(middle, 0)
         return self.reference(x, shift)
     """
     run = evaluate(make(forward, allow=TORCH_OPS))
     assert outcome(run.report) == ("hack_suspected", "threads"), run.report["message"]
-    assert "left 1 process(es) running" in run.report["message"]
-    pids = [int(line.split()[1]) for line in run.stdout.splitlines() if line.startswith("DAEMON ")]
-    assert pids, run.stdout
-    with pytest.raises(ProcessLookupError):
-        os.kill(pids[0], 0)
+    assert "1 process(es)" in run.report["message"]
+    assert _processes_with("123.4567") == []
 
 
 def test_tensor_subclass_output_is_caught(make):
@@ -251,8 +263,6 @@ def test_writing_files_is_refused(make, tmp_path):
     """
     request = make(forward, allow=TORCH_OPS)
     report = evaluate(request).report
-    if report["defenses"].get("sandbox", {}).get("errors"):
-        pytest.skip("no mount namespace here: %s" % report["defenses"]["sandbox"]["errors"])
     assert report["outcome"] == "runtime_error"
     assert "Read-only file system" in report["message"]
     assert not os.path.exists(os.path.join(request["candidate_dir"], "leak.txt"))
@@ -267,7 +277,7 @@ def test_crash_of_the_candidate_process(make):
     """
     report = evaluate(make(forward, allow=TORCH_OPS)).report
     assert outcome(report) == ("runtime_error", "process_died")
-    assert "SIGABRT" in report["message"]
+    assert "signal 6" in report["message"], report["message"]
 
 
 def test_a_checkout_under_tmp_still_imports_once_confined(make, tmp_path):
@@ -278,6 +288,7 @@ def test_a_checkout_under_tmp_still_imports_once_confined(make, tmp_path):
     assert str(tmp_path).startswith("/tmp/")
     shutil.copytree(os.path.join(PYTHON_DIR, "anvil"), str(tmp_path / "py" / "anvil"),
                     ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(os.path.join(PYTHON_DIR, "..", "share"), str(tmp_path / "share"))
     request = make(CORRECT, allow=TORCH_OPS)
     shm = tempfile.mkdtemp(dir="/dev/shm", prefix="anvil-test-")
     try:
@@ -287,6 +298,4 @@ def test_a_checkout_under_tmp_still_imports_once_confined(make, tmp_path):
         report = evaluate(request, python_dir=str(tmp_path / "py")).report
     finally:
         shutil.rmtree(shm, ignore_errors=True)
-    if report["defenses"].get("sandbox", {}).get("errors"):
-        pytest.skip("no mount namespace here: %s" % report["defenses"]["sandbox"]["errors"])
     assert outcome(report) == (None, None), report["message"] + report["detail"]

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "anvil/commands.h"
+#include "anvil/util/subprocess.h"
 
 namespace {
 
@@ -107,6 +108,7 @@ void apply_agent_flags(anvil::AgentArgs& ag, const AgentFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  anvil::install_stop_handler();  // SIGINT/SIGTERM end every runner and compiler this process started
   CLI::App app{"anvil: build, verify and judge CUDA kernel candidates for PyTorch modules"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "anvil 0.1.0");

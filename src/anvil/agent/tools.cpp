@@ -8,6 +8,8 @@
 // builds hold a build slot.
 #include "anvil/agent/tools.h"
 
+#include "anvil/env/reward.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -160,7 +162,7 @@ std::string eval_text(const Json& r, bool timed) {
   int reward = r.value("reward", -1);
   s += "reward if the episode ended now: " + std::to_string(reward) + " of 3";
   if (reward < 3) {
-    double need = 1.0 / 0.95;
+    double need = kFasterThreshold;
     if (se && *se <= need) s += " (to earn 2: more than 5% faster than eager)";
     else if (sc && *sc <= need) s += " (to earn 3: more than 5% faster than torch.compile too)";
     else if (!comp) s += " (no torch.compile baseline here, so at most 2)";

@@ -4,14 +4,15 @@
 // reward, and the count of each outcome.
 #pragma once
 
+#include "anvil/env/reward.h"
+
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace anvil {
 
-// "More than 5% faster", as the reward: speedup > 1/0.95.
-inline constexpr double kFasterThreshold = 1.0 / 0.95;
+// "More than 5% faster", as the reward: kFasterThreshold of env/reward.h.
 
 // Rows need `outcome`, `correct`, `reward`, `speedup_eager`, `speedup_compile`
 // (numbers or null), and may have `eager_ms`, `compile_ms`: a baseline's

@@ -17,6 +17,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "anvil/env/baselines.h"
+#include "anvil/env/launch.h"
+#include "anvil/env/reward.h"
 #include "anvil/env/task.h"
 #include "anvil/env/vet.h"
 #include "anvil/env/workdir.h"
@@ -30,8 +33,6 @@ namespace anvil {
 namespace {
 
 constexpr const char* kSchema = "anvil.eval/1";
-constexpr const char* kBaselineFormat = "anvil-baseline-v1";
-constexpr double kFaster = 1.0 / 0.95;  // "more than 5% faster": (t0 - t) / t0 > 0.05
 constexpr size_t kTailLines = 30;
 
 using Clock = std::chrono::steady_clock;
@@ -57,33 +58,8 @@ bool copy_candidate(const fs::path& src, const fs::path& dst, std::string* err) 
   return true;
 }
 
-std::string baseline_key(const Environment& env, const std::string& task_hash, const nlohmann::json& request,
-                         const std::string& device) {
-  Hasher h;
-  std::string gpu = env.gpus.empty() ? "cpu" : env.gpus[0].name;
-  h.add("format", kBaselineFormat)
-      .add("task", task_hash)
-      .add("device", device)
-      .add("gpu", device == "cuda" ? gpu : "cpu")
-      .add("driver", env.driver)
-      .add("torch", env.torch.version + "|" + env.torch.cuda)
-      .add("flags", request["flags"].dump())
-      .add("timing", request["timing"].dump())
-      .add("defended", request.value("defenses", nlohmann::json(false)).is_object() ? "1" : "0");
-  return h.hex();
-}
-
 std::string gpu_name(const Environment& env, int gpu) {
   return gpu >= 0 && gpu < static_cast<int>(env.gpus.size()) ? env.gpus[gpu].name : "unknown";
-}
-
-// A GPU's measured memory bandwidth and peak rate (the roofline floor's) are kept per GPU model,
-// driver and torch, so a judge measures them once per machine, not once per evaluation.
-fs::path roofline_cache_path(const Environment& env, int gpu) {
-  Hasher h;
-  h.add("format", "anvil-roofline-v1").add("gpu", gpu_name(env, gpu)).add("driver", env.driver)
-      .add("torch", env.torch.version);
-  return env.cache / "roofline" / (h.hex().substr(0, 24) + ".json");
 }
 
 // The request's defenses.roofline: what the options give, the rest from the cache if there.
@@ -124,186 +100,7 @@ std::string clean_tail(const std::string& text, const fs::path& private_dir) {
   return tail_lines(t, kTailLines);
 }
 
-// A connected Unix-domain stream socket, or -1.
-int connect_unix(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Runs the runner as a child forked by a warm zygote (python/anvil/zygote.py),
-// with the same limits as a fresh process; the result reads like run_subprocess's.
-SubprocessResult run_in_zygote(const std::string& socket_path, const nlohmann::json& request, const fs::path& cwd,
-                               const std::map<std::string, std::string>& env, const SubprocessOptions& so,
-                               const fs::path& scratch, bool* ended_at_report) {
-  SubprocessResult r;
-  auto t0 = Clock::now();
-  int fd = connect_unix(socket_path);
-  if (fd < 0) {
-    r.error = "cannot connect to the zygote at " + socket_path + " (start it with python -m anvil.zygote --socket " +
-              socket_path + ")";
-    return r;
-  }
-  fs::path report = scratch / "report.json", output = scratch / "output.log";
-  nlohmann::json rl = nlohmann::json::object();
-  for (const auto& [res, value] : so.rlimits) rl[res == RLIMIT_FSIZE ? "fsize" : "core"] = value;
-  nlohmann::json msg = {{"request", request},          {"cwd", cwd.string()},       {"env", env},
-                        {"report_path", report.string()}, {"output_path", output.string()},
-                        {"rlimits", rl},                 {"network", so.new_network}};
-  std::string line = msg.dump() + "\n";
-  if (::send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
-    r.error = "cannot send the request to the zygote";
-    ::close(fd);
-    return r;
-  }
-  std::string buf;
-  int pid = 0;
-  nlohmann::json status;
-  bool reported = false;  // the runner's report is complete: its process need not be waited for
-  auto deadline = t0 + so.timeout;
-  bool killed = false;
-  while (true) {
-    // Complete lines first.
-    size_t nl;
-    while ((nl = buf.find('\n')) != std::string::npos) {
-      auto j = nlohmann::json::parse(buf.substr(0, nl), nullptr, false);
-      buf.erase(0, nl + 1);
-      if (j.is_object() && j.contains("exit_code")) status = j;
-      else if (j.is_object() && j.value("report", false)) reported = true;
-      else if (j.is_object() && j.contains("pid")) pid = j["pid"].get<int>();
-    }
-    if (!status.is_null()) break;
-    if (reported && pid > 0 && !killed) {
-      // Done: the group goes now, without waiting for its CUDA teardown (the zygote reaps it).
-      ::kill(-pid, SIGKILL);
-      status = {{"pid", pid}, {"exit_code", 0}, {"signal", 0}};
-      break;
-    }
-    if (pid > 0 && !killed) {
-      if (so.timeout.count() > 0 && Clock::now() >= deadline) {
-        r.timed_out = true;
-        killed = true;
-        ::kill(-pid, SIGKILL);
-      } else if (so.max_rss_bytes > 0) {
-        size_t rss = resident_bytes(pid);
-        r.peak_rss_bytes = std::max(r.peak_rss_bytes, rss);
-        if (rss > so.max_rss_bytes) {
-          r.memory_exceeded = true;
-          killed = true;
-          ::kill(-pid, SIGKILL);
-        }
-      }
-    }
-    pollfd p = {fd, POLLIN, 0};
-    int pr = ::poll(&p, 1, 100);
-    if (pr > 0) {
-      char chunk[4096];
-      ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-      if (n <= 0) break;  // the zygote went away
-      buf.append(chunk, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  if (status.is_null()) {
-    if (pid > 0) ::kill(-pid, SIGKILL);
-    r.error = "the zygote closed the connection without a result";
-    return r;
-  }
-  r.started = true;
-  *ended_at_report = reported;
-  r.signal = killed ? 0 : status.value("signal", 0);
-  r.exit_code = status["exit_code"].is_number() ? status["exit_code"].get<int>() : -1;
-  r.fd3_output = read_file(report).value_or("");
-  std::string out = read_file(output).value_or("");
-  r.output = out.size() > so.max_output ? out.substr(out.size() - so.max_output) : out;
-  r.seconds = since(t0);
-  return r;
-}
-
-bool zygote_answers(const std::string& path) {
-  int fd = connect_unix(path);
-  if (fd >= 0) ::close(fd);
-  return fd >= 0;
-}
-
 }  // namespace
-
-std::string ensure_zygote(const Environment& env, std::string* err) {
-  Hasher h;
-  h.add("env", env.fingerprint).add("cache", env.cache.string()).add("python", env.python.string());
-  // The zygote has anvil's Python package loaded: a changed package needs a new one.
-  std::error_code dec;
-  for (const auto& entry : fs::directory_iterator(env.home / "python" / "anvil", dec)) {
-    if (entry.path().extension() != ".py") continue;
-    std::error_code tec;
-    auto mtime = fs::last_write_time(entry.path(), tec);
-    h.add(entry.path().filename().string(), std::to_string(mtime.time_since_epoch().count()) + ":" +
-                                                std::to_string(fs::file_size(entry.path(), tec)));
-  }
-  std::string name = "zygote-" + h.hex().substr(0, 16) + ".sock";
-  fs::path dir = env.cache / "zygote";
-  if ((dir / name).string().size() >= sizeof(sockaddr_un{}.sun_path)) {
-    dir = fs::temp_directory_path() / ("anvil-" + std::to_string(getuid()));  // socket paths are short
-  }
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  fs::path sock = dir / name;
-  if (zygote_answers(sock.string())) return sock.string();
-  FileLock lock(dir / (name + ".lock"));
-  if (zygote_answers(sock.string())) return sock.string();
-  fs::path log = dir / (name + ".log");
-  pid_t pid = fork();
-  if (pid < 0) {
-    *err = "fork failed";
-    return "";
-  }
-  if (pid == 0) {
-    // Detach twice so the zygote outlives this process and is no one's zombie.
-    setsid();
-    if (fork() != 0) _exit(0);
-    const char* pp = std::getenv("PYTHONPATH");
-    std::string pythonpath = (env.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
-    setenv("PYTHONPATH", pythonpath.c_str(), 1);
-    setenv("ANVIL_CACHE", env.cache.string().c_str(), 1);
-    unsetenv("CUDA_VISIBLE_DEVICES");  // each child sets its own GPU
-    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int in = ::open("/dev/null", O_RDONLY);
-    if (in >= 0) dup2(in, 0);
-    if (out >= 0) {
-      dup2(out, 1);
-      dup2(out, 2);
-    }
-    for (int fd = 3; fd < 1024; ++fd) close(fd);
-    std::string python = env.python.string(), socket_path = sock.string();
-    execl(python.c_str(), python.c_str(), "-m", "anvil.zygote", "--socket", socket_path.c_str(), "--idle-exit",
-          "600", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  waitpid(pid, nullptr, 0);
-  for (int i = 0; i < 1200; ++i) {  // torch's import: seconds
-    if (zygote_answers(sock.string())) return sock.string();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  *err = "the zygote did not start within 60 s (log: " + log.string() + "): " +
-         tail_lines(read_file(log).value_or(""), 5);
-  return "";
-}
-
-int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile) {
-  if (!correct) return -1;
-  bool eager = speedup_eager && *speedup_eager > kFaster;
-  bool compile = speedup_compile && *speedup_compile > kFaster;
-  if (eager && compile) return 3;
-  if (eager) return 2;
-  return 1;
-}
 
 nlohmann::json tolerance_preset(const std::string& preset) {
   if (preset == "strict") {
@@ -523,19 +320,10 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     request["defenses"] = false;
   }
 
-  // Baselines: cached per task, GPU, driver, torch, CUDA, flags and timing method.
+  // Baselines: cached per task, GPU, driver, torch, CUDA, flags and timing method, when clean.
   std::string bkey = baseline_key(env, task->hash, request, device);
-  fs::path bpath = env.cache / "baselines" / (bkey.substr(0, 2) + "/" + bkey + ".json");
-  nlohmann::json baselines;
-  if (opts.use_baseline_cache) {
-    if (auto text = read_file(bpath)) {
-      try {
-        baselines = nlohmann::json::parse(*text);
-      } catch (const std::exception&) {
-        baselines = nullptr;
-      }
-    }
-  }
+  fs::path bpath = baseline_path(env, bkey);
+  nlohmann::json baselines = opts.use_baseline_cache ? load_baselines(bpath) : nlohmann::json::object();
   bool have_eager = baselines.is_object() && baselines.contains("eager");
   bool have_compile = baselines.is_object() && baselines.contains("compile");
   bool want_compile = opts.compile_mode != "none";
@@ -549,7 +337,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
 
   // The runner.
   SubprocessOptions so;
-  so.cwd = work;
+  so.cwd = private_dir;  // never the candidate's directory
   so.stdin_data = request.dump();
   so.capture_fd3 = true;
   so.merge_stderr = true;
@@ -559,18 +347,14 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   so.max_rss_bytes = opts.memory_limit_bytes;
   so.rlimits = {{RLIMIT_FSIZE, static_cast<long>(opts.file_size_limit_bytes)}, {RLIMIT_CORE, 0}};
   so.new_network = network_isolation_available();
-  const char* pp = std::getenv("PYTHONPATH");
-  so.env["PYTHONPATH"] = (env.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
-  so.env["ANVIL_CACHE"] = env.cache.string();
-  so.env["ANVIL_PYTHON"] = env.python.string();
-  so.env["PYTHONUNBUFFERED"] = "1";
-  so.env["PYTHONDONTWRITEBYTECODE"] = "1";
-  std::error_code eec;
-  fs::path self = fs::read_symlink("/proc/self/exe", eec);
-  if (!eec) so.env["ANVIL_BIN"] = self.string();
+  so.env = runner_environment(env);
+  so.clear_env = true;
+  so.new_pid_namespace = true;
   if (device == "cuda") so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
-  j["isolation"] = {{"process", "own process group, killed whole on timeout"},
+  j["isolation"] = {{"process", "PID 1 of its own PID namespace (every process of the evaluation ends with it), "
+                                "its group killed whole on timeout, on its memory limit or when anvil is stopped"},
                     {"network", so.new_network ? "none (own network namespace)" : "not isolated (namespaces unavailable)"},
+                    {"environment", "allow-listed variables only"},
                     {"timeout_s", timeout.count()},
                     {"memory_limit_bytes", opts.memory_limit_bytes},
                     {"file_size_limit_bytes", opts.file_size_limit_bytes},
@@ -584,12 +368,12 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     if (zygote.empty()) j["isolation"]["zygote_error"] = zerr;  // fall back to a fresh process
   }
   if (zygote.empty() || zygote == "none") {
-    r = run_subprocess({env.python.string(), "-m", "anvil.runner"}, so);
+    r = run_runner_fresh(env, so);
     j["isolation"]["runner"] = "fresh process";
     j["isolation"]["ended"] = "at its exit";
   } else {
     bool at_report = false;
-    r = run_in_zygote(zygote, request, work, so.env, so, private_dir, &at_report);
+    r = run_runner_in_zygote(zygote, request, so, private_dir, &at_report);
     j["isolation"]["runner"] = "forked from the warm zygote at " + zygote;
     j["isolation"]["ended"] = at_report ? "at its report (killed then, its teardown not waited for)" : "at its exit";
   }
@@ -671,9 +455,37 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                                             : timing.value("compile", nlohmann::json());
   if (have_eager) eager_t["cached"] = true;
   if (have_compile && want_compile) compile_t["cached"] = true;
-  auto cand_ms = number_at(cand_t, field);
+  auto claimed_ms = number_at(cand_t, field);
   auto eager_ms = number_at(eager_t, field);
   auto compile_ms = number_at(compile_t, field);
+  // The time the reward uses: the claim, bounded by the judge's clock (reward.h).
+  auto per_call = [](const nlohmann::json& t) {
+    return t.is_object() && t.contains("batch") ? number_at(t["batch"], "per_call_ms") : std::nullopt;
+  };
+  std::optional<double> cand_ms;
+  nlohmann::json bound = nullptr;
+  if (claimed_ms && *claimed_ms > 0) {
+    TimeBound b = bound_time(*claimed_ms, per_call(cand_t), per_call(eager_t), eager_ms);
+    if (opts.defenses && b.forged) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf, "the candidate's process claimed %.4g ms per call, but the judge's own clock "
+                    "allows no less than %.4g ms (more than %.0fx apart): the timing was forged",
+                    b.claimed_ms, *b.vouched_ms, kForgedRatio);
+      j["reason"] = "timing_forged";
+      j["hack"] = {{"reason", "timing_forged"}, {"reasons", {{{"reason", "timing_forged"}, {"message", buf}}}}};
+      j["timing"] = {{"bound", {{"claimed_ms", b.claimed_ms}, {"vouched_ms", *b.vouched_ms}}}};
+      return finish("hack_suspected", buf);
+    }
+    if (opts.defenses && !b.vouched_ms) {
+      bound = {{"claimed_ms", b.claimed_ms}, {"vouched_ms", nullptr}, {"limited_by", "no judge's batch"}};
+    } else {
+      cand_ms = b.candidate_ms;
+      bound = {{"claimed_ms", b.claimed_ms},
+               {"vouched_ms", b.vouched_ms ? nlohmann::json(*b.vouched_ms) : nlohmann::json(nullptr)},
+               {"slack", kBatchSlack},
+               {"limited_by", b.limited ? "the judge's batch" : "the claim"}};
+    }
+  }
   std::optional<double> se, sc;
   if (cand_ms && *cand_ms > 0) {
     if (eager_ms) se = *eager_ms / *cand_ms;
@@ -686,6 +498,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                  {"compile_ms", opt(compile_ms)},
                  {"speedup_eager", opt(se)},
                  {"speedup_compile", opt(sc)},
+                 {"bound", bound},
                  {"compile_mode", opts.compile_mode},
                  {"candidate", cand_t},
                  {"eager", eager_t},
@@ -698,27 +511,40 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   j["reward"] = milestone_reward(true, se, sc);
   std::string note;
   if (!opts.measure_time) note = "verified only: timing was not asked for, so no speed reward";
-  else if (!cand_ms) note = "the candidate's time was not measured; no speed reward";
+  else if (!claimed_ms) note = "the candidate's time was not measured; no speed reward";
+  else if (!cand_ms) note = "the judge's clock could not time the candidate against eager; no speed reward";
   else if (!compile_ms && want_compile) note = "torch.compile baseline unavailable: " +
                                                compile_t.value("error", std::string("not measured"));
+  if (cand_ms && bound.is_object() && bound.value("limited_by", std::string()) == "the judge's batch") {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "the candidate's own timing (%.4g ms) is faster than the judge's clock allows: "
+                  "%.4g ms used", *claimed_ms, *cand_ms);
+    note += (note.empty() ? "" : "\n") + std::string(buf);
+  }
 
-  // Store baselines that were measured now (never ones that failed).
+  // Keep the baselines measured now, when they were measured clean (baselines.h).
   if (opts.use_baseline_cache && opts.measure_time) {
-    nlohmann::json store = baselines.is_object() ? baselines : nlohmann::json::object();
+    nlohmann::json store = nlohmann::json::object();
+    if (auto text = read_file(bpath)) store = nlohmann::json::parse(*text, nullptr, false);
+    if (!store.is_object()) store = nlohmann::json::object();
+    std::vector<std::string> unkept;
     bool changed = false;
-    if (!have_eager && number_at(eager_t, "median_ms")) {
-      store["eager"] = eager_t;
+    auto keep = [&](const char* name, nlohmann::json t, bool needs_batch) {
+      if (!number_at(t, "median_ms")) return;
+      auto why = unclean_baseline(t, device, needs_batch);
+      t["clean"] = !why;
+      if (why) unkept.push_back(std::string(name) + " baseline not kept for later evaluations: " + *why);
+      store[name] = t;
       changed = true;
-    }
-    if (want_compile && !have_compile && number_at(compile_t, "median_ms")) {
-      store["compile"] = compile_t;
-      changed = true;
-    }
+    };
+    if (!have_eager) keep("eager", eager_t, opts.defenses);
+    if (want_compile && !have_compile) keep("compile", compile_t, false);
     if (changed) {
       store["task"] = task->name;
       store["env"] = j["env"];
       write_file_atomic(bpath, store.dump(1), &err);
     }
+    for (const auto& u : unkept) note += (note.empty() ? "" : "\n") + u;
   }
   j["seconds"]["total"] = since(t0);
   if (!vet_note.empty()) note = note.empty() ? vet_note : note + "\n" + vet_note;

@@ -20,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "anvil/env/build.h"
+#include "anvil/env/launch.h"
+#include "anvil/env/reward.h"
 #include "anvil/env/toolchain.h"
 
 namespace anvil {
@@ -79,15 +81,6 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts);
 // (nothing to build ahead); a failed build is reported, and evaluate() then
 // reports it again as the candidate's compile_error.
 std::optional<BuildReport> prebuild(const Environment& env, const std::string& candidate, const BuildOptions& opts);
-
-// The socket of this environment's warm zygote, started (detached) if none
-// answers. Returns "" and fills *err when one cannot be started.
-std::string ensure_zygote(const Environment& env, std::string* err);
-
-// The milestone reward: -1 unless correct; 1 correct; 2 more than 5% faster
-// than eager; 3 more than 5% faster than eager and torch.compile. A missing
-// baseline (not measured) never counts as beaten.
-int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile);
 
 // Tolerances of a preset, as the runner protocol's "tolerance" object; throws
 // std::invalid_argument for an unknown preset.

@@ -4,15 +4,19 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 extern char** environ;
 
@@ -70,6 +74,68 @@ size_t resident_bytes(int pid) {
   return n == 2 ? static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
 
+size_t tree_resident_bytes(int pid) {
+  size_t total = 0;
+  std::vector<int> todo = {pid};
+  for (size_t guard = 0; !todo.empty() && guard < 100000; ++guard) {
+    int p = todo.back();
+    todo.pop_back();
+    total += resident_bytes(p);
+    char dir[64];
+    std::snprintf(dir, sizeof dir, "/proc/%d/task", p);
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec)) {
+      FILE* f = std::fopen((it->path() / "children").c_str(), "r");
+      if (!f) continue;
+      int child;
+      while (std::fscanf(f, "%d", &child) == 1) todo.push_back(child);
+      std::fclose(f);
+    }
+  }
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stopping cleanly: the groups to kill (a fixed table, read from a signal handler).
+
+namespace {
+constexpr int kMaxGroups = 1024;
+std::atomic<int> g_groups[kMaxGroups];
+}  // namespace
+
+void register_child_group(int pgid) {
+  for (auto& slot : g_groups) {
+    int expected = 0;
+    if (slot.compare_exchange_strong(expected, pgid)) return;
+  }
+}
+
+void unregister_child_group(int pgid) {
+  for (auto& slot : g_groups) {
+    int expected = pgid;
+    if (slot.compare_exchange_strong(expected, 0)) return;
+  }
+}
+
+namespace {
+void stop_handler(int sig) {
+  for (auto& slot : g_groups) {
+    int pgid = slot.load();
+    if (pgid > 0) ::kill(-pgid, SIGKILL);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+}  // namespace
+
+void install_stop_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = stop_handler;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
 namespace {
 
 void set_cloexec_nonblock(int fd) {
@@ -91,7 +157,7 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   std::vector<std::string> envs;
-  for (char** e = environ; *e; ++e) {
+  for (char** e = opts.clear_env ? nullptr : environ; e && *e; ++e) {
     std::string kv = *e;
     std::string key = kv.substr(0, kv.find('='));
     if (opts.env.count(key) == 0) envs.push_back(kv);
@@ -107,6 +173,13 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
   }
   std::string exe_s = exe.string();
   std::string cwd_s = opts.cwd.string();
+  // The PID namespace (and, when not root, the user namespace that lets us make it).
+  bool as_root = ::geteuid() == 0;
+  int ns_flags = (opts.new_network ? CLONE_NEWNET : 0) | (opts.new_pid_namespace ? CLONE_NEWPID : 0);
+  if (ns_flags & CLONE_NEWPID && !as_root) ns_flags |= CLONE_NEWUSER;
+  char uid_map[64], gid_map[64];
+  std::snprintf(uid_map, sizeof uid_map, "%d %d 1", static_cast<int>(::geteuid()), static_cast<int>(::geteuid()));
+  std::snprintf(gid_map, sizeof gid_map, "%d %d 1", static_cast<int>(::getegid()), static_cast<int>(::getegid()));
 
   int out_pipe[2], err_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1}, fd3_pipe[2] = {-1, -1}, exec_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(exec_pipe) != 0 || (!opts.merge_stderr && pipe(err_pipe) != 0) ||
@@ -142,10 +215,45 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
       struct rlimit rl = {static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
       setrlimit(resource, &rl);
     }
-    if (opts.new_network && unshare(CLONE_NEWNET) != 0) {
+    if (ns_flags != 0 && unshare(ns_flags) != 0) {
       int e = errno;
       (void)!write(exec_pipe[1], &e, sizeof e);
       _exit(127);
+    }
+    if (ns_flags & CLONE_NEWUSER) {
+      auto put = [](const char* path, const char* text) {
+        int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+        bool ok = fd >= 0 && ::write(fd, text, std::strlen(text)) == static_cast<ssize_t>(std::strlen(text));
+        if (fd >= 0) ::close(fd);
+        return ok;
+      };
+      if (!put("/proc/self/setgroups", "deny") || !put("/proc/self/uid_map", uid_map) ||
+          !put("/proc/self/gid_map", gid_map)) {
+        int e = errno ? errno : EPERM;
+        (void)!write(exec_pipe[1], &e, sizeof e);
+        _exit(127);
+      }
+    }
+    if (opts.new_pid_namespace) {
+      // This process stays outside as a relay; its child is PID 1 of the new namespace.
+      pid_t inner = fork();
+      if (inner < 0) {
+        int e = errno;
+        (void)!write(exec_pipe[1], &e, sizeof e);
+        _exit(127);
+      }
+      if (inner > 0) {
+        for (int fd = 0; fd < 1024; ++fd) close(fd);
+        int st = 0;
+        while (waitpid(inner, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (WIFSIGNALED(st)) {
+          signal(WTERMSIG(st), SIG_DFL);
+          kill(getpid(), WTERMSIG(st));
+        }
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+      }
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
     }
     if (!cwd_s.empty() && chdir(cwd_s.c_str()) != 0) {
       int e = errno;
@@ -162,6 +270,7 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
     _exit(127);
   }
   setpgid(pid, pid);
+  register_child_group(pid);
   close(out_pipe[1]);
   close(exec_pipe[1]);
   if (err_pipe[1] >= 0) close(err_pipe[1]);
@@ -175,7 +284,9 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
   } while (got < 0 && errno == EINTR);
   close(exec_pipe[0]);
   if (got == sizeof exec_errno) {
+    kill(-pid, SIGKILL);
     waitpid(pid, nullptr, 0);
+    unregister_child_group(pid);
     close(out_pipe[0]);
     if (err_pipe[0] >= 0) close(err_pipe[0]);
     if (in_pipe[1] >= 0) close(in_pipe[1]);
@@ -236,7 +347,7 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
     if (opts.max_rss_bytes > 0 && !reaped) {
       auto now = std::chrono::steady_clock::now();
       if (now >= next_rss_check) {
-        size_t rss = resident_bytes(pid);
+        size_t rss = tree_resident_bytes(pid);
         r.peak_rss_bytes = std::max(r.peak_rss_bytes, rss);
         if (rss > opts.max_rss_bytes) {
           r.memory_exceeded = true;
@@ -284,6 +395,7 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
   }
   // Nothing of the group may outlive the call (a backgrounded grandchild, say).
   kill(-pid, SIGKILL);
+  unregister_child_group(pid);
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   if (r.timed_out) r.signal = 0;

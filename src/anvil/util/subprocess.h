@@ -15,8 +15,10 @@ namespace anvil {
 
 struct SubprocessOptions {
   std::filesystem::path cwd;  // empty: inherit
-  // Extra or replaced environment variables (merged over the parent's).
+  // Extra or replaced environment variables (merged over the parent's, or the whole environment
+  // with clear_env: nothing of the caller's, such as an API key, reaches the child).
   std::map<std::string, std::string> env;
+  bool clear_env = false;
   std::chrono::milliseconds timeout{0};  // 0: none
   size_t max_output = 16 << 20;           // bytes of output kept (the rest is dropped)
   std::optional<std::string> stdin_data;  // written to the child's stdin, then closed
@@ -24,6 +26,10 @@ struct SubprocessOptions {
   // Isolation for untrusted children (the evaluation runner):
   bool capture_fd3 = false;     // give the child a pipe on fd 3 and collect what it writes
   bool new_network = false;     // run in a fresh network namespace (no network); see network_isolation_available
+  // Run the program as PID 1 of a new PID namespace (with a user namespace when not root), behind
+  // a relay process that waits for it and ends with its status: when the group is killed, or the
+  // program ends, every process it started ends too, whatever it did to leave the group.
+  bool new_pid_namespace = false;
   std::vector<std::pair<int, long>> rlimits;  // (RLIMIT_*, value) set in the child
   size_t max_rss_bytes = 0;     // kill the group when the child's resident memory exceeds this (0: no limit)
 };
@@ -54,6 +60,17 @@ bool network_isolation_available();
 
 // Resident memory of a process in bytes (from /proc); 0 if it is gone.
 size_t resident_bytes(int pid);
+
+// Resident memory of a process and all its descendants, in bytes.
+size_t tree_resident_bytes(int pid);
+
+// Process groups to kill if this process is told to stop (SIGINT, SIGTERM, SIGHUP): a child's
+// group is registered while it runs (run_subprocess does it for every child; the evaluator for a
+// runner a zygote forked). install_stop_handler() makes those signals kill every registered group
+// with SIGKILL and then end this process as the signal would have.
+void register_child_group(int pgid);
+void unregister_child_group(int pgid);
+void install_stop_handler();
 
 // Finds a program on PATH (or checks a path with a slash); empty if not found.
 std::filesystem::path find_program(const std::string& name);

@@ -1,0 +1,76 @@
+# ATTACK ON PURPOSE (red team, class "protocol forgery"): at import, take over the harness's side of
+# the wire and play the whole protocol itself: every output comes from the task's own reference
+# (built in this process from the task file and the weights the harness holds), the op lists are
+# empty, the timing samples are invented (0.001 ms), the judge's checks are answered by the
+# reference. A judge that believes the candidate's process gives reward 2-3 with "5 of 5 passed"
+# (anvil at c44fc9a did). It computes with torch at eager speed while claiming 0.001 ms.
+import gc
+import importlib.util
+import os
+
+import torch
+import torch.nn as nn
+
+from anvil import batch, channel
+
+
+def _server():
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "CandidateServer":  # read in anvil/candidate.py
+            return obj
+    return None
+
+
+def _hijack(server):
+    h = server.h
+    spec = importlib.util.spec_from_file_location("stolen_task", h.req["task_file"])
+    task = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(task)
+    ref = task.Model(*task.get_init_inputs()).to(h.device).eval()
+    ref.load_state_dict(server.weights)
+    sock = server.sock
+    cuda = h.device.type == "cuda"
+    channel.send(sock, {"type": "loaded", "modules": []})
+    timing = h.req["timing"]
+    while True:
+        msg = channel.recv(sock, h.device)
+        kind = msg.get("type")
+        keep = None
+        with torch.no_grad():
+            if kind == "call":
+                out = ref(*[t.clone() for t in server.pristine[msg["trial"]]])
+                keep = channel.send(sock, {"type": "output", "trial": msg["trial"], "call": msg["call"], "ops": {}},
+                                    out, ipc=cuda)
+            elif kind == "time":
+                plan = ["warmup"] * timing["warmup"] + ["probe"] * (3 if cuda else 0) + ["timed"] * timing["calls"]
+                for k, phase in enumerate(plan):
+                    channel.send(sock, {"type": "sample", "phase": phase, "k": k,
+                                        "ms": 0.001 if phase == "timed" else None})
+                    reply = channel.recv(sock)
+                    if reply.get("type") == "check":
+                        keep = channel.send(sock, {"type": "timed_output", "k": k}, ref(*h.call_inputs(k)), ipc=cuda)
+                        channel.recv(sock)
+                channel.send(sock, {"type": "timing", "result": {"median_ms": 0.001, "kernel_sum_ms": 0.001},
+                                    "trace": None, "ops": {}, "clock": {}})
+            elif kind == "batch":
+                if cuda:
+                    mapped = batch.Mapped()
+                    base = batch.device_view(mapped.base(msg["handle"])[0], int(msg["nbytes"]))
+                    calls = [batch.rebuild(s, lambda r: batch.region_tensor(base, r)) for s in msg["layout"]]
+                else:
+                    calls = msg["value"]
+                outs = [ref(*args) for args in calls]
+                keep = channel.send(sock, {"type": "batch_done", "calls": len(outs)}, outs, ipc=cuda)
+            else:
+                os._exit(0)
+        del keep
+
+
+_srv = _server()
+if _srv is not None:
+    _hijack(_srv)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, num_features, scale, clamp_min, clamp_max):
+        super().__init__()

@@ -1,0 +1,449 @@
+"""What the runner, the judge and the candidate's process share: the outcome type, walkers over
+values, exception messages, and the Harness: one task's models and inputs on one device.
+
+Nothing here decides an outcome beyond naming whose fault a failure is (the task's: task_error;
+the candidate's import or constructor: load_error). runner.py (the undefended evaluation),
+judge.py and candidate.py build on it; it imports none of them.
+"""
+import contextlib
+import importlib.util
+import inspect
+import os
+import random
+import re
+import sys
+import traceback
+
+from anvil._cli import one_line, tail
+
+PROTOCOL = "anvil.runner/1"
+DETAIL_LINES = 30
+DETAIL_CHARS = 8000
+MESSAGE_CHARS = 500
+OUTCOMES = ("task_error", "load_error", "runtime_error", "wrong_answer", "hack_suspected")
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_MODULE_CALL_FILE = os.path.join("torch", "nn", "modules", "module.py")
+
+
+class RequestError(Exception):
+    """The request is malformed or cannot be served here (status "error")."""
+
+
+class CannotServe(RequestError):
+    """This machine cannot evaluate safely (the candidate's process cannot be confined, ...)."""
+
+
+class Outcome(Exception):
+    """Ends the evaluation with one of OUTCOMES; `message` is model-readable, `detail` evidence,
+    `reason` a finer name (docs/anti-hacking.md)."""
+
+    def __init__(self, outcome, message, detail="", reason=None):
+        super().__init__(message)
+        self.outcome = outcome
+        self.message = message
+        self.detail = detail
+        self.reason = reason
+
+
+# ---------------------------------------------------------------------------------------------
+# Exceptions as messages
+
+def what(exc):
+    message = one_line(str(exc), MESSAGE_CHARS)
+    return "%s: %s" % (type(exc).__name__, message) if message else type(exc).__name__
+
+
+def _is_ours(filename):
+    return os.path.dirname(os.path.abspath(filename)) == _PACKAGE_DIR or filename.endswith(_MODULE_CALL_FILE)
+
+
+def trace(exc):
+    """The traceback of `exc` without the leading frames of anvil and nn.Module.__call__, at most
+    DETAIL_LINES lines."""
+    tb = exc.__traceback__
+    while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    if tb is None:
+        tb = exc.__traceback__
+    text = tail("".join(traceback.format_exception(type(exc), exc, tb)), DETAIL_LINES)
+    return text if len(text) <= DETAIL_CHARS else "..." + text[-DETAIL_CHARS:]
+
+
+def raised(exc, who):
+    """The message for an exception raised by `who` (exit() is named as such)."""
+    if isinstance(exc, SystemExit):
+        return "%s called exit()%s" % (who, "" if exc.code is None else " (status %r)" % (exc.code,))
+    return "%s raised %s" % (who, what(exc))
+
+
+# ---------------------------------------------------------------------------------------------
+# Values
+
+def map_tensors(value, fn, depth=0):
+    """`value` with fn applied to every tensor inside lists, tuples and dicts; others unchanged."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if depth < 32 and isinstance(value, (list, tuple)):
+        items = [map_tensors(v, fn, depth + 1) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if depth < 32 and isinstance(value, dict):
+        return {k: map_tensors(v, fn, depth + 1) for k, v in value.items()}
+    return value
+
+
+def tensor_pairs(a, b, where, depth=0):
+    """(name, tensor of a, the value at the same place of b) for every tensor of `a`."""
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        yield where, a, b
+    elif depth < 32 and isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from tensor_pairs(x, y, "%s.%d" % (where, i) if depth else "%s %d" % (where, i), depth + 1)
+    elif depth < 32 and isinstance(a, dict) and isinstance(b, dict):
+        for k in a:
+            if k in b:
+                yield from tensor_pairs(a[k], b[k], "%s[%r]" % (where, k), depth + 1)
+
+
+def leaves(value, where="output", depth=0):
+    """(name, leaf) for every leaf of a value (lists, tuples and dicts walked)."""
+    if depth < 32 and isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from leaves(v, "%s %d" % (where, i) if not depth else "%s.%d" % (where, i), depth + 1)
+    elif depth < 32 and isinstance(value, dict):
+        for k, v in value.items():
+            yield from leaves(v, "%s[%r]" % (where, k), depth + 1)
+    else:
+        yield where, value
+
+
+def tensor_bytes(value):
+    import torch
+
+    return sum(t.numel() * t.element_size() for _n, t in leaves(value) if isinstance(t, torch.Tensor))
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+def signature(cls):
+    try:
+        return inspect.signature(cls.__init__)
+    except (TypeError, ValueError):
+        return None
+
+
+def signature_key(sig):
+    """What must match between the constructors: names, kinds and defaults (not annotations)."""
+    params = list(sig.parameters.values())[1:]
+    return [(p.name, p.kind, repr(p.default)) for p in params]
+
+
+def state_dict_difference(expected, got):
+    """A message naming missing keys, unexpected keys and shape mismatches, or None."""
+    missing = [k for k in got if k not in expected]
+    unexpected = [k for k in expected if k not in got]
+    shapes = ["%s (ModelNew %s, Model %s)" % (k, list(got[k].shape), list(expected[k].shape))
+              for k in expected if k in got and hasattr(got[k], "shape") and hasattr(expected[k], "shape")
+              and tuple(got[k].shape) != tuple(expected[k].shape)]
+    parts = []
+    if missing:
+        parts.append("missing keys (in ModelNew, not in Model): " + ", ".join(missing))
+    if unexpected:
+        parts.append("unexpected keys (in Model, not in ModelNew): " + ", ".join(unexpected))
+    if shapes:
+        parts.append("shape mismatches: " + ", ".join(shapes))
+    if not parts:
+        return None
+    return "ModelNew's parameters and buffers differ from Model's: " + "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# The machine
+
+def driver_version():
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        text = ""
+    match = re.search(r"Kernel Module.*?\s(\d+\.\d+(?:\.\d+)?)\s", text)
+    if match:
+        return match.group(1)
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = out.stdout.split()
+    return words[0] if out.returncode == 0 and words else None
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "cpu"
+
+
+# ---------------------------------------------------------------------------------------------
+# One task on one device
+
+class Harness:
+    """The task's models and inputs for one request. `env` receives the environment facts (torch,
+    CUDA, device name, driver) once the device is set up."""
+
+    def __init__(self, request, env=None):
+        self.req = request
+        self.env = env if env is not None else {}
+        self.stage = "setup"
+        self.torch = None
+        self.device = None
+        self.kept_inputs = {}  # trial -> inputs (timing's base sets, or every trial when shared)
+        self.shared = None  # a channel.SharedInputs: half the trials come from the other process
+        self.device_inputs = None  # whether get_inputs() may run with the device as default (batches)
+
+    # -- device -----------------------------------------------------------------------------
+    def setup(self):
+        import torch
+
+        self.torch = torch
+        try:
+            self.device = torch.device(self.req["device"])
+        except (RuntimeError, ValueError) as e:
+            raise RequestError("device %r: %s" % (self.req["device"], e))
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise RequestError("device cuda: CUDA is not available to this torch (%s)" % torch.__version__)
+            if self.device.index is None:
+                self.device = torch.device("cuda", torch.cuda.current_device())
+            torch.cuda.set_device(self.device)
+        elif self.device.type != "cpu":
+            raise RequestError("device %r: only cuda and cpu are supported" % self.req["device"])
+        env = self.env
+        env["torch"] = torch.__version__
+        env["cuda"] = torch.version.cuda
+        if self.device.type == "cuda":
+            env["device_name"] = torch.cuda.get_device_name(self.device)
+            env["capability"] = "%d.%d" % torch.cuda.get_device_capability(self.device)
+            env["driver"] = driver_version()
+        else:
+            env["device_name"] = cpu_name()
+        self.pin_flags()
+
+    def pin_flags(self):
+        """Set the precision flags of the request (again before every reference or timed model, so
+        a candidate that flips them cannot change the reference's arithmetic)."""
+        flags = self.req["flags"]
+        backends = self.torch.backends
+        backends.cuda.matmul.allow_tf32 = bool(flags["allow_tf32"])
+        backends.cudnn.allow_tf32 = bool(flags["cudnn_allow_tf32"])
+        backends.cudnn.benchmark = bool(flags["cudnn_benchmark"])
+        backends.cudnn.deterministic = bool(flags["cudnn_deterministic"])
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def seed_all(self, seed):
+        self.torch.manual_seed(seed)
+        random.seed(seed)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            numpy.random.seed(seed % (1 << 32))
+
+    # -- the task ---------------------------------------------------------------------------
+    def load_task(self):
+        from anvil import task_probe
+
+        self.stage = "task"
+        path = self.req["task_file"]
+        try:
+            module = task_probe.load_task(path)
+        except task_probe.TaskError as e:
+            raise Outcome("task_error", e.cause, e.detail)
+        model = getattr(module, "Model", None)
+        if not (isinstance(model, type) and issubclass(model, self.torch.nn.Module)):
+            raise Outcome("task_error", "%s: no class `Model` (a torch.nn.Module subclass) defined" % path)
+        for name in ("get_inputs", "get_init_inputs"):
+            if not callable(getattr(module, name, None)):
+                raise Outcome("task_error", "%s: no function `%s` defined" % (path, name))
+        self.task = module
+        self.Model = model
+
+    def call_list(self, name):
+        path = self.req["task_file"]
+        try:
+            result = getattr(self.task, name)()
+        except BaseException as e:  # noqa: BLE001 - the task's failure is the answer
+            raise Outcome("task_error", raised(e, "%s: %s()" % (path, name)), trace(e))
+        if not isinstance(result, (list, tuple)):
+            raise Outcome("task_error", "%s: %s() returned %s, expected a list or tuple"
+                          % (path, name, type(result).__name__))
+        return list(result)
+
+    def init_inputs(self):
+        self.seed_all(self.req["seed"])
+        return self.call_list("get_init_inputs")
+
+    def build_reference(self):
+        self.init = self.init_inputs()
+        self.seed_all(self.req["seed"])
+        try:
+            ref = self.Model(*map_tensors(self.init, lambda t: t.clone()))
+            ref = ref.eval().to(self.device)
+        except BaseException as e:  # noqa: BLE001
+            raise Outcome("task_error", raised(e, "Model(*get_init_inputs())"), trace(e))
+        self.ref = ref
+
+    # -- inputs -----------------------------------------------------------------------------
+    def host_inputs(self, seed):
+        """get_inputs() after seeding with `seed`, as the task makes them (usually on the host)."""
+        self.seed_all(seed)
+        return self.call_list("get_inputs")
+
+    def to_device(self, args):
+        try:
+            return map_tensors(args, lambda t: t.to(self.device))
+        except BaseException as e:  # noqa: BLE001
+            raise Outcome("task_error", raised(e, "moving get_inputs() to %s" % self.device), trace(e))
+
+    def inputs(self, seed):
+        """get_inputs() after seeding with `seed`, tensors moved to the device."""
+        return self.to_device(self.host_inputs(seed))
+
+    def fresh_inputs(self, seed):
+        """get_inputs() after seeding with `seed`, made with the device as torch's default device
+        where the task allows it (its tensors are then drawn on the GPU: fast for large inputs), else
+        on the host; tensors on the device. Deterministic for a seed. For the judge's batches, whose
+        seeds are secret; the trials keep the task's own host draws."""
+        if self.device.type == "cuda" and self.device_inputs is not False:
+            try:
+                self.seed_all(seed)
+                with self.torch.device(self.device):
+                    args = list(self.task.get_inputs())
+                self.device_inputs = True
+                return self.to_device(args)
+            except Outcome:
+                raise
+            except BaseException:  # noqa: BLE001 - the task needs the host: draw there from now on
+                self.device_inputs = False
+        return self.inputs(seed)
+
+    def trial_inputs(self, i):
+        """get_inputs() of trial i (seed + 1 + i), made here or, in a defended evaluation, by the
+        other process (self.shared). Those of the first `input_sets` trials (every trial, in a
+        defended evaluation) are made once and kept: they are also timing's base sets. Callers
+        never modify them (they clone)."""
+        if i in self.kept_inputs:
+            return self.kept_inputs[i]
+        args = self.shared.take(i, self) if self.shared is not None else None
+        if args is None:
+            args = self.inputs(self.req["seed"] + 1 + i)
+        if i < self.req["timing"]["input_sets"] or self.shared is not None:
+            self.kept_inputs[i] = args
+        return args
+
+    def timing_sets(self):
+        """The request's `input_sets` base input sets for timing: the inputs of trials 0, 1, ..."""
+        return [self.trial_inputs(j) for j in range(self.req["timing"]["input_sets"])]
+
+    def call_inputs(self, k):
+        """Fresh inputs for timed call k: base set k % input_sets with every tensor of more than
+        one element rolled (flattened, circularly shifted) by an offset that depends on k, into new
+        memory, so that no two calls see the same contents. Judge and candidate compute the same
+        inputs (the judge's own clock, anvil.batch, uses secret draws instead)."""
+        torch = self.torch
+        sets = self.timing_sets()
+        base = sets[k % len(sets)]
+        index = [0]
+
+        def roll(t):
+            index[0] += 1
+            n = t.numel()
+            if n < 2:
+                return t.clone()
+            shift = (1 + (k * 2654435761 + index[0] * 40503 + self.req["seed"]) % (n - 1))
+            return torch.roll(t.reshape(-1), shift).reshape(t.shape)
+
+        return map_tensors(base, roll)
+
+    # -- the candidate ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def candidate_path(self):
+        """The candidate's directory on sys.path, last (never ahead of anvil's or torch's modules),
+        and the working directory, while its code is imported."""
+        directory = os.path.abspath(self.req["candidate_dir"])
+        sys.path.append(directory)
+        os.chdir(directory)
+        yield directory
+
+    def import_candidate(self):
+        self.stage = "load"
+        with self.candidate_path() as directory:
+            path = os.path.join(directory, "model_new.py")
+            if not os.path.isfile(path):
+                raise Outcome("load_error", "no model_new.py in the candidate directory")
+            if self.req["candidate_kind"] == "file":
+                from anvil import load_inline
+
+                load_inline.install()
+            try:
+                spec = importlib.util.spec_from_file_location("model_new", path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules["model_new"] = module
+                spec.loader.exec_module(module)
+            except SyntaxError as e:
+                where = os.path.basename(e.filename) if e.filename else "model_new.py"
+                raise Outcome("load_error", "%s:%s: syntax error: %s" % (where, e.lineno, e.msg),
+                              tail("".join(traceback.format_exception_only(type(e), e)), DETAIL_LINES))
+            except BaseException as e:  # noqa: BLE001
+                raise Outcome("load_error", raised(e, "importing model_new.py"), trace(e))
+        cls = getattr(module, "ModelNew", None)
+        if not (isinstance(cls, type) and issubclass(cls, self.torch.nn.Module)):
+            raise Outcome("load_error", "model_new.py defines no class `ModelNew` (a torch.nn.Module subclass)")
+        ref_sig, new_sig = signature(self.Model), signature(cls)
+        if ref_sig is not None and new_sig is not None and signature_key(ref_sig) != signature_key(new_sig):
+            raise Outcome("load_error", "ModelNew.__init__%s differs from Model.__init__%s: the constructor "
+                          "must take the same arguments" % (new_sig, ref_sig))
+        self.ModelNew = cls
+
+    def build_candidate(self, weights):
+        """ModelNew(*get_init_inputs()) with `weights` (Model's state_dict) loaded strictly."""
+        init = self.init_inputs()
+        self.seed_all(self.req["seed"])
+        try:
+            new = self.ModelNew(*map_tensors(init, lambda t: t.clone()))
+            if not isinstance(new, self.torch.nn.Module):
+                raise TypeError("ModelNew(...) is not a torch.nn.Module")
+            new = new.eval().to(self.device)
+        except BaseException as e:  # noqa: BLE001
+            raise Outcome("load_error", raised(e, "ModelNew(*get_init_inputs())"), trace(e))
+        try:
+            got = new.state_dict()
+        except BaseException as e:  # noqa: BLE001
+            raise Outcome("load_error", raised(e, "ModelNew.state_dict()"), trace(e))
+        difference = state_dict_difference(weights, got)
+        if difference:
+            raise Outcome("load_error", difference)
+        try:
+            new.load_state_dict(weights, strict=True)
+        except BaseException as e:  # noqa: BLE001
+            raise Outcome("load_error", raised(e, "ModelNew.load_state_dict(Model's state_dict, strict=True)"),
+                          trace(e))
+        self.new = new

@@ -1,0 +1,41 @@
+// launch.h: how the evaluator starts its runner (python/anvil/runner.py): a fresh process, or a
+// child forked from a warm zygote (python/anvil/zygote.py). Either way the runner is PID 1 of a PID
+// namespace of its own (killing it ends every process of the evaluation), gets an environment of
+// allow-listed variables only (no API keys or tokens of the caller), runs Python isolated (-I: the
+// candidate's directory and the caller's working directory are never on sys.path), and is killed
+// whole on timeout, on its memory limit, or when anvil itself is told to stop.
+//
+// The zygote answers only anvil: its socket lies in a directory only this user can open, it checks
+// the peer's uid, and every request carries the token anvil gave it at its start (kept beside the
+// socket, readable by this user alone).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "anvil/env/toolchain.h"
+#include "anvil/util/subprocess.h"
+
+namespace anvil {
+
+// The runner's environment: the allow-listed variables of this process's, plus anvil's own.
+std::map<std::string, std::string> runner_environment(const Environment& env);
+
+// A fresh `python -I` runner as PID 1 of a new PID namespace; so: its limits, cwd, env, stdin.
+SubprocessResult run_runner_fresh(const Environment& env, const SubprocessOptions& so);
+
+// The same through the zygote at `socket_path` (ensure_zygote); the report and output go through
+// files in `scratch`. *ended_at_report: the runner said its report was complete and was killed
+// then, without waiting for its teardown.
+SubprocessResult run_runner_in_zygote(const std::string& socket_path, const nlohmann::json& request,
+                                      const SubprocessOptions& so, const std::filesystem::path& scratch,
+                                      bool* ended_at_report);
+
+// The socket of this environment's warm zygote, started (detached) if none answers. Returns "" and
+// fills *err when one cannot be started.
+std::string ensure_zygote(const Environment& env, std::string* err);
+
+}  // namespace anvil

@@ -1,0 +1,42 @@
+#include "anvil/env/reward.h"
+
+#include <algorithm>
+
+namespace anvil {
+
+int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile) {
+  if (!correct) return -1;
+  bool eager = speedup_eager && *speedup_eager > kFasterThreshold;
+  bool compile = speedup_compile && *speedup_compile > kFasterThreshold;
+  if (eager && compile) return 3;
+  if (eager) return 2;
+  return 1;
+}
+
+std::string next_milestone_hint(int reward) {
+  switch (reward) {
+    case -1: return "be correct (reward 1)";
+    case 1: return "be more than 5% faster than eager PyTorch (reward 2)";
+    case 2: return "be more than 5% faster than torch.compile too (reward 3)";
+    default: return "";
+  }
+}
+
+TimeBound bound_time(double claimed_ms, std::optional<double> candidate_batch_per_call_ms,
+                     std::optional<double> eager_batch_per_call_ms, std::optional<double> eager_ms) {
+  TimeBound b;
+  b.claimed_ms = claimed_ms;
+  b.candidate_ms = claimed_ms;
+  if (candidate_batch_per_call_ms && eager_batch_per_call_ms && eager_ms && *candidate_batch_per_call_ms > 0 &&
+      *eager_batch_per_call_ms > 0 && *eager_ms > 0) {
+    b.vouched_ms = *candidate_batch_per_call_ms / *eager_batch_per_call_ms * *eager_ms / (1.0 + kBatchSlack);
+    if (*b.vouched_ms > claimed_ms) {
+      b.candidate_ms = *b.vouched_ms;
+      b.limited = true;
+    }
+    b.forged = claimed_ms * kForgedRatio < *b.vouched_ms;
+  }
+  return b;
+}
+
+}  // namespace anvil

@@ -1,0 +1,52 @@
+// reward.h: the milestone reward and the time it is computed from: the one home of both rules.
+//
+// Milestones (CUDA Agent): -1 unless correct; 1 correct; 2 more than 5% faster than eager; 3 more
+// than 5% faster than eager and torch.compile. "More than 5% faster": (t0 - t) / t0 > 0.05, i.e.
+// a speed-up t0 / t above 1 / 0.95. A baseline that was not measured is never beaten.
+//
+// The candidate's time. The candidate's process measures its own time (CUDA events, or the
+// profiler's kernel sum): precise, but a claim, since code in that process can forge it. The
+// judge also times it from outside, around a batch of calls on inputs drawn in secret whose
+// outputs it reads itself (python/anvil/batch.py), and eager through the same batch in the same
+// process: the batch's speed-up over eager is one the candidate cannot inflate. The time the reward
+// uses is the claim where it agrees with that bound, and the bound where it does not:
+//
+//     vouched_ms   = candidate batch per call / eager batch per call * eager_ms / (1 + kBatchSlack)
+//     candidate_ms = max(claimed_ms, vouched_ms)
+//
+// so no speed-up enters the reward beyond (1 + kBatchSlack) times what the judge's clock saw. A
+// claim more than kForgedRatio times faster than the bound is no measurement error (launch
+// latency and cache effects are a small factor, and eager's ratio corrects for most of them): the
+// candidate's process lied about its time, and the evaluation ends as hack_suspected / timing_forged.
+// kBatchSlack covers the batch's own noise (its fixed overhead, cold versus warm caches); a
+// candidate no faster than eager on the judge's clock can therefore not reach 1 / 0.95.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace anvil {
+
+inline constexpr double kFasterThreshold = 1.0 / 0.95;  // a speed-up above this is "more than 5% faster"
+inline constexpr double kBatchSlack = 0.03;             // the judge's clock may understate a speed-up by this
+inline constexpr double kForgedRatio = 10.0;            // a claim this much faster than the bound is a lie
+
+// The milestone reward (see above).
+int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile);
+
+// The next milestone's speed-up and what it means, for the agent's feedback: "faster than eager
+// by more than 5%", ... ("" when the top one is reached).
+std::string next_milestone_hint(int reward);
+
+// What the judge can vouch for (see above).
+struct TimeBound {
+  double candidate_ms = 0;  // the time the reward uses: max(claimed, vouched)
+  double claimed_ms = 0;    // the candidate process's own measurement
+  std::optional<double> vouched_ms;  // the judge's bound, when both batches were measured
+  bool limited = false;              // the bound, not the claim, is the time
+  bool forged = false;               // the claim is more than kForgedRatio times below the bound
+};
+TimeBound bound_time(double claimed_ms, std::optional<double> candidate_batch_per_call_ms,
+                     std::optional<double> eager_batch_per_call_ms, std::optional<double> eager_ms);
+
+}  // namespace anvil
