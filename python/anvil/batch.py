@@ -21,9 +21,10 @@ claimed speed-up is never believed beyond its batch's speed-up over eager's (plu
 """
 import ctypes
 import math
+import os
 import random
 
-TARGET_MS = 25.0     # a batch is sized to last about this long (the per-batch overhead is ~0.5 ms)
+TARGET_MS = 40.0     # a batch is sized to last about this long (its fixed costs are 1-2 ms on an H100)
 MIN_CALLS = 2
 MAX_CALLS = 4096
 MAX_SPEEDUP = 50     # a batch is sized for a candidate at most this much faster than the reference
@@ -240,17 +241,228 @@ def secret_seeds(n):
 # ---------------------------------------------------------------------------------------------
 # Reading the candidate's outputs back
 
-class Remote:
-    """A CUDA tensor of the other process, not copied: where it lies (anvil.channel, lazy)."""
+_ITEMSIZE = {}
 
-    def __init__(self, handle, offset, dtype, shape):
+
+def itemsize(dtype_name):
+    """Bytes per element of a torch dtype named like "float32" (BatchError if it is none)."""
+    size = _ITEMSIZE.get(dtype_name)
+    if size is None:
+        import torch
+
+        dtype = getattr(torch, str(dtype_name), None)
+        if not isinstance(dtype, torch.dtype):
+            raise BatchError("unknown dtype %r" % (dtype_name,))
+        size = _ITEMSIZE[dtype_name] = torch.empty(0, dtype=dtype).element_size()
+    return size
+
+
+class Remote:
+    """A CUDA tensor of the other process, not copied: where it lies (its allocation's IPC handle,
+    the byte offset of its first element) and what it is (dtype, shape, strides in elements)."""
+
+    __slots__ = ("handle", "offset", "dtype", "shape", "stride", "count", "reach", "dense")
+
+    def __init__(self, handle, offset, dtype, shape, stride=None):
         self.handle = handle
         self.offset = offset
         self.dtype = dtype
-        self.shape = shape
+        self.shape = [int(n) for n in shape]
+        if any(n < 0 for n in self.shape) or (stride is not None and len(stride) != len(self.shape)):
+            raise ValueError("a shape of negative size or strides of another rank")
+        dense = _contiguous(self.shape)
+        self.stride = [int(x) for x in stride] if stride is not None else dense
+        self.count = math.prod(self.shape)
+        self.reach = 0 if self.count == 0 else 1 + sum((n - 1) * st for n, st in zip(self.shape, self.stride))
+        self.dense = self.stride == dense or self.count <= 1
 
     def numel(self):
-        return int(math.prod(self.shape))
+        return self.count
+
+    def span(self):
+        """Elements from the first to one past the last it reaches (0 when empty)."""
+        return self.reach
+
+    def contiguous(self):
+        return self.dense
+
+
+def _contiguous(shape):
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(int(n), 1)
+    return list(reversed(out))
+
+
+class Exporter:
+    """The candidate's side of a batch's answer on a GPU: every output tensor described by where
+    it lies, its allocation's CUDA IPC handle made once per allocation (known by the driver's
+    buffer id, which a freed and reallocated block does not keep). Cheap enough to run between
+    launches, so it hides behind the GPU's work."""
+
+    BUFFER_ID = 7  # CU_POINTER_ATTRIBUTE_BUFFER_ID
+
+    def __init__(self):
+        from anvil import cuda_ipc
+
+        self.rt, self.drv = cuda_ipc._load()
+        self.segments = []   # handle hex, by index
+        self.known = {}      # buffer id -> (base, index)
+
+    def segment(self, ptr):
+        from anvil import cuda_ipc
+
+        buffer_id = ctypes.c_ulonglong(0)
+        if self.drv.cuPointerGetAttribute(ctypes.byref(buffer_id), self.BUFFER_ID, ctypes.c_uint64(ptr)) != 0:
+            raise BatchError("an output's memory is not a CUDA allocation")
+        if buffer_id.value in self.known:
+            return self.known[buffer_id.value]
+        found = cuda_ipc._range(self.drv, ptr)
+        if found is None:
+            raise BatchError("an output's memory is not a CUDA allocation")
+        handle = cuda_ipc._Handle()
+        if self.rt.cudaIpcGetMemHandle(ctypes.byref(handle), ctypes.c_void_p(found[0])) != 0:
+            self.rt.cudaGetLastError()
+            raise BatchError("an output's memory cannot be shared (CUDA IPC)")
+        self.segments.append(bytes(handle.reserved).hex())
+        self.known[buffer_id.value] = (found[0], len(self.segments) - 1)
+        return self.known[buffer_id.value]
+
+    def note(self, value, dense):
+        """Record one call's output: in `dense` (segments and offsets, while every output is one
+        contiguous tensor of the same dtype and shape: no per-call structure to parse), else as a
+        described value. Returns the described value when not dense, else None."""
+        import torch
+
+        if dense is not None and type(value) is torch.Tensor and value.is_cuda and value.numel() and (
+                value.is_contiguous()):
+            key = (str(value.dtype)[6:], list(value.shape))
+            if dense.setdefault("kind", key) == key:
+                base, index = self.segment(value.data_ptr())
+                dense["segs"].append(index)
+                dense["offs"].append(value.data_ptr() - base)
+                return None
+        return self.describe(value)
+
+    def describe(self, value, depth=0):
+        import torch
+
+        if type(value) is torch.Tensor and value.is_cuda:
+            if value.numel() == 0:
+                return {"t": [-1, 0, str(value.dtype)[6:], list(value.shape), list(value.stride())]}
+            base, index = self.segment(value.data_ptr())
+            return {"t": [index, value.data_ptr() - base, str(value.dtype)[6:], list(value.shape), list(value.stride())]}
+        if isinstance(value, torch.Tensor):
+            return {"__object__": type(value).__module__ + "." + type(value).__name__}
+        if value is None or type(value) in (bool, int, str):
+            return value
+        if type(value) is float:
+            return value if math.isfinite(value) else {"__float__": repr(value)}
+        if depth < 16 and type(value) in (list, tuple):
+            items = [self.describe(v, depth + 1) for v in value]
+            return items if type(value) is list else {"__tuple__": items}
+        if depth < 16 and type(value) is dict and all(type(k) is str for k in value):
+            return {"__dict__": {k: self.describe(v, depth + 1) for k, v in value.items()}}
+        return {"__object__": type(value).__module__ + "." + type(value).__name__}
+
+
+def remote_outputs(skeleton, segments, depth=0):
+    """The judge's side of Exporter: the skeleton with every tensor a Remote (an empty one a local
+    empty tensor); raises BatchError for what does not parse."""
+    import torch
+
+    if depth == 0 and type(skeleton) is dict and len(skeleton) == 1 and "t" in skeleton:  # the usual: one tensor
+        t = skeleton["t"]
+        if (type(t) is list and len(t) == 5 and type(t[0]) is int and t[0] >= 0 and type(t[1]) is int and t[1] >= 0
+                and t[2] in _ITEMSIZE and t[0] < len(segments)):
+            stride = t[4]
+            if type(stride) is list and all(type(x) is int and x >= 0 for x in stride):
+                try:
+                    return Remote(segments[t[0]], t[1], t[2], t[3], stride)
+                except (TypeError, ValueError):
+                    pass  # the general path names what is wrong
+    if isinstance(skeleton, list):
+        return [remote_outputs(v, segments, depth + 1) for v in skeleton]
+    if isinstance(skeleton, dict) and depth < 32:
+        if "t" in skeleton:
+            try:
+                seg, offset, dtype, shape, stride = skeleton["t"]
+                if not isinstance(getattr(torch, str(dtype), None), torch.dtype):
+                    raise ValueError("dtype %r" % dtype)
+                if seg == -1:
+                    return torch.empty([int(n) for n in shape], dtype=getattr(torch, dtype))
+                if any(int(x) < 0 for x in stride) or int(offset) < 0:
+                    raise ValueError("negative offset or stride")
+                return Remote(segments[int(seg)], int(offset), str(dtype), shape, stride)
+            except (ValueError, TypeError, IndexError) as e:
+                raise BatchError("an output description does not parse: %s" % e)
+        if "__tuple__" in skeleton:
+            return tuple(remote_outputs(v, segments, depth + 1) for v in skeleton["__tuple__"])
+        if "__dict__" in skeleton:
+            return {k: remote_outputs(v, segments, depth + 1) for k, v in skeleton["__dict__"].items()}
+        if "__float__" in skeleton:
+            return float(skeleton["__float__"])
+        if "__object__" in skeleton:
+            from anvil.channel import Opaque
+
+            return Opaque(str(skeleton["__object__"]))
+    return skeleton
+
+
+class DenseOutputs:
+    """A batch's outputs answered densely (every call one contiguous tensor of one dtype and shape:
+    per call only an allocation index and a byte offset), as a sequence of Remote on demand."""
+
+    def __init__(self, dense, segments, n):
+        try:
+            dtype, shape = dense["kind"]
+            self.segs, self.offs = list(dense["segs"]), list(dense["offs"])
+            self.dtype, self.shape = str(dtype), [int(x) for x in shape]
+            itemsize(self.dtype)
+            if len(self.segs) != n or len(self.offs) != n or any(x < 0 for x in self.shape):
+                raise ValueError("%d calls, %d allocations, %d offsets" % (n, len(self.segs), len(self.offs)))
+            if any(type(i) is not int or not 0 <= i < len(segments) for i in self.segs):
+                raise ValueError("an allocation index out of range")
+            if any(type(o) is not int or o < 0 for o in self.offs):
+                raise ValueError("a negative offset")
+        except (KeyError, TypeError, ValueError) as e:
+            raise BatchError("a dense answer does not parse: %s" % e)
+        self.segments = segments
+        self.count = math.prod(self.shape)
+
+    def __len__(self):
+        return len(self.segs)
+
+    def __getitem__(self, k):
+        return Remote(self.segments[self.segs[k]], self.offs[k], self.dtype, self.shape)
+
+
+def sample_dense(outputs, plan, mapped):
+    """sample() for DenseOutputs: the first addresses of all calls at once."""
+    import torch
+
+    if len(plan) != 1 or plan[0][1] is None or plan[0][0] != outputs.count:
+        return Samples({})  # not the reference's one output of this size: the checks name it
+    size_of = itemsize(outputs.dtype)
+    need = outputs.count * size_of
+    bases = []
+    for handle in outputs.segments:
+        ptr, size = mapped.base(handle)
+        bases.append((ptr, size))
+    firsts = []
+    for seg, off in zip(outputs.segs, outputs.offs):
+        ptr, size = bases[seg]
+        if off % size_of or off + need > size:
+            raise BatchError("an output lies outside the memory its process exported")
+        firsts.append(ptr + off)
+    positions = plan[0][1]
+    starts = torch.tensor(firsts, dtype=torch.int64).to(positions.device, non_blocking=True)
+    addresses = (starts[:, None] + positions * size_of).reshape(-1)
+    raw = (_Gather.read(addresses, size_of) if _Gather.get() is not None
+           else _read_by_allocation(addresses, size_of, mapped))
+    values = raw.view(getattr(torch, outputs.dtype)).view(len(firsts), positions.shape[1])
+    return Samples({("rows", 0, tuple(range(len(firsts)))): values})
 
 
 def draw_positions(n_calls, numel, generator):
@@ -301,10 +513,11 @@ class Mapped:
             raise BatchError("unknown dtype %r" % remote.dtype)
         ptr, size = self.base(remote.handle)
         itemsize = torch.empty(0, dtype=dtype).element_size()
-        nbytes = remote.numel() * itemsize
+        nbytes = remote.span() * itemsize
         if remote.offset < 0 or remote.offset % itemsize or remote.offset + nbytes > size:
             raise BatchError("an output lies outside the memory its process exported")
-        return device_view(ptr + remote.offset, nbytes).view(dtype).view(remote.shape)
+        flat = device_view(ptr + remote.offset, nbytes).view(dtype)
+        return flat.as_strided(remote.shape, remote.stride)
 
     def close(self):
         if self.rt is not None:
@@ -313,40 +526,153 @@ class Mapped:
         self.maps.clear()
 
 
+class _Gather:
+    """share/batch/gather.ptx loaded into this process's CUDA context: one launch reads bytes at
+    arbitrary device addresses (the other process's allocations, mapped here), so reading every
+    output of a batch costs one kernel, not one per allocation."""
+
+    _loaded = None
+
+    @classmethod
+    def get(cls):
+        if cls._loaded is None:
+            cls._loaded = cls._load() or False
+        return cls._loaded or None
+
+    @staticmethod
+    def _load():
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "share", "batch", "gather.ptx")
+        if os.environ.get("ANVIL_HOME"):
+            path = os.path.join(os.environ["ANVIL_HOME"], "share", "batch", "gather.ptx")
+        try:
+            with open(path, "rb") as f:
+                ptx = f.read() + b"\0"
+            drv = ctypes.CDLL("libcuda.so.1")
+            module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+            if drv.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(ptx)) != 0:
+                return None
+            if drv.cuModuleGetFunction(ctypes.byref(fn), module, b"anvil_gather") != 0:
+                return None
+            return drv, fn
+        except OSError:
+            return None
+
+    @classmethod
+    def read(cls, addresses, size):
+        """uint8 tensor (len(addresses) * size) of the bytes at the (int64, CUDA) addresses."""
+        import torch
+
+        drv, fn = cls.get()
+        n = addresses.numel()
+        out = torch.empty(n * size, dtype=torch.uint8, device=addresses.device)
+        if n == 0:
+            return out
+        args = [ctypes.c_uint64(addresses.data_ptr()), ctypes.c_uint64(out.data_ptr()), ctypes.c_longlong(n),
+                ctypes.c_int(size)]
+        params = (ctypes.c_void_p * 4)(*[ctypes.addressof(a) for a in args])
+        threads = 256
+        blocks = (n * size + threads - 1) // threads
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        rc = drv.cuLaunchKernel(fn, ctypes.c_uint(blocks), 1, 1, ctypes.c_uint(threads), 1, 1, 0, stream, params, None)
+        if rc != 0:
+            raise BatchError("the judge's gather kernel did not launch (CUDA error %d)" % rc)
+        return out
+
+
 def sample(outputs, plan, mapped):
     """{(call, leaf): values at the positions}: every tensor leaf of every call's output (outputs[k]:
-    [(name, leaf)]), read where it lies (a Remote through `mapped`, grouped so that one gather runs
-    per allocation and dtype; a local tensor directly). plan[j] = (numel, positions): leaf j's
-    expected element count and its (calls, SAMPLES) positions; a leaf of another size is skipped
-    here (its shape is wrong, which the full comparison reports)."""
+    [(name, leaf)]), read where it lies: a Remote in the other process's memory (one gather launch
+    per element size over every allocation), a local tensor directly. plan[j] = (numel, positions):
+    leaf j's expected element count and its (calls, SAMPLES) positions; a leaf of another size is
+    skipped here (its shape is wrong, which the full comparison reports)."""
     import torch
 
     found = {}
-    groups = {}  # (handle, dtype) -> [(call, leaf, element offset, positions row)]
+    remote = {}  # (leaf, dtype name) -> [(call, first byte's address)] for contiguous Remotes
+    strided = {}  # itemsize -> [(call, leaf, dtype, addresses)]
     for k, out in enumerate(outputs):
         for j, (_name, leaf) in enumerate(out):
             if j >= len(plan) or plan[j][1] is None or not hasattr(leaf, "numel") or leaf.numel() != plan[j][0]:
                 continue
-            row = plan[j][1][k]
-            if isinstance(leaf, Remote):
-                itemsize = torch.empty(0, dtype=getattr(torch, leaf.dtype)).element_size()
-                groups.setdefault((leaf.handle, leaf.dtype), []).append((k, j, leaf.offset // itemsize, row))
+            if not isinstance(leaf, Remote):
+                found[(k, j)] = leaf.reshape(-1)[plan[j][1][k]]
+                continue
+            size_of = itemsize(leaf.dtype)
+            ptr, size = mapped.base(leaf.handle)
+            if leaf.offset < 0 or leaf.offset % size_of or leaf.offset + leaf.reach * size_of > size:
+                raise BatchError("an output lies outside the memory its process exported")
+            if leaf.dense:
+                remote.setdefault((j, leaf.dtype), []).append((k, ptr + leaf.offset))
             else:
-                found[(k, j)] = leaf.reshape(-1)[row]
-    for (handle, dtype_name), rows in groups.items():
+                elements = _strided(plan[j][1][k], leaf.shape, leaf.stride)
+                strided.setdefault(size_of, []).append((k, j, getattr(torch, leaf.dtype),
+                                                        elements * size_of + (ptr + leaf.offset)))
+    groups = {}  # itemsize -> [(calls, leaf, dtype, (calls, SAMPLES) addresses)]
+    for (j, dtype_name), rows in remote.items():
         dtype = getattr(torch, dtype_name)
-        ptr, size = mapped.base(handle)
-        itemsize = torch.empty(0, dtype=dtype).element_size()
-        whole = device_view(ptr, size - size % itemsize).view(dtype)
-        index = torch.cat([row + start for _k, _j, start, row in rows])
-        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= whole.numel()):
-            raise BatchError("an output lies outside the memory its process exported")
-        values = whole[index.to(whole.device, non_blocking=True)]
+        size_of = itemsize(dtype_name)
+        calls = [k for k, _a in rows]
+        positions = plan[j][1]  # on the device: only the calls' first addresses cross over
+        starts = torch.tensor([a for _k, a in rows], dtype=torch.int64).to(positions.device, non_blocking=True)
+        if len(calls) != positions.shape[0] or calls != list(range(len(calls))):
+            positions = positions[torch.tensor(calls, device=positions.device)]
+        addresses = starts[:, None] + positions * size_of
+        groups.setdefault(size_of, []).append((calls, j, dtype, addresses))
+    for size_of, rows in strided.items():
+        for k, j, dtype, addresses in rows:
+            groups.setdefault(size_of, []).append(([k], j, dtype, addresses[None, :]))
+    for size_of, rows in groups.items():
+        addresses = torch.cat([a.reshape(-1) for _c, _j, _d, a in rows]) if len(rows) > 1 else rows[0][3].reshape(-1)
+        raw = (_Gather.read(addresses, size_of) if _Gather.get() is not None  # else: torch alone
+               else _read_by_allocation(addresses, size_of, mapped))
         at = 0
-        for k, j, _start, row in rows:
-            found[(k, j)] = values[at:at + row.numel()]
-            at += row.numel()
-    return found
+        for calls, j, dtype, a in rows:
+            values = raw[at * size_of:(at + a.numel()) * size_of].view(dtype).view(len(calls), a.shape[1])
+            found[("rows", j, tuple(calls))] = values
+            at += a.numel()
+    return Samples(found)
+
+
+class Samples(dict):
+    """sample()'s result: samples[(call, leaf)] -> that leaf's sampled values; whole groups of calls
+    are kept as one tensor and split on demand (splitting per call would cost the clock)."""
+
+    def get(self, key, default=None):
+        if key in self:
+            return dict.__getitem__(self, key)
+        if not hasattr(self, "_rows"):
+            self._rows = {}
+            for group, values in list(self.items()):
+                if group[0] == "rows":
+                    for i, k in enumerate(group[2]):
+                        self._rows[(k, group[1])] = (values, i)
+        hit = self._rows.get(key)
+        return default if hit is None else hit[0][hit[1]]
+
+
+def _strided(flat, shape, stride):
+    """Element offsets of flat (row-major) positions in a tensor of these strides."""
+    out = flat.new_zeros(flat.shape)
+    rest = flat.clone()
+    for n, st in zip(reversed(shape), reversed(stride)):
+        out += (rest % max(n, 1)) * st
+        rest //= max(n, 1)
+    return out
+
+
+def _read_by_allocation(addresses, itemsize, mapped):
+    """_Gather.read with torch alone: one indexing per mapped allocation."""
+    import torch
+
+    out = torch.empty(addresses.numel() * itemsize, dtype=torch.uint8, device=addresses.device)
+    view = out.view(-1, itemsize)
+    for ptr, size in mapped.maps.values():
+        inside = (addresses >= ptr) & (addresses < ptr + size)
+        if bool(inside.any()):
+            whole = device_view(ptr, size)
+            index = (addresses[inside] - ptr)[:, None] + torch.arange(itemsize, device=addresses.device)
+            view[inside] = whole[index]
+    return out
 
 
 def compare_samples(got, expected, tolerance):

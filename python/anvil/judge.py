@@ -487,47 +487,86 @@ class Judge(Harness):
         return batch.calls_for(per_call_ms, 2 * in_bytes + out_bytes, self.device, self.ref_ms)
 
     def run_batch(self, kind, per_call_ms):
-        """One batch of the judge's clock over `kind` ("eager": the reference, in the candidate's
-        process before its import; "candidate"); returns {"calls", "wall_ms", "per_call_ms", ...}."""
+        """The judge's clock over `kind` ("eager": the reference, in the candidate's process before
+        its import; "candidate"): a first batch warms the process's allocator and the judge's IPC
+        mappings (its outputs' memory is what the second one reuses), the second is timed and, for
+        the candidate, checked. Returns {"calls", "wall_ms", "per_call_ms", ...}."""
+        n = self.batch_size(per_call_ms)
+        with self.clock(kind + "_batch_warmup"):
+            warm = self.one_batch(kind, n, timed=False)
+            # The timed batch's size: the warm-up's calls as its process timed them (loop and
+            # synchronisation, without the batch's fixed costs); any figure will do to size a batch
+            # (a wrong one only makes the candidate's own batch shorter or capped), so the judge's
+            # clock stays the only thing believed.
+            said = warm.get("candidate_says") or {}
+            work_ms = (said.get("loop_ms") or 0) + (said.get("sync_ms") or 0)
+            per_call = work_ms / n if isinstance(work_ms, (int, float)) and work_ms > 0 else warm["per_call_ms"]
+            sized = self.batch_size(min(per_call, warm["per_call_ms"]))
+            if sized > n:  # more outputs than the warm-up allocated: warm those up too
+                self.one_batch(kind, sized, timed=False)
+        return self.one_batch(kind, sized, timed=True)
+
+    def one_batch(self, kind, n, timed):
         torch = self.torch
         cuda = self.device.type == "cuda"
-        n = self.batch_size(per_call_ms)
-        seeds = batch.secret_seeds(n)
         with self.clock(kind + "_batch_inputs"):
-            calls = [self.fresh_inputs(s) for s in seeds]  # the judge's own copies: never handed over
+            if timed:  # drawn from seeds only the judge knows; these copies are never handed over
+                calls = [self.fresh_inputs(s) for s in batch.secret_seeds(n)]
+            else:  # a warm-up: the same layout, the trials' inputs again (nothing drawn, nothing checked)
+                calls = [self.trial_inputs(k % self.req["trials"]) for k in range(n)]
             skeletons, regions, total = batch.lay_out(calls)
             pool = None
             if cuda:
                 pool = batch.DeviceBuffer(total)
                 batch.fill(pool.view, regions)
                 message = {"type": kind + "_batch" if kind == "eager" else "batch", "handle": pool.export(),
-                           "nbytes": total, "layout": skeletons}
+                           "nbytes": total}
             else:
                 message = {"type": kind + "_batch" if kind == "eager" else "batch"}
             generator = torch.Generator().manual_seed(random.SystemRandom().randrange(1 << 62))
-            plan = [(numel, batch.draw_positions(n, numel, generator) if numel else None)
+            plan = [(numel, batch.draw_positions(n, numel, generator).to(self.device) if numel else None)
                     for _name, numel, _t in self.signature]
             self.sync()
         self.mapped = self.mapped or batch.Mapped()
+        # The last batch's memory is freed, and the layout (not secret: offsets, dtypes, shapes) read,
+        # before the clock.
+        self.ask({"type": "prepare", "layout": skeletons if cuda else None}, ("prepared",))
         start = time.perf_counter()
-        reply = self.ask(message, ("batch_done",), lazy=cuda, value=None if cuda else calls)
+        reply = self.ask(message, ("batch_done",), value=None if cuda else calls)
         answered = time.perf_counter()
-        if kind == "candidate":
+        if kind == "candidate" and timed:
             self._kill(self.candidate_pid(), signal.SIGSTOP)  # nothing more from its host side
-        outputs = reply.get("value")
-        if not isinstance(outputs, list) or len(outputs) != n or reply.get("calls") != n:
+        outputs = reply.get("outputs") if cuda else reply.get("value")
+        dense = reply.get("dense") if cuda else None
+        if (dense is None and (not isinstance(outputs, list) or len(outputs) != n)) or reply.get("calls") != n:
             raise Hack("protocol", "the judge's batch of %d calls was answered with %s outputs" % (
                 n, len(outputs) if isinstance(outputs, list) else "no"))
-        flat = [list(leaves(v)) for v in outputs]
         try:
-            found = batch.sample(flat, plan, self.mapped)
+            if cuda:
+                segments = reply.get("segments")
+                if not isinstance(segments, list):
+                    raise batch.BatchError("no list of allocations")
+                if dense is not None:
+                    outputs = batch.DenseOutputs(dense, segments, n)
+                else:
+                    outputs = [batch.remote_outputs(o, segments) for o in outputs]
+            parsed = time.perf_counter()
+            if isinstance(outputs, batch.DenseOutputs):
+                flat = None
+                found = batch.sample_dense(outputs, plan, self.mapped)
+            else:
+                flat = [list(leaves(v)) for v in outputs]
+                found = batch.sample(flat, plan, self.mapped)
+            gathered = time.perf_counter()
             self.sync()
         except batch.BatchError as e:
             raise Hack("protocol", "the judge's batch: %s" % e)
         wall_ms = (time.perf_counter() - start) * 1e3
         result = {"calls": n, "wall_ms": round(wall_ms, 6), "per_call_ms": round(wall_ms / n, 6),
-                  "answer_ms": round((answered - start) * 1e3, 6), "target_ms": batch.TARGET_MS}
-        if kind == "candidate":
+                  "answer_ms": round((answered - start) * 1e3, 6), "parse_ms": round((parsed - answered) * 1e3, 4),
+                  "gather_launch_ms": round((gathered - parsed) * 1e3, 4),
+                  "target_ms": batch.TARGET_MS, "candidate_says": reply.get("phases")}
+        if kind == "candidate" and timed:
             with self.clock("batch_checks"):
                 result["checked"] = self.check_batch(calls, outputs, flat, found, plan, pool, regions)
         if pool is not None:
@@ -541,28 +580,39 @@ class Judge(Harness):
         n = len(calls)
         full = set(random.SystemRandom().sample(range(n), min(batch.FULL_CHECKS, n)))
         tol = self.req["tolerance"]
+        got_rows, exp_rows, names = {}, {}, {}
         for k in range(n):
             expected = self.call_reference(calls[k], "the judge's batch, call %d" % k)
             exp_leaves = list(leaves(expected))
-            if len(exp_leaves) != len(flat[k]):
-                self.batch_mismatch(k, "its output has %d parts, the reference's %d" % (len(flat[k]), len(exp_leaves)))
+            flat_k = flat[k] if flat is not None else [("output", outputs[k])]
+            if len(exp_leaves) != len(flat_k):
+                self.batch_mismatch(k, "its output has %d parts, the reference's %d" % (len(flat_k), len(exp_leaves)))
             for j, (name, exp) in enumerate(exp_leaves):
                 if not isinstance(exp, self.torch.Tensor) or plan[j][1] is None:
                     continue
                 got = found.get((k, j))
-                if got is None or tuple(getattr(flat[k][j][1], "shape", ())) != tuple(exp.shape):
+                if got is None or tuple(getattr(flat_k[j][1], "shape", ())) != tuple(exp.shape):
                     self.batch_mismatch(k, "%s has shape %s, the reference's %s" % (
-                        name, list(getattr(flat[k][j][1], "shape", [])), list(exp.shape)))
-                bad, first = batch.compare_samples(got, exp.reshape(-1)[plan[j][1][k].to(exp.device)], tol)
-                if bad:
-                    self.batch_mismatch(k, "%s: %d of %d sampled elements are wrong; first: got %s, expected %s" % (
-                        name, bad, got.numel(), compare.fmt_num(first[1]) if isinstance(first[1], (int, float)) else
-                        first[1], compare.fmt_num(first[2]) if isinstance(first[2], (int, float)) else first[2]))
+                        name, list(getattr(flat_k[j][1], "shape", [])), list(exp.shape)))
+                if getattr(flat_k[j][1], "dtype", None) not in (None, compare.dtype_name(exp.dtype), exp.dtype):
+                    self.batch_mismatch(k, "%s is %s, the reference's %s" % (
+                        name, flat_k[j][1].dtype, compare.dtype_name(exp.dtype)))
+                got_rows.setdefault(j, []).append(got)
+                exp_rows.setdefault(j, []).append(exp.reshape(-1)[plan[j][1][k].to(exp.device)])
+                names[j] = name
             if k in full:
                 lines = compare.compare(localize(outputs[k], self.mapped), expected, tol)
                 if lines:
                     self.batch_mismatch(k, lines[0])
             del expected
+        for j, rows in got_rows.items():  # every call's samples of one output at once
+            got, exp = self.torch.stack(rows), self.torch.stack(exp_rows[j])
+            bad, first = batch.compare_samples(got.reshape(-1), exp.reshape(-1), tol)
+            if bad:
+                k = first[0] // got.shape[1]
+                row_bad, row_first = batch.compare_samples(got[k], exp[k], tol)
+                self.batch_mismatch(k, "%s: %d of %d sampled elements are wrong; first: got %s, expected %s" % (
+                    names[j], row_bad, got.shape[1], _fmt(row_first[1]), _fmt(row_first[2])))
         if pool is not None:
             for k, args in enumerate(calls):
                 for (t, region) in regions_of(regions, args):
@@ -577,10 +627,23 @@ class Judge(Harness):
                    "and computed within the call" % (k, text))
 
     # -- eager and torch.compile ---------------------------------------------------------------
+    def quiet_gpu(self, limit_s=3.0):
+        """Wait (up to limit_s) until no other process holds a context on the GPU: the candidate's
+        process and an earlier evaluation's, killed at its report, may still be tearing theirs
+        down."""
+        if self.device.type != "cuda":
+            return
+        deadline = time.perf_counter() + limit_s
+        while time.perf_counter() < deadline and (evidence.other_gpu_processes(self.device) or 0) > 0:
+            time.sleep(0.02)
+
     def time_models(self):
         """eager and torch.compile, as the candidate claimed its time (fresh inputs per call,
-        profiled)."""
+        profiled), once the GPU is quiet."""
         t = self.req["timing"]
+        if any(m != "candidate" for m in t["measure"]):
+            with self.clock("quiet_gpu"):
+                self.quiet_gpu()
         results = self.report["timing"]
         for name in t["measure"]:
             if name == "candidate":
@@ -721,6 +784,10 @@ class Judge(Harness):
             self.kill_leftovers()
             self.end_candidate(wait=False)
             self.kill_leftovers()
+
+
+def _fmt(x):
+    return compare.fmt_num(x) if isinstance(x, (int, float)) else str(x)
 
 
 def localize(value, mapped, depth=0):

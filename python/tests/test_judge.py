@@ -299,3 +299,47 @@ def test_a_checkout_under_tmp_still_imports_once_confined(make, tmp_path):
     finally:
         shutil.rmtree(shm, ignore_errors=True)
     assert outcome(report) == (None, None), report["message"] + report["detail"]
+
+
+def test_outputs_wrong_only_in_the_judges_batch_are_caught(make):
+    """Right through verification and the in-process timing, wrong afterwards: the judge's own batch
+    (secret inputs, every call sampled) sees it."""
+    forward = """
+    def forward(self, x, shift):
+        ModelNew.calls = getattr(ModelNew, "calls", 0) + 1
+        if ModelNew.calls > 11:  # 6 verification calls, 5 timed ones
+            return torch.zeros(x.shape[0], self.lin.out_features)
+        return self.reference(x, shift)
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS)).report
+    assert outcome(report) == ("hack_suspected", "timed_output_mismatch"), report["message"]
+    assert "judge's timed batch" in report["message"]
+
+
+def test_a_reply_the_judge_did_not_ask_for_is_a_protocol_violation(make):
+    prelude = """
+    import gc, json, socket
+    for _s in gc.get_objects():
+        if isinstance(_s, socket.socket) and _s.family == socket.AF_UNIX and _s.type == socket.SOCK_SEQPACKET:
+            try:
+                _s.send(json.dumps({"type": "timing", "result": {"median_ms": 0.001}}).encode())
+            except OSError:
+                pass
+    """
+    report = evaluate(make(CORRECT, allow=TORCH_OPS, prelude=prelude)).report
+    assert outcome(report) == ("hack_suspected", "protocol"), report["message"]
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="on the CPU the batch's inputs reach the candidate as a copy")
+def test_modifying_the_judges_batch_inputs_is_caught(make):
+    """On a GPU the batch's inputs are the judge's own memory: a candidate that changes them is seen."""
+    forward = """
+    def forward(self, x, shift):
+        out = self.reference(x, shift)
+        ModelNew.calls = getattr(ModelNew, "calls", 0) + 1
+        if ModelNew.calls > 11:
+            x.zero_()
+        return out
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS + ["zero_"])).report
+    assert outcome(report) == ("wrong_answer", "input_mutated"), report["message"]

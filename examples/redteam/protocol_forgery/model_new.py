@@ -52,15 +52,26 @@ def _hijack(server):
                         channel.recv(sock)
                 channel.send(sock, {"type": "timing", "result": {"median_ms": 0.001, "kernel_sum_ms": 0.001},
                                     "trace": None, "ops": {}, "clock": {}})
+            elif kind == "prepare":
+                layout = msg.get("layout")
+                channel.send(sock, {"type": "prepared"})
             elif kind == "batch":
                 if cuda:
                     mapped = batch.Mapped()
                     base = batch.device_view(mapped.base(msg["handle"])[0], int(msg["nbytes"]))
-                    calls = [batch.rebuild(s, lambda r: batch.region_tensor(base, r)) for s in msg["layout"]]
+                    calls = [batch.rebuild(s, lambda r: batch.region_tensor(base, r)) for s in layout]
                 else:
                     calls = msg["value"]
                 outs = [ref(*args) for args in calls]
-                keep = channel.send(sock, {"type": "batch_done", "calls": len(outs)}, outs, ipc=cuda)
+                if cuda:
+                    exporter = batch.Exporter()
+                    described = [exporter.describe(o) for o in outs]
+                    torch.cuda.synchronize()
+                    channel.send(sock, {"type": "batch_done", "calls": len(outs), "segments": exporter.segments,
+                                        "outputs": described})
+                    keep = outs
+                else:
+                    keep = channel.send(sock, {"type": "batch_done", "calls": len(outs)}, outs)
             else:
                 os._exit(0)
         del keep
