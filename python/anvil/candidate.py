@@ -168,14 +168,19 @@ class CandidateServer:
         """The next batch's layout, before the judge's clock starts (the last batch's memory is
         released by serve() before any command)."""
         self.layout = msg.get("layout")
+        if self.h.device.type == "cuda":
+            self.torch.cuda.empty_cache()
         self.send({"type": "prepared"})
 
     def release(self):
         """What the judge has read by now (it sends its next command only after reading)."""
+        had = bool(self.kept) or self.pool is not None
         self.kept = []
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+        if had and self.h.device is not None and self.h.device.type == "cuda":
+            self.torch.cuda.empty_cache()  # the judge's next allocations live in another process
 
     def eager_batch(self, msg):
         if getattr(self.h, "ref", None) is None:
@@ -284,6 +289,11 @@ class CandidateServer:
         if not 0 <= i < len(self.pristine):
             raise Stop()
         pristine = self.pristine[i]
+        if i == len(self.pristine) - 1 and c == 1:  # the last verification call: timing needs its base sets only
+            self.pristine = [None] * len(self.pristine)
+            h_forget = True
+        else:
+            h_forget = False
         where = "trial %d (seed %d)%s" % (i, self.h.req["seed"] + 1 + i, ", second call" if c else "")
         args = map_tensors(pristine, lambda t: t.clone())
         self.poison = True
@@ -303,6 +313,9 @@ class CandidateServer:
             self.kept = self.send({"type": "output", "trial": i, "call": c, "ops": self.recorder.forbidden}, out,
                                   ipc=self.h.device.type == "cuda")
             self.kept.append(out)
+        if h_forget:
+            del pristine, args
+            self.h.forget_trials()
 
     # -- the in-process timing (a claim) -----------------------------------------------------
     def time(self, msg):

@@ -359,6 +359,15 @@ class Harness:
             self.kept_inputs[i] = args
         return args
 
+    def forget_trials(self):
+        """Drop the trials' inputs that timing does not use (the first `input_sets` are its base
+        sets): a large task's copies in two processes must not crowd the GPU."""
+        keep = range(self.req["timing"]["input_sets"])
+        for i in [i for i in self.kept_inputs if i not in keep]:
+            del self.kept_inputs[i]
+        if self.device is not None and self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
+
     def timing_sets(self):
         """The request's `input_sets` base input sets for timing: the inputs of trials 0, 1, ..."""
         return [self.trial_inputs(j) for j in range(self.req["timing"]["input_sets"])]

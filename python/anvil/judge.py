@@ -290,6 +290,13 @@ class Judge(Harness):
             with self.torch.no_grad():
                 out = self.ref(*args)
             self.sync()
+        except self.torch.OutOfMemoryError as e:
+            # Both processes hold the trials' inputs: a task this large is anvil's limit, not the task's fault.
+            from anvil.harness import CannotServe
+
+            raise CannotServe("the GPU ran out of memory in the judge's reference (%s), with the task's inputs held by "
+                              "the judge and the candidate's process: a task this large cannot be evaluated here" % (
+                                  str(e).splitlines()[0][:200]))
         except BaseException as e:  # noqa: BLE001
             raise Outcome("task_error", "%s: %s" % (where, raised(e, "the reference Model")), trace(e))
         return out
@@ -321,6 +328,8 @@ class Judge(Harness):
                                "%d call %d" % (msg.get("trial"), msg.get("call"), i, c))
                 with self.clock("outputs"):
                     self.judge_output(i, c, msg)
+        self.expected = {}
+        self.forget_trials()
 
     def judge_output(self, trial, call, msg):
         seed = self.req["seed"] + 1 + trial
@@ -528,6 +537,8 @@ class Judge(Harness):
                     for _name, numel, _t in self.signature]
             self.sync()
         self.mapped = self.mapped or batch.Mapped()
+        if cuda:
+            torch.cuda.empty_cache()
         # The last batch's memory is freed, and the layout (not secret: offsets, dtypes, shapes) read,
         # before the clock.
         self.ask({"type": "prepare", "layout": skeletons if cuda else None}, ("prepared",))
@@ -572,6 +583,8 @@ class Judge(Harness):
         if pool is not None:
             pool.free()
         del calls
+        if cuda:
+            torch.cuda.empty_cache()  # the candidate's process needs the room more than this cache does
         return result
 
     def check_batch(self, calls, outputs, flat, found, plan, pool, regions):
