@@ -224,7 +224,8 @@ TEST_P(SandboxTest, HidesTheAnvilCache) {
 // What the red team read from the agent's shell: /etc/shadow, anvil's source and cache, other
 // episodes' workdirs and trajectories, files under $HOME. None is in view now.
 TEST_P(SandboxTest, OtherEpisodesTheCacheAndTheHostAreOutOfView) {
-  fs::path runs = make_temp_dir(fs::temp_directory_path(), unique("runs"));
+  // Not under /tmp (private to the shell anyway): where runs usually are, beside the build.
+  fs::path runs = make_temp_dir(fs::path(ANVIL_TEST_CACHE_DIR).parent_path(), unique("runs"));
   std::string e;
   for (const char* ep : {"ep1", "ep2"}) {
     write_file_atomic(runs / ep / "trajectory.json", "{\"secret\": 1}\n", &e);

@@ -719,6 +719,7 @@ void supervise(pid_t pid, Pipes& pipes, const JailOptions& o, std::chrono::stead
         drain_until = now + std::chrono::milliseconds(500);
       }
     }
+    if (out_eof && err_eof && exited) break;
     // Once the jail is gone, whatever still holds a pipe gets a short grace period.
     if (exited && now >= drain_until) break;
     int wait_ms = 100;
@@ -964,11 +965,14 @@ std::string jail_method(const JailConfig& config, std::string* why) {
     if (why) *why = "ANVIL_SANDBOX=" + forced + " is not a method (bubblewrap or namespaces)";
     return "";
   }
-  if (probe("bubblewrap", config).works) return "bubblewrap";
+  // anvil's own namespaces first: no program to exec (13 ms a jail against bwrap's 35 on the
+  // 2-core machine, and a build runs one per unit); bwrap where the kernel lets only it make
+  // namespaces (an AppArmor profile, say).
   if (probe("namespaces", config).works) return "namespaces";
+  if (probe("bubblewrap", config).works) return "bubblewrap";
   if (why)
-    *why = "no way to confine programs here: bubblewrap: " + probe("bubblewrap", config).why +
-           "; namespaces: " + probe("namespaces", config).why;
+    *why = "no way to confine programs here: namespaces: " + probe("namespaces", config).why +
+           "; bubblewrap: " + probe("bubblewrap", config).why;
   return "";
 }
 

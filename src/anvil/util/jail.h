@@ -15,11 +15,12 @@
 // no_new_privs, the caller's rlimits, a clean environment and a new session; when it exits or the
 // wall-clock timeout kills it, everything it started dies with it (PID 1 of its namespace ends).
 //
-// Two methods draw the same picture: "bubblewrap" (bwrap's options; as root, setpriv drops to the
-// unprivileged uid) and "namespaces" (anvil's own: clone_tree/move_mount into a tmpfs, pivot_root),
-// which needs nothing installed (the GPU host has no bwrap). bubblewrap is preferred where it
-// works; ANVIL_SANDBOX=bubblewrap|namespaces forces one. Every set-up step that fails is reported
-// by name ("sandbox: pivot_root: Invalid argument") and the program does not run: never unconfined.
+// Two methods draw the same picture: "namespaces" (anvil's own: open_tree/move_mount into a tmpfs,
+// pivot_root; needs nothing installed: the GPU host has no bwrap) and "bubblewrap" (bwrap's
+// options; as root, setpriv drops to the unprivileged uid inside, since bwrap's --uid would map it
+// to root's kuid). namespaces is preferred where it works (it execs nothing: cheaper per compile);
+// ANVIL_SANDBOX=bubblewrap|namespaces forces one. Every set-up step that fails is reported by name
+// ("sandbox: pivot_root: Invalid argument") and the program does not run: never unconfined.
 #pragma once
 
 #include <chrono>
@@ -94,7 +95,7 @@ struct JailResult {
 // Runs argv (argv[0] an absolute path inside the view) confined as above.
 JailResult run_jailed(const std::vector<std::string>& argv, const JailOptions& opts);
 
-// How programs would be confined here: "bubblewrap", "namespaces", or "" (no confinement possible:
+// How programs would be confined here: "namespaces", "bubblewrap", or "" (no confinement possible:
 // run_jailed then refuses, with the reason in *why). Each method is probed once per process with a
 // trivial program; ANVIL_SANDBOX=bubblewrap|namespaces forces one (read at each call).
 std::string jail_method(const JailConfig& config, std::string* why = nullptr);

@@ -155,8 +155,12 @@ TEST_P(JailTest, BindsAreReadOnlyUnlessWritableAndHiddenPathsAreEmpty) {
 // socket of the host's network namespace: neither can be reached.
 TEST_P(JailTest, UnixSocketsOutsideCannotBeConnectedTo) {
   if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to connect with";
-  fs::path path = dir_ / "sock" / "zygote.sock";
-  fs::create_directories(path.parent_path());
+  // Not under /tmp (private to the jail anyway): beside the test cache, as anvil's zygote socket is.
+  fs::path sock_dir = fs::path(ANVIL_TEST_CACHE_DIR).parent_path() / "jail-test-sockets" / unique("s");
+  fs::path path = sock_dir / "zygote.sock";
+  remove_tree(sock_dir);
+  fs::create_directories(sock_dir);
+  fs::permissions(sock_dir, fs::perms(0755));
   int on_disk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int abstract = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un a{}, b{};
@@ -181,6 +185,7 @@ TEST_P(JailTest, UnixSocketsOutsideCannotBeConnectedTo) {
   JailResult r = run_jailed({"/usr/bin/python3", "-c", py}, o_);
   close(on_disk);
   close(abstract);
+  remove_tree(sock_dir);
   EXPECT_TRUE(r.started) << r.error;
   EXPECT_FALSE(has(r.output, "connected")) << r.output;
   EXPECT_TRUE(has(r.output, "refused")) << r.output;
