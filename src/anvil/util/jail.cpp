@@ -513,10 +513,16 @@ void mount_proc(NsChild& c) {
   }
 }
 
+// Into the new root: pivot_root, the host's tree detached. Where the host's root is the initial
+// rootfs (pivot_root says EINVAL there), the new root is moved over it and chrooted into, as
+// container runtimes do; the host's tree is then out of reach without CAP_SYS_CHROOT, dropped next.
 void enter_root() {
   if (chdir(kRoot) != 0) fail("chdir(the new root)");
-  if (syscall(SYS_pivot_root, ".", ".") != 0) fail("pivot_root");
-  if (umount2(".", MNT_DETACH) != 0) fail("detach the host's root (umount2)");
+  if (syscall(SYS_pivot_root, ".", ".") == 0) {
+    if (umount2(".", MNT_DETACH) != 0) fail("detach the host's root (umount2)");
+  } else if (errno != EINVAL || mount(".", "/", nullptr, MS_MOVE, nullptr) != 0 || chroot(".") != 0) {
+    fail("pivot_root");
+  }
   if (chdir("/") != 0) fail("chdir(/)");
 }
 
