@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "anvil/util/fs.h"
 
 namespace anvil {
@@ -114,9 +116,14 @@ TEST_F(WorkdirTest, ACopyRefusesAHugeFileWithoutReadingIt) {
     rlimit r{1ull << 30, 1ull << 30};
     setrlimit(RLIMIT_AS, &r);
     std::string err;
-    bool ok = copy_candidate_files(dir_, dir_.string() + "-copy", &err);
-    (void)!::write(pipefd[1], err.data(), err.size());
-    _exit(ok ? 1 : 0);
+    try {
+      bool ok = copy_candidate_files(dir_, dir_.string() + "-copy", &err);
+      (void)!::write(pipefd[1], err.data(), err.size());
+      _exit(ok ? 1 : 0);
+    } catch (const std::exception& e) {  // std::bad_alloc: it tried to read the file into memory
+      (void)!::write(pipefd[1], e.what(), std::strlen(e.what()));
+      _exit(3);
+    }
   }
   ::close(pipefd[1]);
   std::string said;
