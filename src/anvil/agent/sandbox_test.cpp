@@ -239,7 +239,8 @@ TEST_P(SandboxTest, OtherEpisodesTheCacheAndTheHostAreOutOfView) {
   o_.workdir = runs / "ep1" / "workdir";
   std::vector<fs::path> out_of_view = {runs / "ep1" / "trajectory.json", runs / "ep2", marker, "/etc/shadow",
                                       env.cache / "objects", env.cache / "env", env.home / "src",
-                                      env.home / "CMakeLists.txt", env.home / ".git"};
+                                      env.home / "python" / "anvil" / "judge.py", env.home / "CMakeLists.txt",
+                                      env.home / ".git"};
   std::string cmd;
   for (const auto& p : out_of_view) cmd += "test -e " + p.string() + " && echo 'visible " + p.string() + "'; ";
   SandboxResult r = run(cmd + "cat /etc/shadow " + marker.string() + " 2>&1; ls kernels; echo done");

@@ -452,6 +452,7 @@ JailResult ToolBox::run_ncu(const std::vector<std::string>& argv, const fs::path
   j.cwd = opts_.workdir;
   j.binds = {{opts_.workdir, false}, {task_dir, false}};
   j.toolchain = toolchain_;
+  j.toolchain.push_back(env_.home / "python");  // anvil.ncu_target
   j.hide = {env_.cache};
   j.gpu = true;
   j.env = tool_environment();

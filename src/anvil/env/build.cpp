@@ -93,7 +93,9 @@ struct UnitState {
 class Builder {
  public:
   Builder(const Environment& env, const BuildOptions& opts)
-      : env_(env), opts_(opts), config_(sandbox_config(env, &config_error_)), toolchain_(toolchain_paths(env)) {}
+      : env_(env), opts_(opts), config_(sandbox_config(env, &config_error_)), toolchain_(toolchain_paths(env)) {
+    toolchain_.push_back(env.share());  // anvil's fixed sources (binding.cpp, the runtime's)
+  }
 
   // Paths of the cache.
   fs::path objects() const { return env_.cache / "objects"; }

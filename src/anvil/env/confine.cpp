@@ -51,7 +51,7 @@ std::vector<fs::path> toolchain_paths(const Environment& env) {
     if (!l->include_dir.empty()) out.push_back(l->include_dir);
     if (!l->library_dir.empty()) out.push_back(l->library_dir);
   }
-  for (const char* d : {"include", "share", "python"}) out.push_back(env.home / d);
+  out.push_back(env.anvil_include());  // <anvil/binding.h>; the rest of anvil's tree stays out of view
   out.push_back(runtime_dir(env));
   return out;
 }

@@ -19,9 +19,10 @@ namespace anvil {
 const JailConfig* sandbox_config(const Environment& env, std::string* err);
 
 // The read-only paths beside the system directories: the Python prefixes (the venv and its base
-// interpreter), the compilers, torch's include and library directories, CUDA, cuDNN and cuBLAS, anvil's
-// include/, share/ and python/, and the cache's runtime directory (libanvil_torch.so, the
-// precompiled headers). Those that do not exist are skipped by the jail.
+// interpreter), the compilers, torch's include and library directories, CUDA, cuDNN and cuBLAS,
+// anvil's include/ and the cache's runtime directory (libanvil_torch.so, the precompiled headers).
+// Those that do not exist are skipped by the jail. The build adds share/ (anvil's fixed sources),
+// ncu_profile adds python/ (anvil.ncu_target); the agent's shell sees no more of anvil's tree.
 std::vector<std::filesystem::path> toolchain_paths(const Environment& env);
 
 // A compiler's environment: PATH, the locale, CUDA_HOME/CUDA_PATH when set, HOME and TMPDIR in
