@@ -75,6 +75,7 @@ constexpr unsigned kMoveMountFEmptyPath = 0x4;
 
 constexpr int kErrFd = 3;          // in the child: the set-up error pipe (namespaces) or bwrap's status pipe
 constexpr const char* kRoot = "/tmp";  // where method "namespaces" builds the new root before pivoting into it
+constexpr const char* kHostname = "sandbox";  // the host's name stays outside too
 
 // A failed set-up step, as the child sends it to the parent.
 struct ChildError {
@@ -267,8 +268,8 @@ bool make_picture(const JailOptions& o, Picture* out, std::string* err) {
 
 std::vector<std::string> bwrap_argv(const std::string& bwrap, const std::string& setpriv, const Picture& p,
                                     const JailOptions& o, const std::vector<std::string>& argv) {
-  std::vector<std::string> a = {bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--die-with-parent",
-                                "--new-session", "--cap-drop", "ALL"};
+  std::vector<std::string> a = {bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--hostname", kHostname,
+                                "--die-with-parent", "--new-session", "--cap-drop", "ALL"};
   if (!o.network) a.push_back("--unshare-net");
   if (!setpriv.empty()) {
     // As root bwrap makes no user namespace: setpriv, inside, becomes the unprivileged user.
@@ -583,6 +584,7 @@ void enter_namespaces(const NsChild& c) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   umask(022);  // the directories made for mount points must be enterable by the jail's user
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("make / private (MS_REC|MS_PRIVATE)");
+  if (sethostname(kHostname, std::strlen(kHostname)) != 0) fail("sethostname");
   clone_sources(c);
   build_tree(c);
   set_attributes(c);

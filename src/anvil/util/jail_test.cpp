@@ -125,13 +125,14 @@ TEST_P(JailTest, SeesOnlyItsViewOfTheHost) {
   ASSERT_TRUE(write_file_atomic(outside, "secret\n", &e)) << e;
   JailResult r = sh("for p in /etc/shadow /etc/hostname " + marker.string() + " " + outside.string() +
                     " /root /home /work /var /srv /mnt /run; do test -e $p && echo \"visible $p\"; done; "
-                    "cat /etc/shadow; ls /; echo done");
+                    "cat /etc/shadow; ls /; uname -n; echo done");
   fs::remove(marker);
   EXPECT_TRUE(has(r.output, "done")) << r.output;
   EXPECT_FALSE(has(r.output, "visible")) << r.output;
   EXPECT_FALSE(has(r.output, "secret")) << r.output;
   EXPECT_FALSE(has(r.output, "root:")) << r.output;
   EXPECT_TRUE(has(r.output, "usr\n")) << r.output;  // the toolchain is there
+  EXPECT_TRUE(has(r.output, "\nsandbox\ndone")) << r.output;  // not the host's name
 }
 
 TEST_P(JailTest, BindsAreReadOnlyUnlessWritableAndHiddenPathsAreEmpty) {
