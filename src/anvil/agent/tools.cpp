@@ -52,8 +52,16 @@ std::optional<double> num(const Json& j, const char* key) {
   return j[key].get<double>();
 }
 
+// ncu runs in the jail, without capabilities: where the driver keeps the GPU's performance counters
+// for administrators (NVreg_RestrictProfilingToAdminUsers=1), it cannot profile, so the tool is not
+// offered (the model would only meet ERR_NVGPUCTRPERM).
+bool counters_for_admins_only() {
+  auto params = read_file("/proc/driver/nvidia/params");
+  return params && params->find("RmProfilingAdminOnly: 1") != std::string::npos;
+}
+
 bool ncu_available(const Environment& env) {
-  if (env.gpus.empty()) return false;
+  if (env.gpus.empty() || counters_for_admins_only()) return false;
   std::error_code ec;
   return fs::exists(env.cuda_home / "bin" / "ncu", ec) || !find_program("ncu").empty();
 }
@@ -514,6 +522,10 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
     out.error = true;
     out.error_kind = "tool_error";
     out.text = "ncu_profile failed (" + r.describe() + "):\n" + tail_lines(r.err_output + "\n" + r.output, 20);
+    if (out.text.find("ERR_NVGPUCTRPERM") != std::string::npos) {
+      out.text += "\n(this host keeps the GPU's performance counters for administrators; ncu_profile runs "
+                  "unprivileged, so it cannot profile here: use profile instead)";
+    }
     return out;
   }
   // The CSV: a header row of column names, a row of units, then one row per kernel.
