@@ -24,7 +24,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -399,10 +398,6 @@ class Builder {
 
   // Which limit stopped a tool, as a line a model can act on; "" when none did.
   std::string stopped_by_limit(const std::string& what, const JailResult& r, bool deadline_cut) const {
-    static const std::regex kMemory(
-        R"((^|\n)(cc1plus|cc1|cicc|ptxas|cudafe\+\+|nvcc|g\+\+|c\+\+|ld|collect2|as)[^\n:]*: [^\n]*)"
-        R"((out of memory|Out of memory|memory exhausted|Cannot allocate memory|std::bad_alloc))"
-        R"(|(^|\n)virtual memory exhausted)");
     int sig = r.signal ? r.signal : r.exit_code > 128 ? r.exit_code - 128 : 0;
     auto has = [&](const char* s) { return r.output.find(s) != std::string::npos; };
     std::string why;
@@ -411,7 +406,7 @@ class Builder {
     } else if (r.timed_out) {
       why = deadline_cut ? "the time left for this episode ran out"
                          : "it ran longer than " + std::to_string(kCompileTimeout.count()) + " minutes";
-    } else if (std::regex_search(r.output, kMemory)) {
+    } else if (out_of_memory(r.output)) {
       why = "it used more than " + limit_text(opts_.memory_limit) + " of memory (an #include of a device or a huge file?)";
     } else if (sig == SIGXFSZ || has("File size limit exceeded")) {
       why = "it wrote a file larger than " + limit_text(opts_.file_size_limit);
@@ -421,6 +416,23 @@ class Builder {
       return "";
     }
     return what + ": the compiler was stopped: " + why;
+  }
+
+  // Whether a tool said it ran out of memory ("cc1plus: out of memory allocating ...", "virtual
+  // memory exhausted", cicc's "Out of memory"). Only the output's last lines are read, as plain
+  // text: a compiler's output can be megabytes long.
+  static bool out_of_memory(const std::string& output) {
+    static const char* kTools[] = {"cc1plus", "cc1:", "cicc", "ptxas", "cudafe++", "nvcc", "g++", "c++", "ld:",
+                                   "collect2", "as:", "virtual memory exhausted"};
+    static const char* kSaid[] = {"out of memory", "Out of memory", "memory exhausted", "Cannot allocate memory",
+                                  "std::bad_alloc"};
+    for (const auto& line : split_lines(output.substr(output.size() > 65536 ? output.size() - 65536 : 0))) {
+      bool tool = std::any_of(std::begin(kTools), std::end(kTools), [&](const char* t) { return starts_with(line, t); });
+      bool said = std::any_of(std::begin(kSaid), std::end(kSaid),
+                              [&](const char* m) { return line.find(m) != std::string::npos; });
+      if (tool && said) return true;
+    }
+    return false;
   }
 
   static std::string limit_text(uint64_t bytes) {

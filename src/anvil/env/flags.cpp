@@ -124,6 +124,9 @@ constexpr const char* kLinkAllowed =
 constexpr const char* kPathAllowed =
     "a relative path without \"..\", or a directory of the toolchain (/usr, /opt, the Python and CUDA prefixes)";
 
+constexpr size_t kMaxFlagChars = 1024;
+constexpr size_t kMaxFlags = 256;
+
 bool any_match(const std::vector<std::regex>& rules, const std::string& t) {
   for (const auto& r : rules) {
     if (std::regex_match(t, r)) return true;
@@ -160,6 +163,17 @@ class Checker {
         continue;
       }
       for (const auto& t : words(g)) tokens_.push_back(t);
+    }
+    // Bounded before any pattern sees them (std::regex recurses per character).
+    for (const auto& t : tokens_) {
+      if (t.size() > kMaxFlagChars && out_.ok()) {
+        out_.error = std::string(flag_kind_name(kind_)) + ": a flag of " + std::to_string(t.size()) +
+                     " characters is not allowed (at most " + std::to_string(kMaxFlagChars) + ")";
+      }
+    }
+    if (tokens_.size() > kMaxFlags && out_.ok()) {
+      out_.error = std::string(flag_kind_name(kind_)) + ": " + std::to_string(tokens_.size()) +
+                   " flags are too many (at most " + std::to_string(kMaxFlags) + ")";
     }
     while (out_.ok() && i_ < tokens_.size()) {
       const std::string t = tokens_[i_++];

@@ -106,6 +106,8 @@ TEST(Flags, WhatRunsReadsOrWritesElsewhereIsRefusedByName) {
       {FlagKind::Link, {"/tmp/evil.o"}, "\"/tmp/evil.o\" is not allowed"},
       {FlagKind::IncludeDir, {"/root/.ssh"}, "extra_include_paths: \"/root/.ssh\" is not allowed"},
       {FlagKind::IncludeDir, {"-I/usr"}, "\"-I/usr\" is not allowed"},
+      {FlagKind::Host, {"-D" + std::string(5000, 'X')}, "extra_cflags: a flag of 5002 characters is not allowed (at most 1024)"},
+      {FlagKind::Host, std::vector<std::string>(300, "-O3"), "extra_cflags: 300 flags are too many (at most 256)"},
   };
   for (const auto& r : refused) {
     FlagCheck c = check(r.kind, r.flags);
