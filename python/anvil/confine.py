@@ -173,34 +173,38 @@ def _open_path(p):
     return os.open(p, os.O_PATH | os.O_CLOEXEC)
 
 
+def _matching(directory, patterns):
+    """Entries of `directory` named by `patterns` (a name ending in * is a prefix)."""
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [e for e in entries if any(fnmatch.fnmatchcase(e, p) for p in patterns)]
+
+
 def _sources(conf, keep_visible, gpu):
     """[(kind, host path, fd or link target)] opened before anything is covered: the system
-    directories (a symlink among them is kept as a link), the caller's paths, the /dev nodes."""
+    directories (a symlink among them is kept as a link) and the listed /etc entries, the caller's
+    paths, the /dev nodes."""
     out = []
     for d in conf["system_dirs"]:
         if os.path.islink(d):
             out.append(("link", d, os.readlink(d)))
         elif os.path.isdir(d):
             out.append(("dir", d, _open_path(d)))
+    for name in _matching("/etc", conf["etc"]):
+        out.append(("dir", "/etc/" + name, _open_path("/etc/" + name)))
     for p in sorted({os.path.abspath(p) for p in keep_visible if p}):
         if p in _NEVER_KEPT or any(p == d or p.startswith(d + "/") for d in ("/proc", "/sys")) or (
                 p.startswith("/dev/") and not p.startswith("/dev/shm/")):
             continue  # the new root's own mounts (the private /tmp is not the host's)
         if os.path.exists(p):
             out.append(("keep", p, _open_path(p)))
-    names = list(conf["dev_nodes"])
-    if gpu:
-        try:
-            entries = os.listdir("/dev")
-        except OSError:
-            entries = []
-        names += sorted(e for e in entries if any(fnmatch.fnmatch(e, pat) for pat in conf["gpu_nodes"]))
+    names = list(conf["dev"]) + (_matching("/dev", conf["gpu_dev"]) if gpu else [])
     for n in names:
         p = "/dev/" + n
         if os.path.exists(p):
             out.append(("dev", p, _open_path(p)))
-    if os.path.isdir("/sys"):
-        out.append(("sys", "/sys", _open_path("/sys")))
     return out
 
 
@@ -212,7 +216,7 @@ def _draw_root(libc, conf, sources):
     for kind, p, ref in sources:
         if kind == "link":
             os.symlink(ref, root.path(p))
-        elif kind in ("dir", "sys"):
+        elif kind == "dir":
             root.bind(ref, p)
     root.tmpfs(root.path("/tmp"), conf["tmp_bytes"], 0o1777)
     dev = root.path("/dev")
@@ -238,7 +242,7 @@ def _finish_root(libc, conf):
     root = _Root(libc, conf)
     proc = root.path("/proc")
     root.mount(b"proc", proc, b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "mount(proc)")
-    for name in conf["proc_readonly"]:
+    for name in conf["proc_read_only"]:
         p = os.path.join(proc, name)
         if os.path.exists(p):
             root.mount(p.encode(), p, None, MS_BIND | MS_REC, None, "mount(bind /proc/%s)" % name)
@@ -263,7 +267,7 @@ def _drop_privileges(libc, conf, was_root):
     for cap in range(LAST_CAP + 1):
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: fine
     if was_root:
-        uid, gid = int(conf["sandbox_uid"]), int(conf["sandbox_gid"])
+        uid, gid = int(conf["uid"]), int(conf["gid"])
         try:
             os.setgroups([])
             os.setresgid(gid, gid, gid)

@@ -125,7 +125,8 @@ def build_command(anvil, name, out_dir, sources, extra_cflags=None, extra_cuda_c
     for option, values in (("--cflag", extra_cflags), ("--cuda-cflag", extra_cuda_cflags),
                            ("--ldflag", extra_ldflags), ("--include", extra_include_paths)):
         for value in _as_list(values):
-            argv += [option, value]
+            if str(value).strip():  # KernelBench passes extra_cflags=[""]: nothing to pass on
+                argv += [option, value]
     return argv + list(sources)
 
 

@@ -179,3 +179,23 @@ def test_end_to_end_cpu_extension(tmp_path, monkeypatch):
                             build_directory=str(tmp_path / "out"))
     a, b = torch.arange(4.0), torch.full((4,), 2.0)
     assert torch.equal(module.add(a, b), torch.tensor([2.0, 3.0, 4.0, 5.0]))
+
+
+def test_empty_flags_are_not_passed():
+    # KernelBench's own examples pass extra_cflags=[""]: nothing reaches anvil.
+    argv = li.build_command("a", "n", "o", ["m.cpp"], extra_cflags=[""], extra_cuda_cflags=["", "-O3", "  "],
+                            extra_ldflags=[""])
+    assert argv == ["a", "build-sources", "--name", "n", "--out", "o", "--cuda-cflag", "-O3", "m.cpp"]
+
+
+@pytest.mark.skipif(_real_anvil() is None, reason="build/anvil with build-sources not built")
+def test_a_refused_flag_is_named_and_nothing_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANVIL_BIN", _real_anvil())
+    marker = tmp_path / "pwned"
+    with pytest.raises(RuntimeError) as info:
+        li.load_inline("anvil_e2e_wrapper", ADD_CPP, functions=["add"], build_directory=str(tmp_path / "out"),
+                       extra_cflags=["-wrapper", "/bin/sh,-c,touch %s" % marker])
+    message = str(info.value)
+    assert message.startswith("Error building extension 'anvil_e2e_wrapper':\n"
+                              'extra_cflags: "-wrapper" is not allowed (allowed: -O*, -D*, -U*, -std=*, '), message
+    assert not marker.exists()

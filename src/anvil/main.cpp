@@ -130,7 +130,12 @@ int main(int argc, char** argv) {
   build_cmd->add_flag("--explain", build.opts.explain, "say why each unit was rebuilt or not");
   build_cmd->add_flag("-v,--verbose", build.opts.verbose, "keep compile commands in the log");
   build_cmd->add_flag("--json", build.json, "print the build report as JSON");
-  build_cmd->callback([&] { status = anvil::cmd_build(build); });
+  unsigned build_gib = 8, bs_gib = 8;
+  build_cmd->add_option("--memory-limit", build_gib, "GiB of address space each compiler process may use (default 8)");
+  build_cmd->callback([&] {
+    build.opts.memory_limit = static_cast<uint64_t>(build_gib) << 30;
+    status = anvil::cmd_build(build);
+  });
 
   anvil::BuildSourcesArgs bs;
   std::vector<std::string> sources;
@@ -143,7 +148,9 @@ int main(int argc, char** argv) {
   bs_cmd->add_option("--include", bs.spec.include_dirs, "extra include directory")->allow_extra_args(false);
   bs_cmd->add_option("--arch", bs.opts.arch, "target architecture");
   bs_cmd->add_option("sources", sources, "sources (.cpp, .cu)")->required();
+  bs_cmd->add_option("--memory-limit", bs_gib, "GiB of address space each compiler process may use (default 8)");
   bs_cmd->callback([&] {
+    bs.opts.memory_limit = static_cast<uint64_t>(bs_gib) << 30;
     for (const auto& s : sources) bs.spec.sources.emplace_back(s);
     status = anvil::cmd_build_sources(bs);
   });

@@ -22,6 +22,7 @@
 #include <algorithm>
 
 #include "anvil/agent/trajectory.h"
+#include "anvil/env/confine.h"
 #include "anvil/env/task.h"
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
@@ -128,6 +129,18 @@ std::vector<int64_t> last_sequence(const Json& record) {
     for (auto id : ids_of(t.value("token_ids", Json()))) seq.push_back(id);
   }
   return seq;
+}
+
+// The sandboxed shell runs as the jail's user (when anvil is root): the workdir becomes its, so it
+// can edit what it was given; the protected files stay anvil's (read-only to it anyway).
+void give_workdir_to_jail(const Environment& env, const std::filesystem::path& workdir) {
+  std::string err;
+  const JailConfig* config = sandbox_config(env, &err);
+  if (!config) return;  // the tools say why when they run
+  give_to_jail(*config, workdir);
+  for (const auto& f : FileTools().protected_files) {
+    if (::geteuid() == 0) ::lchown((workdir / f).c_str(), ::geteuid(), ::getegid());
+  }
 }
 
 }  // namespace
@@ -277,6 +290,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
       res.error = "cannot create the workdir: " + err;
       return res;
     }
+    give_workdir_to_jail(env, workdir);
     std::filesystem::path skill = opts.skill.empty() ? env.share() / "agent" / "SKILL.md" : opts.skill;
     auto skill_text = read_file(skill);
     if (!skill_text) {
@@ -333,6 +347,9 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
   const double seconds_before = record.value("seconds", 0.0);
   auto t_start = Clock::now();
   auto elapsed = [&] { return seconds_before + since(t_start); };
+  // The wall clock holds inside a turn too: no tool call runs past it (tools.h).
+  tools.set_deadline(t_start + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(static_cast<double>(opts.wall_clock.count()) - seconds_before)));
   std::vector<int64_t> sequence = last_sequence(record);
   std::string end_reason;
   int shorten_level = 0;

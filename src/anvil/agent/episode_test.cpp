@@ -249,6 +249,32 @@ TEST_F(EpisodeTest, ServerErrorsAreRetriedWithBackOff) {
       << r.record["messages"][3]["content"];
 }
 
+// The wall clock was checked only between turns: a long tool call overran it. Now the call gets at
+// most what is left, the calls after it are not run, and the episode ends there with its reason.
+TEST_F(EpisodeTest, TheWallClockHoldsInsideALongToolCall) {
+  Json turns = Json::array({turn({call("bash", {{"command", "sleep 60; echo never"}}), call("read_file", {{"path", "model.py"}})}),
+                            turn({call("finish", {{"summary", "too late"}})})});
+  ReplayServer server({{"turns", turns}}, dir_ / "server");
+  auto http = make_http_client();
+  ModelClient model({server.url(), "replay", ""}, *http, fast_retry());
+  EpisodeOptions o = options();
+  o.wall_clock = std::chrono::seconds(3);
+  o.evaluate = false;
+  EpisodeResult r = run_episode(env(), model, o);
+  ASSERT_TRUE(r.ran) << r.error;
+  EXPECT_EQ(r.end_reason, "wall_clock");
+  ASSERT_EQ(r.record["turns"].size(), 1u);
+  const Json& calls = r.record["turns"][0]["tool_calls"];
+  EXPECT_LT(calls[0].value("seconds", 99.0), 10.0) << calls.dump();
+  expect_answered(r.record);
+  const Json& m = r.record["messages"];
+  EXPECT_TRUE(m[3]["content"].get<std::string>().find("killed: the episode's wall-clock budget ran out") !=
+              std::string::npos)
+      << m[3];
+  EXPECT_EQ(m[4]["content"], "error: read_file was not run: the episode's wall-clock budget has run out");
+  EXPECT_LT(r.record.value("seconds", 99.0), 10.0);
+}
+
 TEST_F(EpisodeTest, ModelThatEmitsOnlyGarbageEndsOnItsBudget) {
   Json turns = Json::array();
   for (int i = 0; i < 5; ++i) turns.push_back({{"content", "<tool_call>{{{ not a call"}});

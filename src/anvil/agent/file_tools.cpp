@@ -313,6 +313,32 @@ bool is_protected(const std::string& rel, const std::vector<std::string>& protec
                      [&](const std::string& f) { return fs::path(f).lexically_normal().generic_string() == rel; });
 }
 
+// Creates the missing directories of `dir` (inside the workdir), each owned like the workdir:
+// when anvil is root, the sandboxed shell runs as another user and must be able to edit them.
+bool make_parents(const fs::path& dir, const fs::path& workdir, std::error_code& ec) {
+  std::vector<fs::path> missing;
+  for (fs::path d = dir; !d.empty() && d != d.parent_path() && !fs::exists(fs::symlink_status(d, ec)); d = d.parent_path())
+    missing.push_back(d);
+  ec.clear();
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (!fs::create_directory(*it, ec) && ec) return false;
+    own_like(*it, workdir);
+  }
+  if (!fs::is_directory(dir, ec)) {  // a file where a directory should be
+    ec = std::make_error_code(std::errc::not_a_directory);
+    return false;
+  }
+  return true;
+}
+
+// A regular file's text, or nullopt with what to say instead: FIFOs, devices, sockets and
+// symlinks are never opened for reading (no blocking, no following), nor files over the limit.
+std::optional<std::string> read_text(const fs::path& p, std::string* why) {
+  auto text = anvil::read_regular(p, kMaxFileBytes, why);
+  if (!text && why->rfind("is a", 0) == 0) *why += ", not a regular file; only regular files can be read and edited";
+  return text;
+}
+
 // The permissions a rewritten file keeps (an executable script stays executable).
 int mode_of(const fs::path& p) {
   std::error_code ec;
@@ -336,8 +362,9 @@ ToolResult FileTools::read_file(const std::string& path, long offset, long limit
     return fail("read_file: " + rel + " is " + std::to_string(size) +
                 " bytes, too large to read here; look into it with bash (head, sed -n, grep)");
   }
-  auto text = anvil::read_file(p);
-  if (!text) return fail("read_file: " + rel + " cannot be read");
+  std::string why;
+  auto text = read_text(p, &why);
+  if (!text) return fail("read_file: " + rel + " " + why);
   if (text->find('\0') != std::string::npos) {
     return fail("read_file: " + rel + " is a binary file (" + std::to_string(text->size()) +
                 " bytes); inspect it with bash (file, xxd, nm, cuobjdump)");
@@ -399,10 +426,10 @@ ToolResult FileTools::write_file(const std::string& path, const std::string& con
   }
   std::error_code ec;
   if (fs::is_directory(p, ec)) return fail("write_file: " + rel + " is a directory");
-  fs::create_directories(p.parent_path(), ec);
-  if (ec)
+  if (!make_parents(p.parent_path(), workdir, ec))
     return fail("write_file: cannot create the directory " + shown(p.parent_path(), workdir) + ": " + ec.message());
   if (!write_file_atomic(p, content, &err, mode_of(p))) return fail("write_file: " + err);
+  own_like(p, workdir);
   return ok("wrote " + std::to_string(content.size()) + " bytes (" + n_lines(count_lines(content)) + ") to " + rel);
 }
 
@@ -420,8 +447,9 @@ ToolResult FileTools::edit_file(const std::string& path, const std::string& old_
   if (!fs::exists(p, ec)) return fail("edit_file: " + rel + " does not exist (use write_file to create it)");
   size_t size = fs::file_size(p, ec);
   if (!ec && size > kMaxFileBytes) return fail("edit_file: " + rel + " is too large to edit here");
-  auto text = anvil::read_file(p);
-  if (!text) return fail("edit_file: " + rel + " cannot be read");
+  std::string why;
+  auto text = read_text(p, &why);
+  if (!text) return fail("edit_file: " + rel + " " + why);
   if (text->find('\0') != std::string::npos) return fail("edit_file: " + rel + " is a binary file");
   std::vector<size_t> at;
   for (size_t pos = text->find(old_string); pos != std::string::npos;
@@ -454,6 +482,7 @@ ToolResult FileTools::edit_file(const std::string& path, const std::string& old_
                 std::to_string(max_write_bytes) + " bytes; nothing was changed");
   }
   if (!write_file_atomic(p, out, &err, mode_of(p))) return fail("edit_file: " + err);
+  own_like(p, workdir);
   return ok("replaced " + std::to_string(at.size()) + (at.size() == 1 ? " occurrence" : " occurrences") + " in " + rel +
             (new_lines.size() == 1 ? " (line " : " (lines ") + list_numbers(new_lines, 10) + ")");
 }

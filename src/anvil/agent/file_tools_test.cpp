@@ -4,7 +4,12 @@
 // The texts are what the model reads, so the tests check them word for word.
 #include "anvil/agent/file_tools.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <future>
 
 #include "anvil/util/fs.h"
 
@@ -92,6 +97,42 @@ TEST_F(FileToolsTest, ReadRefusesWhatIsNotText) {
   EXPECT_FALSE(r.error);
   EXPECT_TRUE(has(r.text, "     1\tcaf\xEF\xBF\xBD\n")) << r.text;
   EXPECT_TRUE(has(r.text, "[the file is not valid UTF-8"));
+}
+
+// A named pipe hung the episode (open() waits for a writer): regular files only, at once. The
+// call runs aside; should it block, a writer is opened so the test ends and fails.
+TEST_F(FileToolsTest, ReadAndEditRefuseAFifoAtOnce) {
+  fs::path fifo = root_ / "work" / "kernels" / "pipe.cu";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (bool edit : {false, true}) {
+    auto job = std::async(std::launch::async, [&] {
+      return edit ? t_.edit_file("kernels/pipe.cu", "a", "b") : t_.read_file("kernels/pipe.cu");
+    });
+    if (job.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (w >= 0) ::close(w);
+      ADD_FAILURE() << (edit ? "edit_file" : "read_file") << " blocked on a FIFO";
+    }
+    ToolResult r = job.get();
+    EXPECT_TRUE(r.error);
+    EXPECT_EQ(r.text, std::string("error: ") + (edit ? "edit_file" : "read_file") +
+                          ": kernels/pipe.cu is a FIFO, not a regular file; only regular files can be read and edited");
+  }
+}
+
+// Files the tools create belong to the workdir's owner: when anvil is root, the sandboxed shell
+// runs as another user and must be able to edit them.
+TEST_F(FileToolsTest, WhatTheToolsCreateBelongsToTheWorkdirsOwner) {
+  if (geteuid() != 0) GTEST_SKIP() << "only root can give files away";
+  ASSERT_EQ(::chown((root_ / "work").c_str(), 65534, 65534), 0);
+  ASSERT_FALSE(t_.write_file("kernels/deep/new.cu", "// new\n").error);
+  ASSERT_FALSE(t_.edit_file("kernels/deep/new.cu", "new", "newer").error);
+  for (const char* rel : {"kernels/deep", "kernels/deep/new.cu"}) {
+    struct stat st;
+    ASSERT_EQ(::lstat((root_ / "work" / rel).c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 65534u) << rel;
+    EXPECT_EQ(st.st_gid, 65534u) << rel;
+  }
 }
 
 // ---- write_file -------------------------------------------------------------------------------

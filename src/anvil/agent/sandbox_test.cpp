@@ -1,10 +1,13 @@
 // The bash tool's confinement, for both methods (bubblewrap and anvil's own
 // namespaces): the workdir is the only writable place, protected files are
-// read-only, /tmp and /dev/shm are private, /dev is minimal, the anvil cache is
-// hidden, there is no network, the environment is clean, the timeout kills the
-// whole command, output is capped but counted, and a set-up step that fails is
-// reported by name with nothing run. A method is skipped only where it is
-// genuinely unavailable (bwrap not installed; the kernel refusing namespaces).
+// read-only, the shell runs as the sandbox's user when anvil is root, other
+// episodes, the anvil cache and the host's files are out of view while the
+// toolchain (Python, anvil's headers) is there, /tmp and /dev/shm are private,
+// /dev is minimal, there is no network, the environment is clean, the timeout
+// kills the whole command, output is capped but counted. The jail's own tests
+// (util/jail_test.cpp) cover the rest. A method is skipped only where it is
+// genuinely unavailable (bwrap not installed or too old; the kernel refusing
+// namespaces).
 #include "anvil/agent/sandbox.h"
 
 #include <fcntl.h>
@@ -18,11 +21,16 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "anvil/agent/file_tools.h"
+#include "anvil/env/confine.h"
+#include "anvil/env/test_env.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/subprocess.h"
 
 namespace anvil {
 namespace {
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -55,8 +63,10 @@ class SandboxTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     method_ = std::make_unique<ScopedEnv>("ANVIL_SANDBOX", GetParam());
     std::string why;
-    if (sandbox_method(&why).empty()) {
-      if (GetParam() == "bubblewrap" && find_program("bwrap").empty()) GTEST_SKIP() << why;
+    config_ = sandbox_config(test_environment(), &why);
+    ASSERT_NE(config_, nullptr) << why;
+    if (jail_method(*config_, &why).empty()) {
+      if (GetParam() == "bubblewrap" && (find_program("bwrap").empty() || has(why, "older than"))) GTEST_SKIP() << why;
       if (GetParam() == "namespaces" && why.find("unshare(") != std::string::npos) GTEST_SKIP() << why;
       FAIL() << why;
     }
@@ -67,9 +77,14 @@ class SandboxTest : public ::testing::TestWithParam<std::string> {
     fs::create_directories(root_ / "work");
     std::string e;
     write_file_atomic(root_ / "work" / "model.py", "reference\n", &e);
+    give_to_jail(*config_, root_ / "work");
+    own_like(root_ / "work" / "model.py", root_);  // protected: anvil's, not the shell's
     o_.workdir = root_ / "work";
     o_.read_only = {"model.py", "binding.cpp"};  // binding.cpp does not exist: ignored
     o_.timeout = std::chrono::seconds(20);
+    o_.config = config_;
+    o_.toolchain = toolchain_paths(test_environment());
+    o_.hide = {test_environment().cache};
   }
   void TearDown() override { method_.reset(); }
   SandboxResult run(const std::string& cmd) {
@@ -78,12 +93,12 @@ class SandboxTest : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(r.how, GetParam());
     return r;
   }
-  static bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
   std::string unique(const std::string& what) const {
     return "anvil_sandbox_" + what + "_" + GetParam() + "_" + std::to_string(getpid());
   }
 
   std::unique_ptr<ScopedEnv> method_;
+  const JailConfig* config_ = nullptr;
   fs::path root_;
   SandboxOptions o_;
 };
@@ -186,42 +201,85 @@ TEST_P(SandboxTest, HasACleanEnvironment) {
 }
 
 TEST_P(SandboxTest, HidesTheAnvilCache) {
-  // The cache beside the workdir: hidden (an empty directory), not writable.
+  // The cache beside the workdir: not in view at all.
   fs::path cache = root_ / "cache";
   std::string e;
   write_file_atomic(cache / "objects" / "ab" / "key.o", "object\n", &e);
-  {
-    ScopedEnv c("ANVIL_CACHE", cache.string());
-    SandboxResult r = run("ls -A " + cache.string() + "; cat " + cache.string() + "/objects/ab/key.o; touch " +
-                          cache.string() + "/new && echo wrote");
-    EXPECT_FALSE(has(r.output, "objects\n")) << r.output;
-    EXPECT_FALSE(has(r.output, "object\n")) << r.output;
-    EXPECT_FALSE(has(r.output, "wrote")) << r.output;
-    EXPECT_FALSE(fs::exists(cache / "new"));
+  o_.hide = {cache};
+  SandboxResult r = run("ls -A " + cache.string() + "; cat " + cache.string() + "/objects/ab/key.o; echo done");
+  EXPECT_FALSE(has(r.output, "objects\n")) << r.output;
+  EXPECT_FALSE(has(r.output, "object\n")) << r.output;
+  EXPECT_TRUE(has(r.output, "done")) << r.output;
+  // The cache inside the workdir: hidden (an empty directory), not writable.
+  fs::path inner = root_ / "work" / ".cache";
+  write_file_atomic(inner / "x.o", "object\n", &e);
+  o_.hide = {inner};
+  r = run("cat .cache/x.o; touch .cache/new && echo wrote; echo ok > f2 && cat f2");
+  EXPECT_FALSE(has(r.output, "object")) << r.output;
+  EXPECT_FALSE(has(r.output, "wrote")) << r.output;
+  EXPECT_TRUE(has(r.output, "ok\n")) << r.output;
+  EXPECT_FALSE(fs::exists(inner / "new"));
+}
+
+// What the red team read from the agent's shell: /etc/shadow, anvil's source and cache, other
+// episodes' workdirs and trajectories, files under $HOME. None is in view now.
+TEST_P(SandboxTest, OtherEpisodesTheCacheAndTheHostAreOutOfView) {
+  // Not under /tmp (private to the shell anyway): where runs usually are, beside the build.
+  fs::path runs = make_temp_dir(fs::path(ANVIL_TEST_CACHE_DIR).parent_path(), unique("runs"));
+  std::string e;
+  for (const char* ep : {"ep1", "ep2"}) {
+    write_file_atomic(runs / ep / "trajectory.json", "{\"secret\": 1}\n", &e);
+    write_file_atomic(runs / ep / "workdir" / "kernels" / "k.cu", "// secret kernel\n", &e);
   }
-  // The workdir inside the cache (runs that keep workdirs there): it stays
-  // visible and writable, the rest of the cache is hidden.
-  {
-    ScopedEnv c("ANVIL_CACHE", root_.string());
-    SandboxResult r =
-        run("ls -A " + root_.string() + "; echo ok > f && cat f; cat " + cache.string() + "/objects/ab/key.o");
-    EXPECT_TRUE(has(r.output, "ok\n")) << r.output;
-    EXPECT_FALSE(has(r.output, "object\n")) << r.output;
-    EXPECT_EQ(*read_file(root_ / "work" / "f"), "ok\n");
+  give_to_jail(*config_, runs / "ep1" / "workdir");
+  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
+  fs::path marker = fs::path(home) / unique("marker");
+  write_file_atomic(marker, "secret\n", &e);
+  const Environment& env = test_environment();
+  o_.workdir = runs / "ep1" / "workdir";
+  std::vector<fs::path> out_of_view = {runs / "ep1" / "trajectory.json", runs / "ep2", marker, "/etc/shadow",
+                                      env.cache / "objects", env.cache / "env", env.home / "src",
+                                      env.home / "python" / "anvil" / "judge.py", env.home / "CMakeLists.txt",
+                                      env.home / ".git"};
+  std::string cmd;
+  for (const auto& p : out_of_view) cmd += "test -e " + p.string() + " && echo 'visible " + p.string() + "'; ";
+  SandboxResult r = run(cmd + "cat /etc/shadow " + marker.string() + " 2>&1; ls kernels; echo done");
+  fs::remove(marker);
+  remove_tree(runs);
+  EXPECT_TRUE(has(r.output, "k.cu\ndone")) << r.output;  // its own workdir is there
+  EXPECT_FALSE(has(r.output, "visible")) << r.output;
+  EXPECT_FALSE(has(r.output, "secret")) << r.output;
+  EXPECT_FALSE(has(r.output, "root:")) << r.output;
+}
+
+TEST_P(SandboxTest, RunsAsTheSandboxUserAndCanEditWhatTheToolsWrote) {
+  FileTools tools;
+  tools.workdir = o_.workdir;
+  ASSERT_FALSE(tools.write_file("kernels/new.cu", "// written by the tool\n").error);
+  SandboxResult r = run("id -u; echo edited >> kernels/new.cu && touch kernels/other.cu && echo ok");
+  EXPECT_EQ(r.output.substr(0, r.output.find('\n')), std::to_string(jail_uid(*config_))) << r.output;
+  if (geteuid() == 0) {
+    EXPECT_EQ(jail_uid(*config_), 65534u);
   }
-  // The cache inside the workdir: hidden too.
-  {
-    ScopedEnv c("ANVIL_CACHE", (root_ / "work" / ".cache").string());
-    write_file_atomic(root_ / "work" / ".cache" / "x.o", "object\n", &e);
-    SandboxResult r = run("cat .cache/x.o; echo ok > f2 && cat f2");
-    EXPECT_FALSE(has(r.output, "object")) << r.output;
-    EXPECT_TRUE(has(r.output, "ok\n")) << r.output;
-  }
+  EXPECT_TRUE(has(r.output, "ok\n")) << r.output;
+}
+
+// The model runs python and the compilers by hand: the Python prefixes, torch and anvil's
+// headers are in view (read-only).
+TEST_P(SandboxTest, TheToolchainIsThere) {
+  const Environment& env = test_environment();
+  SandboxResult r = run(env.python.string() + " -c 'import sys, numpy; print(\"python\", sys.version_info[0])'; ls " +
+                        (env.anvil_include() / "anvil" / "binding.h").string() + "; touch " +
+                        (env.anvil_include() / "x").string() + " 2>&1 | grep -c Read-only");
+  EXPECT_TRUE(has(r.output, "python 3\n")) << r.output;
+  EXPECT_TRUE(has(r.output, "binding.h\n")) << r.output;
+  EXPECT_TRUE(has(r.output, "1\n")) << r.output;
 }
 
 TEST_P(SandboxTest, WorksWithTheWorkdirUnderTmp) {
   // /tmp is replaced by a private tmpfs: a workdir there must still be the real one.
   fs::path dir = make_temp_dir(fs::temp_directory_path(), unique("wd"));
+  give_to_jail(*config_, dir);
   o_.workdir = dir;
   SandboxResult r = run("echo kept > out.txt && cat out.txt");
   EXPECT_EQ(r.output, "kept\n") << r.error;
@@ -280,76 +338,22 @@ TEST_P(SandboxTest, PassesTheExitCodeThrough) {
   EXPECT_FALSE(r.timed_out);
 }
 
-TEST_P(SandboxTest, ReportsAFailedSetUpAndRunsNothing) {
-  if (GetParam() == "bubblewrap") {
-    // A cache path bwrap cannot hide: /proc/self is this process, which is not in the sandbox's /proc.
-    ScopedEnv c("ANVIL_CACHE", "/proc/self");
-    SandboxResult r = run_sandboxed("echo ran > ran.txt", o_);
-    EXPECT_FALSE(r.started);
-    EXPECT_TRUE(has(r.error, "sandbox: bwrap could not set up the sandbox: bwrap: ")) << r.error;
-    EXPECT_FALSE(fs::exists(root_ / "work" / "ran.txt"));
-    return;
-  }
-  // Namespaces: in a child process, forbid new user namespaces and drop
-  // CAP_SYS_ADMIN, so the sandbox needs one and cannot have it.
-  int pipefd[2];
-  ASSERT_EQ(pipe(pipefd), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(pipefd[0]);
-    auto say = [&](const std::string& s, int code) {
-      (void)!write(pipefd[1], s.data(), s.size());
-      _exit(code);
-    };
-    std::string uid = std::to_string(geteuid()), gid = std::to_string(getegid());
-    if (unshare(CLONE_NEWUSER) != 0) say("cannot make a user namespace for the test", 2);
-    auto put = [](const char* path, const std::string& s) {
-      int fd = open(path, O_WRONLY);
-      bool ok = fd >= 0 && write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size());
-      if (fd >= 0) close(fd);
-      return ok;
-    };
-    if (!put("/proc/self/setgroups", "deny") || !put("/proc/self/uid_map", uid + " " + uid + " 1") ||
-        !put("/proc/self/gid_map", gid + " " + gid + " 1") || !put("/proc/sys/user/max_user_namespaces", "0")) {
-      say("cannot set up the test's user namespace", 2);
-    }
-    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2] = {};
-    if (syscall(SYS_capset, &hdr, data) != 0) say("capset", 2);
-    SandboxResult r = run_sandboxed("echo ran > ran.txt", o_);
-    say(r.error, r.started ? 1 : 0);
-  }
-  close(pipefd[1]);
-  std::string said;
-  char buf[4096];
-  for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
-  close(pipefd[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st));
-  if (WEXITSTATUS(st) == 2) GTEST_SKIP() << said;
-  EXPECT_EQ(WEXITSTATUS(st), 0) << said;
-  EXPECT_EQ(said.rfind("sandbox: unshare(CLONE_NEWUSER): ", 0), 0u) << said;
-  EXPECT_FALSE(fs::exists(root_ / "work" / "ran.txt"));
-}
-
-TEST(SandboxMethod, RefusesAnUnknownMethod) {
-  ScopedEnv m("ANVIL_SANDBOX", "chroot");
-  std::string why;
-  EXPECT_EQ(sandbox_method(&why), "");
-  EXPECT_EQ(why, "ANVIL_SANDBOX=chroot is not a method (bubblewrap or namespaces)");
+TEST(SandboxMethod, RefusesAnUnknownMethodAMissingConfigAndAMissingWorkdir) {
+  std::string err;
+  const JailConfig* config = sandbox_config(test_environment(), &err);
+  ASSERT_NE(config, nullptr) << err;
   SandboxOptions o;
   o.workdir = ANVIL_TEST_CACHE_DIR;
-  SandboxResult r = run_sandboxed("true", o);
-  EXPECT_FALSE(r.started);
-  EXPECT_EQ(r.error, "sandbox: " + why);
-}
-
-TEST(SandboxMethod, RefusesAMissingWorkdir) {
-  std::string why;
-  if (sandbox_method(&why).empty()) GTEST_SKIP() << why;
-  SandboxOptions o;
+  {
+    ScopedEnv m("ANVIL_SANDBOX", "chroot");
+    o.config = config;
+    SandboxResult r = run_sandboxed("true", o);
+    EXPECT_FALSE(r.started);
+    EXPECT_EQ(r.error, "sandbox: ANVIL_SANDBOX=chroot is not a method (bubblewrap or namespaces)");
+  }
+  o.config = nullptr;
+  EXPECT_EQ(run_sandboxed("true", o).error, "sandbox: no configuration given (share/sandbox.json)");
+  o.config = config;
   o.workdir = fs::path(ANVIL_TEST_CACHE_DIR) / "sandbox" / "no-such-dir";
   SandboxResult r = run_sandboxed("true", o);
   EXPECT_FALSE(r.started);

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "anvil/env/build.h"
+#include "anvil/env/confine.h"
 #include "anvil/env/task.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
@@ -53,8 +54,16 @@ std::optional<double> num(const Json& j, const char* key) {
   return j[key].get<double>();
 }
 
+// ncu runs in the jail, without capabilities: where the driver keeps the GPU's performance counters
+// for administrators (NVreg_RestrictProfilingToAdminUsers=1), it cannot profile, so the tool is not
+// offered (the model would only meet ERR_NVGPUCTRPERM).
+bool counters_for_admins_only() {
+  auto params = read_file("/proc/driver/nvidia/params");
+  return params && params->find("RmProfilingAdminOnly: 1") != std::string::npos;
+}
+
 bool ncu_available(const Environment& env) {
-  if (env.gpus.empty()) return false;
+  if (env.gpus.empty() || counters_for_admins_only()) return false;
   std::error_code ec;
   return fs::exists(env.cuda_home / "bin" / "ncu", ec) || !find_program("ncu").empty();
 }
@@ -179,7 +188,8 @@ std::string eval_text(const Json& r, bool timed) {
 
 // ---- the tool box -----------------------------------------------------------------------------
 
-ToolBox::ToolBox(const Environment& env, ToolOptions opts) : env_(env), opts_(std::move(opts)) {
+ToolBox::ToolBox(const Environment& env, ToolOptions opts)
+    : env_(env), opts_(std::move(opts)), config_(sandbox_config(env, &config_error_)), toolchain_(toolchain_paths(env)) {
   files_.workdir = opts_.workdir;
   schemas_ = Json::array();
   schemas_.push_back(fn("bash",
@@ -283,6 +293,12 @@ ToolOutcome ToolBox::call(const std::string& name, const Json& args) {
     out.text = "error: " + name + ": " + bad;
     return out;
   }
+  if (out_of_time()) {
+    out.error = out.out_of_time = true;
+    out.error_kind = "wall_clock";
+    out.text = "error: " + name + " was not run: the episode's wall-clock budget has run out";
+    return out;
+  }
   auto from_file_tool = [&](const ToolResult& r) {
     ToolOutcome o;
     o.text = r.text;
@@ -324,25 +340,48 @@ ToolOutcome ToolBox::call(const std::string& name, const Json& args) {
   }
   out.text = valid_utf8(cut_text(out.text, opts_.max_output * 2 / 3, opts_.max_output / 3));
   out.seconds = since(t0);
+  out.out_of_time = out.out_of_time || out_of_time();
   return out;
 }
 
+bool ToolBox::out_of_time() const { return opts_.deadline && Clock::now() >= *opts_.deadline; }
+
+std::chrono::milliseconds ToolBox::capped(std::chrono::milliseconds limit, bool* cut) const {
+  *cut = false;
+  if (!opts_.deadline) return limit;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*opts_.deadline - Clock::now());
+  if (left >= limit) return limit;
+  *cut = true;
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
 ToolOutcome ToolBox::bash(const Json& a) {
+  ToolOutcome out;
+  if (!config_) {
+    out.error = true;
+    out.error_kind = "tool_error";
+    out.text = "error: the command could not run: sandbox: " + config_error_;
+    return out;
+  }
   SandboxOptions so;
   so.workdir = opts_.workdir;
   long t = a.value("timeout_s", static_cast<long>(opts_.bash_timeout.count() / 1000));
-  so.timeout = std::chrono::seconds(std::clamp(t, 1L, 600L));
+  bool cut = false;
+  so.timeout = capped(std::chrono::seconds(std::clamp(t, 1L, 600L)), &cut);
   so.max_output = 1 << 20;
   so.read_only = files_.protected_files;
+  so.config = config_;
+  so.toolchain = toolchain_;
+  so.hide = {env_.cache};
   SandboxResult r = run_sandboxed(a["command"].get<std::string>(), so);
-  ToolOutcome out;
   if (!r.started) {
     out.error = true;
     out.error_kind = "tool_error";
     out.text = "error: the command could not run: " + r.error;
     return out;
   }
-  std::string status = r.timed_out ? "killed after " + std::to_string(so.timeout.count() / 1000) + " s (timeout)"
+  std::string status = r.timed_out && cut ? "killed: the episode's wall-clock budget ran out"
+                       : r.timed_out ? "killed after " + std::to_string(so.timeout.count() / 1000) + " s (timeout)"
                        : r.signal  ? "killed by signal " + std::to_string(r.signal)
                                    : "exit code " + std::to_string(r.exit_code);
   std::string body = r.output;
@@ -356,6 +395,7 @@ ToolOutcome ToolBox::bash(const Json& a) {
   // A failing command is a result the model reads, not a failed call.
   out.detail = {{"exit_code", r.exit_code}, {"timed_out", r.timed_out}, {"output_bytes", r.output_bytes},
                 {"sandbox", r.how}};
+  out.out_of_time = r.timed_out && cut;
   return out;
 }
 
@@ -363,7 +403,9 @@ ToolOutcome ToolBox::compile(const Json&) {
   ToolOutcome out;
   int slot = opts_.builds ? opts_.builds->acquire() : -1;
   Slots::Hold hold{opts_.builds, slot};
-  BuildReport r = build_workdir(env_, opts_.workdir, opts_.eval.build);
+  BuildOptions bo = opts_.eval.build;
+  bo.deadline = opts_.deadline;
+  BuildReport r = build_workdir(env_, opts_.workdir, bo);
   if (r.ok) {
     out.text = "compiled: " + std::to_string(r.units.size()) + " units (" + std::to_string(r.compiled()) +
                " compiled, the rest cached), " + r.mode + " mode, for " + r.device + (r.arch.empty() ? "" : " " + r.arch) +
@@ -386,6 +428,11 @@ ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
   int gpu = opts_.gpus ? opts_.gpus->acquire() : -1;
   Slots::Hold hold{opts_.gpus, gpu};
   if (gpu >= 0) o.gpu = gpu;
+  // The evaluation's own timeouts and the build's units stop at the episode's wall clock.
+  bool cut = false;
+  o.timeout = std::chrono::duration_cast<std::chrono::seconds>(capped(o.timeout, &cut));
+  if (o.timeout.count() < 1) o.timeout = std::chrono::seconds(1);
+  o.build.deadline = opts_.deadline;
   EvalResult r = evaluate(env_, o);
   if (!r.evaluated) {
     out.error = true;
@@ -399,6 +446,34 @@ ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
     for (const char* k : {"candidate_ms", "eager_ms", "compile_ms"}) out.detail[k] = r.json["timing"].value(k, Json());
   }
   return out;
+}
+
+// ncu and the candidate's code it runs, in the jail: the workdir and the task's copy read-only,
+// the GPU, the toolchain (Python, CUDA, anvil's python/), a private /tmp and /dev/shm (ncu keeps
+// its lock and its inter-process buffers there), no network.
+JailResult ToolBox::run_ncu(const std::vector<std::string>& argv, const fs::path& task_dir, int gpu) {
+  JailResult r;
+  if (!config_) {
+    r.error = "sandbox: " + config_error_;
+    return r;
+  }
+  JailOptions j;
+  j.config = config_;
+  j.cwd = opts_.workdir;
+  j.binds = {{opts_.workdir, false}, {task_dir, false}};
+  j.toolchain = toolchain_;
+  j.toolchain.push_back(env_.home / "python");  // anvil.ncu_target
+  j.hide = {env_.cache};
+  j.gpu = true;
+  j.env = tool_environment();
+  const char* pp = std::getenv("PYTHONPATH");
+  j.env.push_back("PYTHONPATH=" + (env_.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : ""));
+  j.env.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(gpu));
+  bool cut = false;
+  j.timeout = capped(std::chrono::seconds(300), &cut);
+  j.merge_stderr = false;
+  j.max_output = 16 << 20;
+  return run_jailed(argv, j);
 }
 
 // Nsight Compute on one forward call (python -m anvil.ncu_target), summarised per kernel.
@@ -427,19 +502,11 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
   for (const char* m : kMetrics) metrics += std::string(metrics.empty() ? "" : ",") + m;
   int gpu = opts_.gpus ? opts_.gpus->acquire() : -1;
   Slots::Hold hold{opts_.gpus, gpu};
-  SubprocessOptions so;
-  so.cwd = opts_.workdir;
-  so.timeout = std::chrono::seconds(300);
-  so.merge_stderr = false;
-  so.new_network = network_isolation_available();
-  const char* pp = std::getenv("PYTHONPATH");
-  so.env["PYTHONPATH"] = (env_.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
-  so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(gpu >= 0 ? gpu : opts_.eval.gpu);
-  fs::path task_copy = make_temp_dir(env_.cache / "tmp", "ncu") / "model.py";
+  fs::path task_dir = make_temp_dir(env_.cache / "tmp", "ncu");
   struct Cleanup {
     fs::path dir;
     ~Cleanup() { remove_tree(dir); }
-  } cleanup{task_copy.parent_path()};
+  } cleanup{task_dir};
   auto task = load_task(env_, opts_.task, &out.text);
   if (!task) {
     out.error = true;
@@ -447,15 +514,20 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
     return out;
   }
   std::string err;
-  write_file_atomic(task_copy, task->code, &err);
+  fs::permissions(task_dir, fs::perms(0755));  // read by the jail's user
+  write_file_atomic(task_dir / "model.py", task->code, &err, 0644);
   std::vector<std::string> argv = {ncu.string(), "--csv", "--page", "raw", "--profile-from-start", "off",
                                    "--target-processes", "all", "--metrics", metrics, env_.python.string(), "-m",
-                                   "anvil.ncu_target", task_copy.string(), opts_.workdir.string()};
-  SubprocessResult r = run_subprocess(argv, so);
+                                   "anvil.ncu_target", (task_dir / "model.py").string(), opts_.workdir.string()};
+  JailResult r = run_ncu(argv, task_dir, gpu >= 0 ? gpu : opts_.eval.gpu);
   if (!r.ok() || r.output.find("\"ID\"") == std::string::npos) {
     out.error = true;
     out.error_kind = "tool_error";
     out.text = "ncu_profile failed (" + r.describe() + "):\n" + tail_lines(r.err_output + "\n" + r.output, 20);
+    if (out.text.find("ERR_NVGPUCTRPERM") != std::string::npos) {
+      out.text += "\n(this host keeps the GPU's performance counters for administrators; ncu_profile runs "
+                  "unprivileged, so it cannot profile here: use profile instead)";
+    }
     return out;
   }
   // The CSV: a header row of column names, a row of units, then one row per kernel.

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,12 +63,16 @@ struct ToolOptions {
   bool ncu = true;                     // offer ncu_profile when possible
   Slots* gpus = nullptr;               // evaluations take one (its id is the GPU index); null: no queue
   Slots* builds = nullptr;             // compile takes one; null: no queue
+  // The episode's wall clock: no tool call runs past it (each call's timeout is at most what is
+  // left, and a call made after it runs nothing).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 struct ToolOutcome {
   std::string text;          // the tool message's content
   bool error = false;        // the call failed (bad arguments, tool error)
-  std::string error_kind;    // bad_arguments | tool_error | refused
+  std::string error_kind;    // bad_arguments | tool_error | refused | wall_clock
+  bool out_of_time = false;  // the episode's wall clock ran out before or during the call
   bool finish = false;       // the finish tool was called
   nlohmann::json detail;     // machine-readable extras for the trajectory (an eval result's summary, ...)
   double seconds = 0;
@@ -90,15 +95,23 @@ class ToolBox {
   void restore(const nlohmann::json& state);
 
   const ToolOptions& options() const { return opts_; }
+  void set_deadline(std::chrono::steady_clock::time_point t) { opts_.deadline = t; }
 
  private:
   ToolOutcome bash(const nlohmann::json& a);
   ToolOutcome compile(const nlohmann::json& a);
   ToolOutcome evaluate_tool(const nlohmann::json& a, bool timed);
   ToolOutcome ncu_profile(const nlohmann::json& a);
+  JailResult run_ncu(const std::vector<std::string>& argv, const std::filesystem::path& task_dir, int gpu);
+  // The shorter of `limit` and what is left of the episode's wall clock (*cut: the clock's).
+  std::chrono::milliseconds capped(std::chrono::milliseconds limit, bool* cut) const;
+  bool out_of_time() const;
 
   const Environment& env_;
   ToolOptions opts_;
+  std::string config_error_;
+  const JailConfig* config_;               // share/sandbox.json (null: every jailed tool says why)
+  std::vector<std::filesystem::path> toolchain_;  // read-only in the shell's and ncu's jails
   FileTools files_;
   TodoList todos_;
   nlohmann::json schemas_;

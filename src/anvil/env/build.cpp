@@ -14,6 +14,7 @@
 // fingerprint covers them by version.
 #include "anvil/env/build.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,7 +27,9 @@
 #include <set>
 #include <thread>
 
+#include "anvil/env/confine.h"
 #include "anvil/env/diagnostics.h"
+#include "anvil/env/flags.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
@@ -88,7 +91,10 @@ struct UnitState {
 
 class Builder {
  public:
-  Builder(const Environment& env, const BuildOptions& opts) : env_(env), opts_(opts) {}
+  Builder(const Environment& env, const BuildOptions& opts)
+      : env_(env), opts_(opts), config_(sandbox_config(env, &config_error_)), toolchain_(toolchain_paths(env)) {
+    toolchain_.push_back(env.share());  // anvil's fixed sources (binding.cpp, the runtime's)
+  }
 
   // Paths of the cache.
   fs::path objects() const { return env_.cache / "objects"; }
@@ -96,11 +102,14 @@ class Builder {
   fs::path modules() const { return env_.cache / "modules"; }
   fs::path locks() const { return env_.cache / "locks"; }
   fs::path tmp() const { return env_.cache / "tmp"; }
-  fs::path runtime_dir() const { return env_.cache / "runtime" / runtime_key_; }
+  fs::path runtime_dir() const { return anvil::runtime_dir(env_); }
 
   const Environment& env_;
   const BuildOptions& opts_;
-  std::string runtime_key_;
+  std::string config_error_;
+  const JailConfig* config_;
+  std::vector<fs::path> toolchain_;
+  std::string jail_error_;  // the first time the jail could not be set up (an environment error)
   std::mutex mu_;
   std::map<std::string, std::optional<std::string>> hash_memo_;
   std::string log_;
@@ -237,21 +246,80 @@ class Builder {
     write_file_atomic(manifest_path(st.base), kept.dump(), &err);
   }
 
+  // A unit's wall-clock limit: 10 minutes, or what is left before the deadline (at least 1 ms).
+  std::chrono::milliseconds unit_timeout(bool* cut) const {
+    auto t = std::chrono::duration_cast<std::chrono::milliseconds>(kCompileTimeout);
+    *cut = false;
+    if (opts_.deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*opts_.deadline - Clock::now());
+      if (left < t) {
+        t = std::max(left, std::chrono::milliseconds(1));
+        *cut = true;
+      }
+    }
+    return t;
+  }
+
+  // Runs a compiler or the linker in the jail: the toolchain read-only, `binds` as given, the
+  // anvil cache out of view, a clean environment, the per-unit limits.
+  JailResult run_tool(const std::vector<std::string>& argv, const fs::path& cwd, std::vector<JailBind> binds,
+                      bool* deadline_cut) {
+    if (opts_.verbose) log("$ " + join(argv, " "));
+    JailResult r;
+    if (!config_) {
+      r.error = "sandbox: " + config_error_;
+    } else {
+      JailOptions j;
+      j.config = config_;
+      j.cwd = cwd.empty() ? fs::path("/") : cwd;
+      j.binds = std::move(binds);
+      j.toolchain = toolchain_;
+      j.hide = {env_.cache};
+      j.env = tool_environment();
+      j.timeout = unit_timeout(deadline_cut);
+      j.max_output = 16 << 20;
+      j.limits = {opts_.memory_limit, static_cast<uint64_t>(std::chrono::seconds(kCompileTimeout).count()),
+                  opts_.file_size_limit};
+      r = run_jailed(argv, j);
+    }
+    if (!r.started) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (jail_error_.empty()) jail_error_ = r.error;
+    }
+    return r;
+  }
+
+  // A directory a jailed tool writes: its user's while it runs, anvil's again after.
+  fs::path tool_dir(const std::string& prefix) {
+    fs::path d = make_temp_dir(tmp(), prefix);
+    if (config_) give_to_jail(*config_, d);
+    return d;
+  }
+  static void take_back(const fs::path& dir) {
+    if (geteuid() == 0) set_owner(dir, geteuid(), getegid());
+  }
+
   // Materializes the stage once (only on a miss).
   fs::path stage(const Plan& plan, std::string* err) {
     std::call_once(stage_once_, [&] {
       try {
         stage_dir_ = make_temp_dir(tmp(), "stage");
-        for (const auto& rel : plan.stage_files) {
-          fs::create_directories((stage_dir_ / rel).parent_path());
-          std::string e;
-          auto data = read_file(plan.root / rel);
-          if (!data || !write_file_atomic(stage_dir_ / rel, *data, &e)) stage_error_ = "cannot stage " + rel + e;
-        }
-        for (const auto& [rel, pristine] : plan.overlay) {
-          std::string e;
-          if (!copy_file_atomic(pristine, stage_dir_ / rel, &e)) stage_error_ = e;
-        }
+        fs::permissions(stage_dir_, fs::perms(0755));  // the jailed compiler reads it as its own user
+        auto put = [&](const std::string& rel, const fs::path& from) {
+          // Regular files of bounded size only (scan_workdir said which); a symlink inside the
+          // workdir is read at its (checked) target.
+          std::error_code ec;
+          fs::path real = fs::is_symlink(from, ec) ? fs::canonical(from, ec) : from;
+          std::string why, e;
+          auto data = read_regular(real, kMaxCandidateFileBytes, &why);
+          if (!data) {
+            stage_error_ = "cannot stage " + rel + ": it " + why;
+          } else if (!write_file_atomic(stage_dir_ / rel, *data, &e, 0644)) {
+            stage_error_ = "cannot stage " + rel + ": " + e;
+          }
+        };
+        for (const auto& rel : plan.stage_files) put(rel, plan.root / rel);
+        for (const auto& [rel, pristine] : plan.overlay) put(rel, pristine);
       } catch (const std::exception& e) {
         stage_error_ = e.what();
       }
@@ -260,36 +328,54 @@ class Builder {
     return stage_dir_;
   }
 
-  // Compiles one unit (cache miss). Returns false with the compiler output.
-  bool compile(const Plan& plan, const Unit& u, UnitState* st, std::string* output) {
+  // Compiles one unit (cache miss) in the jail: the stage read-only, its own output directory
+  // writable. Returns false with the compiler's output, or with *stopped saying which limit
+  // ended it ("kernels/a.cu: the compiler was stopped: it used more than 8 GiB of memory ...").
+  bool compile(const Plan& plan, const Unit& u, UnitState* st, std::string* output, std::string* stopped) {
     std::string err;
     fs::path cwd;
+    std::vector<JailBind> binds;
     if (!u.fixed) {
       cwd = stage(plan, &err);
       if (!err.empty()) {
         *output = "staging failed: " + err;
         return false;
       }
+      binds.push_back({cwd, false});
     }
-    fs::path work = make_temp_dir(tmp(), "cc");
+    fs::path work = tool_dir("cc");
+    binds.push_back({work, true});
     fs::path obj = work / "out.o", dep = work / "out.d";
     std::vector<std::string> argv;
     argv.push_back(u.is_cuda ? env_.nvcc.path.string() : env_.cxx.path.string());
     argv.insert(argv.end(), u.flags.begin(), u.flags.end());
     argv.insert(argv.end(), {"-c", u.rel, "-o", obj.string(), "-MD", "-MF", dep.string()});
-    if (opts_.verbose) log("$ " + join(argv, " "));
-    SubprocessOptions so;
-    so.cwd = cwd;
-    so.timeout = kCompileTimeout;
-    SubprocessResult r = run_subprocess(argv, so);
+    bool cut = false;
+    JailResult r = run_tool(argv, cwd, std::move(binds), &cut);
+    take_back(work);
     *output = r.output;
     if (!r.ok()) {
-      if (!r.started || r.timed_out || r.signal) *output += "\n" + u.rel + ": compiler " + r.describe() + "\n";
+      *stopped = stopped_by_limit(u.fixed ? fs::path(u.rel).filename().string() : u.rel, r, cut);
+      if (stopped->empty() && (!r.started || r.timed_out || r.signal)) *output += "\n" + u.rel + ": compiler " + r.describe() + "\n";
       remove_tree(work);
       return false;
     }
-    // Candidate headers: relative paths (inside the stage) and absolute ones
-    // outside the environment.
+    record_deps(u, cwd, dep, st);
+    st->object = object_key(st->base, st->deps);
+    fs::path dest = object_path(st->object);
+    fs::create_directories(dest.parent_path());
+    if (::rename(obj.c_str(), dest.c_str()) != 0) {
+      std::string e;
+      copy_file_atomic(obj, dest, &e);
+    }
+    remove_tree(work);
+    store_manifest(*st);
+    return true;
+  }
+
+  // Candidate headers from the depfile: relative paths (inside the stage) and absolute ones
+  // outside the environment, with their content hashes; and the libraries they call for.
+  void record_deps(const Unit& u, const fs::path& cwd, const fs::path& dep, UnitState* st) {
     st->deps.clear();
     st->libs.clear();
     auto deptext = read_file(dep);
@@ -308,16 +394,51 @@ class Builder {
     }
     std::sort(st->libs.begin(), st->libs.end());
     st->libs.erase(std::unique(st->libs.begin(), st->libs.end()), st->libs.end());
-    st->object = object_key(st->base, st->deps);
-    fs::path dest = object_path(st->object);
-    fs::create_directories(dest.parent_path());
-    if (::rename(obj.c_str(), dest.c_str()) != 0) {
-      std::string e;
-      copy_file_atomic(obj, dest, &e);
+  }
+
+  // Which limit stopped a tool, as a line a model can act on; "" when none did.
+  std::string stopped_by_limit(const std::string& what, const JailResult& r, bool deadline_cut) const {
+    int sig = r.signal ? r.signal : r.exit_code > 128 ? r.exit_code - 128 : 0;
+    auto has = [&](const char* s) { return r.output.find(s) != std::string::npos; };
+    std::string why;
+    if (!r.started) {
+      return "";
+    } else if (r.timed_out) {
+      why = deadline_cut ? "the time left for this episode ran out"
+                         : "it ran longer than " + std::to_string(kCompileTimeout.count()) + " minutes";
+    } else if (out_of_memory(r.output)) {
+      why = "it used more than " + limit_text(opts_.memory_limit) + " of memory (an #include of a device or a huge file?)";
+    } else if (sig == SIGXFSZ || has("File size limit exceeded")) {
+      why = "it wrote a file larger than " + limit_text(opts_.file_size_limit);
+    } else if (sig == SIGXCPU || has("CPU time limit exceeded")) {
+      why = "it used more than " + std::to_string(std::chrono::seconds(kCompileTimeout).count()) + " s of CPU time";
+    } else {
+      return "";
     }
-    remove_tree(work);
-    store_manifest(*st);
-    return true;
+    return what + ": the compiler was stopped: " + why;
+  }
+
+  // Whether a tool said it ran out of memory ("cc1plus: out of memory allocating ...", "virtual
+  // memory exhausted", cicc's "Out of memory"). Only the output's last lines are read, as plain
+  // text: a compiler's output can be megabytes long.
+  static bool out_of_memory(const std::string& output) {
+    static const char* kTools[] = {"cc1plus", "cc1:", "cicc", "ptxas", "cudafe++", "nvcc", "g++", "c++", "ld:",
+                                   "collect2", "as:", "virtual memory exhausted"};
+    static const char* kSaid[] = {"out of memory", "Out of memory", "memory exhausted", "Cannot allocate memory",
+                                  "std::bad_alloc"};
+    for (const auto& line : split_lines(output.substr(output.size() > 65536 ? output.size() - 65536 : 0))) {
+      bool tool = std::any_of(std::begin(kTools), std::end(kTools), [&](const char* t) { return starts_with(line, t); });
+      bool said = std::any_of(std::begin(kSaid), std::end(kSaid),
+                              [&](const char* m) { return line.find(m) != std::string::npos; });
+      if (tool && said) return true;
+    }
+    return false;
+  }
+
+  static std::string limit_text(uint64_t bytes) {
+    if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
+    if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+    return human_size(bytes);
   }
 
   ~Builder() {
@@ -380,7 +501,7 @@ bool ensure_artifact(Builder& b, const fs::path& out, const std::string& what,
   auto t0 = Clock::now();
   FileLock lock(b.locks() / ("runtime-" + sha256_hex(out.string()).substr(0, 24) + ".lock"));
   if (fs::exists(out, ec)) return true;
-  fs::path work = make_temp_dir(b.tmp(), "rt");
+  fs::path work = b.tool_dir("rt");
   struct Timer {
     Clock::time_point t0;
     double* out;
@@ -412,6 +533,12 @@ std::string compat_pch_header(bool cuda) {
 }
 
 }  // namespace
+
+fs::path runtime_dir(const Environment& env) {
+  Hasher rk;
+  rk.add("format", kRuntimeFormat).add("env", env.fingerprint);
+  return env.cache / "runtime" / rk.hex().substr(0, 32);
+}
 
 // Make-style depfile: "target: a b \\\n c". Returns the listed paths.
 std::vector<std::string> parse_depfile(const std::string& text) {
@@ -503,9 +630,6 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
   double pch_seconds = 0, runtime_seconds = 0;
   std::string setup_log;
   std::atomic<bool> pch_failed{false};  // anvil's environment is at fault, not the candidate
-  Hasher rk;
-  rk.add("format", kRuntimeFormat).add("env", env.fingerprint);
-  b.runtime_key_ = rk.hex().substr(0, 32);
   std::mutex setup_mu;
   auto make_pch = [&](const std::string& name, const std::string& header, const std::vector<std::string>& flags) {
     fs::path out = b.runtime_dir() / (name + ".gch");
@@ -518,9 +642,9 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       std::vector<std::string> argv = {env.cxx.path.string()};
       argv.insert(argv.end(), flags.begin(), flags.end());
       argv.insert(argv.end(), {"-x", "c++-header", (work / name).string(), "-o", (work / (name + ".gch")).string()});
-      SubprocessOptions so;
-      so.timeout = kCompileTimeout;
-      SubprocessResult r = run_subprocess(argv, so);
+      bool cut = false;
+      JailResult r = b.run_tool(argv, "", {{work, true}}, &cut);
+      Builder::take_back(work);
       if (!r.ok()) *log += "precompiling " + name + " failed (" + r.describe() + "):\n" + r.output;
       return r.ok();
     }, &log_here, &seconds_here);
@@ -590,9 +714,9 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
           argv.push_back("-L" + env.cuda_lib().string());
           argv.push_back("-lcudart");
         }
-        SubprocessOptions so;
-        so.timeout = kCompileTimeout;
-        SubprocessResult r = run_subprocess(argv, so);
+        bool cut = false;
+        JailResult r = b.run_tool(argv, "", {{work, true}}, &cut);
+        Builder::take_back(work);
         if (!r.ok()) *log += "building anvil's torch runtime failed (" + r.describe() + "):\n" + r.output;
         return r.ok();
       }, &rlog, &runtime_seconds);
@@ -603,6 +727,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
   // Compile (or find) every unit in parallel.
   std::vector<UnitState> states(plan.units.size());
   std::vector<std::string> outputs(plan.units.size());
+  std::vector<std::string> stopped(plan.units.size());  // a unit a limit stopped: the line that says which
   report.units.resize(plan.units.size());
   std::vector<std::function<void()>> jobs;
   for (size_t i = 0; i < plan.units.size(); ++i) {
@@ -625,7 +750,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
           pch_failed = true;
           outputs[i] = u.rel + ": precompiling torch headers failed (see the log)\n";
         } else {
-          ur.ok = b.compile(plan, u, &st, &outputs[i]);
+          ur.ok = b.compile(plan, u, &st, &outputs[i], &stopped[i]);
         }
       }
       ur.seconds = since(tu);
@@ -680,9 +805,17 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
     if (!ur.ok) ur.explain = "failed to compile";
   }
 
-  std::string raw;
+  // A unit stopped by a limit is said in one line of its own; what the compiler printed on the
+  // way (an #include of /dev/zero: megabytes of noise) goes to the full log only.
+  std::string raw, stops;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!report.units[i].ok) raw += outputs[i];
+    if (report.units[i].ok) continue;
+    if (stopped[i].empty()) {
+      raw += outputs[i];
+    } else {
+      stops += stopped[i] + "\n";
+      b.log(stopped[i] + "\n" + tail_lines(outputs[i], 20));
+    }
   }
   bool units_ok = true;
   for (const auto& u : report.units) units_ok &= u.ok;
@@ -723,16 +856,19 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       report.link_cached = true;
       report.link_explain = prev_module == mkey ? "up to date (cached)" : "found in the cache (linked before)";
     } else {
-      fs::path work = make_temp_dir(b.tmp(), "link");
+      fs::path work = b.tool_dir("link");
       std::vector<std::string> argv = {env.cxx.path.string(), "-shared", kKeepStaticSymbolsLocal, "-o",
                                        (work / (plan.module_name + ".so")).string()};
-      for (const auto& st : states) argv.push_back(b.object_path(st.object).string());
+      std::vector<JailBind> binds = {{work, true}};
+      for (const auto& st : states) {
+        argv.push_back(b.object_path(st.object).string());
+        binds.push_back({b.object_path(st.object), false});
+      }
       argv.insert(argv.end(), link.begin(), link.end());
-      if (b.opts_.verbose) b.log("$ " + join(argv, " "));
-      SubprocessOptions so;
-      so.timeout = kCompileTimeout;
       auto tl = Clock::now();
-      SubprocessResult r = run_subprocess(argv, so);
+      bool cut = false;
+      JailResult r = b.run_tool(argv, "", std::move(binds), &cut);
+      Builder::take_back(work);
       if (r.ok()) {
         fs::create_directories(mdir.parent_path(), ec);
         if (::rename(work.c_str(), mdir.c_str()) != 0 && !fs::exists(module_cached, ec)) {
@@ -743,7 +879,12 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
                               (prev_module.empty() ? "" : prev_module == mkey ? " (cache was cleared)"
                                                                               : " (objects or link flags changed)");
       } else {
-        raw += r.output + "\nlink: " + r.describe() + "\n";
+        std::string line = b.stopped_by_limit("link", r, cut);
+        if (line.empty()) {
+          raw += r.output + "\nlink: " + r.describe() + "\n";
+        } else {
+          stops += line + "\n";
+        }
         units_ok = false;
         report.link_explain = "link failed";
       }
@@ -779,7 +920,11 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       report.module = module_out;
     }
   } else if (report.error_kind.empty()) {
-    if (pch_failed) {
+    if (!b.jail_error_.empty()) {
+      // Not the candidate's fault: the compilers could not be confined here, so none ran.
+      report.error_kind = "environment_error";
+      report.error = "cannot run the compilers confined: " + b.jail_error_;
+    } else if (pch_failed) {
       report.error_kind = "environment_error";
       report.error = "could not precompile torch headers; see " + log_path.string();
       report.diagnostics = tail_lines(setup_log, 20);
@@ -788,7 +933,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       DiagnosticOptions dopt;
       dopt.strip_prefixes = {b.stage_dir_.string(), b.tmp().string()};
       dopt.full_log = log_path.empty() ? "" : log_path.string();
-      report.diagnostics = format_diagnostics(raw, dopt);
+      report.diagnostics = stops + format_diagnostics(raw, dopt);
       report.error = "the candidate does not compile";
     }
   }
@@ -811,6 +956,55 @@ BuildReport environment_error(BuildReport r, const std::string& msg) {
   r.error_kind = "environment_error";
   r.error = msg;
   return r;
+}
+
+// anvil writes its record and log into DIR/build: a symlink there would send those writes
+// elsewhere (as root, anywhere), so anything but a real directory is refused.
+std::string check_build_dir(const fs::path& build_dir) {
+  std::error_code ec;
+  auto st = fs::symlink_status(build_dir, ec);
+  if (ec || !fs::exists(st) || fs::is_directory(st)) return "";
+  if (fs::is_symlink(st)) {
+    return "build is a symbolic link (to " + fs::read_symlink(build_dir, ec).string() +
+           "); anvil keeps its build log and record in build/: remove the link (rm build)";
+  }
+  return "build is not a directory; anvil keeps its build log and record in build/: remove it";
+}
+
+// load_inline's extra flags through the allow-list (flags.h): *out holds what passes; false with
+// the refusal as a workdir_error (the candidate's to fix; the message names the flag).
+bool check_spec_flags(const Environment& env, const SourcesSpec& spec, SourcesSpec* out, BuildReport* report) {
+  std::vector<std::string> dirs;
+  std::string err;
+  if (const JailConfig* c = sandbox_config(env, &err)) dirs = c->system_dirs;
+  for (const auto& p : toolchain_paths(env)) {
+    std::error_code ec;
+    dirs.push_back(p.lexically_normal().string());
+    fs::path real = fs::canonical(p, ec);
+    if (!ec) dirs.push_back(real.string());
+  }
+  struct Part {
+    FlagKind kind;
+    const std::vector<std::string>& given;
+    std::vector<std::string>& kept;
+  };
+  for (const Part& part : {Part{FlagKind::Host, spec.cflags, out->cflags}, Part{FlagKind::Cuda, spec.cuda_cflags, out->cuda_cflags},
+                           Part{FlagKind::Link, spec.ldflags, out->ldflags},
+                           Part{FlagKind::IncludeDir, spec.include_dirs, out->include_dirs}}) {
+    FlagCheck c = check_flags(part.kind, part.given, dirs);
+    if (!c.ok()) {
+      report->error_kind = "workdir_error";
+      report->error = c.error;
+      return false;
+    }
+    part.kept = c.flags;
+    for (const auto& f : c.ignored) {
+      report->warnings.push_back(std::string(flag_kind_name(part.kind)) + ": ignored " + f +
+                                 ": anvil builds for the GPU it judges on" +
+                                 (report->arch.empty() ? "" : " (" + report->arch + ")"));
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -903,10 +1097,19 @@ BuildReport build_workdir(const Environment& env, const fs::path& dir, const Bui
   }
   Builder b(env, opts);
   fs::path build_dir = w.dir / "build";
+  if (std::string e = check_build_dir(build_dir); !e.empty()) {
+    report.error_kind = "workdir_error";
+    report.error = e;
+    return report;
+  }
   std::error_code ec;
   fs::create_directories(build_dir, ec);
   report = run_plan(b, plan, w.dir / (plan.module_name + ".so"), build_dir / "anvil-build.json",
                     build_dir / "build.log", report);
+  // What anvil wrote into the workdir belongs to the workdir's owner (an agent's shell edits it).
+  for (const fs::path& p : {build_dir, build_dir / "anvil-build.json", build_dir / "build.log", report.module}) {
+    if (!p.empty()) own_like(p, w.dir);
+  }
   report.seconds = since(t0);
   if (!opts.explain) {
     for (auto& u : report.units) u.explain.clear();
@@ -938,31 +1141,42 @@ BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const
     report.arch = resolve_arch(env, opts, &report.warnings);
     if (!gencode_flags(report.arch, &gencode, &err)) return environment_error(report, err);
   }
+  SourcesSpec checked;
+  if (!check_spec_flags(env, spec, &checked, &report)) return report;
   auto torch_flags = torch_compile_flags(env, spec.name);
   for (const auto& src : spec.sources) {
+    // Staged like a workdir's kernels (read-only in the compiler's jail), by file name, so
+    // messages read "main.cpp:3: ..." and nothing beside the sources is in view.
+    std::string rel = src.filename().string();
     std::error_code ec;
-    if (!fs::exists(src, ec)) {
+    auto st = fs::status(src, ec);
+    if (ec || !fs::is_regular_file(st)) {
       report.error_kind = "workdir_error";
-      report.error = "source " + src.string() + " does not exist";
+      report.error = "source " + src.string() + (ec ? " does not exist" : " is not a regular file");
       return report;
     }
+    if (std::string e = candidate_file_too_large(rel, fs::file_size(src, ec)); !e.empty() || plan.overlay.count(rel)) {
+      report.error_kind = "workdir_error";
+      report.error = !e.empty() ? e : "two sources are named " + rel + "; give them different names";
+      return report;
+    }
+    plan.overlay[rel] = fs::absolute(src);
     Unit u;
-    u.rel = fs::absolute(src).string();
-    u.read_path = u.rel;
+    u.rel = rel;
+    u.read_path = fs::absolute(src);
     u.is_cuda = src.extension() == ".cu";
     if (u.is_cuda) {
       u.flags = nvcc_flags(env, gencode);
       u.flags.insert(u.flags.end(), torch_flags.begin(), torch_flags.end());
-      u.flags.insert(u.flags.end(), spec.cuda_cflags.begin(), spec.cuda_cflags.end());
+      u.flags.insert(u.flags.end(), checked.cuda_cflags.begin(), checked.cuda_cflags.end());
     } else {
       u.flags = host_flags(env, plan.cuda, "-O2");
       u.flags.insert(u.flags.end(), torch_flags.begin(), torch_flags.end());
-      u.flags.insert(u.flags.end(), spec.cflags.begin(), spec.cflags.end());
+      u.flags.insert(u.flags.end(), checked.cflags.begin(), checked.cflags.end());
       u.flags.push_back("@extension_pch.h");
     }
-    for (const auto& inc : spec.include_dirs) u.flags.push_back("-I" + inc);
-    u.fixed = true;  // absolute paths: compiled in place, no stage
-    u.key_path = src.filename().string();  // load_inline writes to a fresh temp dir each time
+    for (const auto& inc : checked.include_dirs) u.flags.push_back("-I" + inc);
+    u.key_path = rel;  // load_inline writes to a fresh temp dir each time
     plan.units.push_back(u);
   }
   plan.link_flags = torch_link_flags(env);
@@ -970,7 +1184,7 @@ BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const
     plan.link_flags.push_back("-L" + env.cuda_lib().string());
     plan.link_flags.push_back("-lcudart");
   }
-  plan.link_flags.insert(plan.link_flags.end(), spec.ldflags.begin(), spec.ldflags.end());
+  plan.link_flags.insert(plan.link_flags.end(), checked.ldflags.begin(), checked.ldflags.end());
   Builder b(env, opts);
   std::error_code ec;
   fs::create_directories(spec.out_dir, ec);

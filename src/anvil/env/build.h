@@ -7,8 +7,11 @@
 // recompiles that file and relinks. See ARCHITECTURE.md for the cache layout.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,12 @@ struct BuildOptions {
   unsigned jobs = 0;   // parallel compiles; 0: the number of cores
   bool explain = false;  // say why each unit was (re)built
   bool verbose = false;  // keep the compile commands in the log
+  // Every compiler and the linker run in the jail (util/jail.h), each process with these limits:
+  uint64_t memory_limit = 8ull << 30;     // address space (RLIMIT_AS); 0: none
+  uint64_t file_size_limit = 2ull << 30;  // the largest file it may write (RLIMIT_FSIZE); 0: none
+  // No tool runs past this (an agent's wall clock): a unit's timeout is the shorter of 10 min
+  // and what is left.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 struct UnitReport {
@@ -38,7 +47,8 @@ struct UnitReport {
 struct BuildReport {
   bool ok = false;
   // "" on success; "compile_error" (the candidate's fault), "workdir_error"
-  // (a missing or malformed file), "environment_error" (a tool is missing).
+  // (a missing or malformed file, a refused flag), "environment_error" (a tool
+  // is missing, the sandbox cannot be set up).
   std::string error_kind;
   std::string error;  // one-line summary for workdir/environment errors
   std::string mode, device, arch;
@@ -69,6 +79,10 @@ struct SourcesSpec {
   std::vector<std::string> cflags, cuda_cflags, ldflags, include_dirs;
 };
 BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const BuildOptions& opts);
+
+// The cache's directory of this environment's artifacts: libanvil_torch.so and the precompiled
+// torch headers (read-only in every jail that builds or imports a module).
+std::filesystem::path runtime_dir(const Environment& env);
 
 // The paths a make-style depfile ("out.o: a.cu b.h \\\n c.h") lists.
 std::vector<std::string> parse_depfile(const std::string& text);

@@ -155,6 +155,85 @@ TEST_F(BuildTest, CompileErrorIsShortAndNamesTheWorkdirFile) {
   EXPECT_FALSE(fs::exists(w / "cuda_extension.so"));
 }
 
+// ---- the compilers' jail (issue 16): what a candidate's sources and flags could do before ----
+
+// A host file outside the compiler's view is not found: its content never reaches the diagnostics.
+TEST_F(BuildTest, AnIncludeOfAHostFileIsNotFound) {
+  fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu");
+  append(w / "kernels" / "elementwise_chain.cpp", "#include \"/etc/hostname\"\n");
+  BuildReport r = build_workdir(env(), w, {});
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.error_kind, "compile_error") << r.error;
+  EXPECT_NE(r.diagnostics.find("kernels/elementwise_chain.cpp:"), std::string::npos) << r.diagnostics;
+  EXPECT_NE(r.diagnostics.find("/etc/hostname: No such file or directory"), std::string::npos) << r.diagnostics;
+  std::string host = trim(read_file("/etc/hostname").value_or(""));
+  if (host.size() >= 4) {
+    EXPECT_EQ(r.diagnostics.find(host), std::string::npos) << r.diagnostics;
+  }
+}
+
+// An #include of /dev/zero grew cc1plus to 4.2 GB: now the memory limit stops it, in bounded
+// time, with a line a model can act on.
+TEST_F(BuildTest, AnIncludeOfDevZeroIsStoppedByTheMemoryLimit) {
+  fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu");
+  append(w / "kernels" / "elementwise_chain.cpp", "#include \"/dev/zero\"\n");
+  BuildOptions o;
+  o.memory_limit = 1ull << 30;  // the default is 8 GiB; the test spares the machine
+  auto t0 = std::chrono::steady_clock::now();
+  BuildReport r = build_workdir(env(), w, o);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.error_kind, "compile_error") << r.error;
+  EXPECT_EQ(r.diagnostics.rfind("kernels/elementwise_chain.cpp: the compiler was stopped: it used more than 1 GiB of "
+                                "memory (an #include of a device or a huge file?)\n",
+                                0),
+            0u)
+      << r.diagnostics;
+  EXPECT_LT(seconds, 60);
+}
+
+// build -> /elsewhere: anvil's record and log would have been written there, as root.
+TEST_F(BuildTest, ASymlinkedBuildDirectoryWritesNothingOutside) {
+  fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu");
+  fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_directory_symlink(elsewhere, w / "build");
+  BuildReport r = build_workdir(env(), w, {});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error_kind, "workdir_error");
+  EXPECT_EQ(r.error, "build is a symbolic link (to " + elsewhere.string() +
+                         "); anvil keeps its build log and record in build/: remove the link (rm build)");
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+}
+
+// load_inline's extra flags reach g++ only through the allow-list: -wrapper ran a shell as root.
+TEST_F(BuildTest, LoadInlineFlagsPassAnAllowList) {
+  fs::path src = dir_ / "inline" / "main.cpp";
+  std::string e;
+  ASSERT_TRUE(write_file_atomic(src,
+                                "#include <torch/extension.h>\nint64_t add1(int64_t x) { return x + 1; }\n"
+                                "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"add1\", &add1); }\n",
+                                &e));
+  fs::path marker = fs::temp_directory_path() / ("anvil_pwned_" + std::to_string(getpid()));
+  SourcesSpec spec;
+  spec.name = "anvil_flags_ext";
+  spec.sources = {src};
+  spec.out_dir = dir_ / "out";
+  spec.cflags = {"-wrapper", "/bin/sh,-c,touch " + marker.string()};
+  BuildReport r = build_sources(env(), spec, {});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error_kind, "workdir_error");
+  EXPECT_EQ(r.error.rfind("extra_cflags: \"-wrapper\" is not allowed (allowed: -O*, -D*, -U*, -std=*, -I<relative>", 0),
+            0u)
+      << r.error;
+  EXPECT_TRUE(r.units.empty());  // nothing was compiled
+  EXPECT_FALSE(fs::exists(marker));
+  spec.cflags = {""};  // as KernelBench's own examples pass: ignored
+  r = build_sources(env(), spec, {});
+  EXPECT_TRUE(r.ok) << r.error << "\n" << r.diagnostics;
+  EXPECT_FALSE(fs::exists(marker));
+}
+
 TEST_F(BuildTest, TorchHeaderInFastModeIsRefusedWithAHint) {
   fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu");
   fs::path kernel = w / "kernels" / "elementwise_chain.cpp";
@@ -271,7 +350,7 @@ TEST_F(BuildTest, StaticLibstdcxxToolchainStillFormatsErrors) {
   fs::path wrapper = dir_ / "g++-static";
   ASSERT_TRUE(write_file_atomic(wrapper, "#!/bin/sh\nexec '" + env().cxx.path.string() +
                                              "' \"$@\" -static-libstdc++ -static-libgcc\n", &e)) << e;
-  fs::permissions(wrapper, fs::perms::owner_all);
+  fs::permissions(wrapper, fs::perms(0755));  // run by the jail's user
   Environment static_env = env();
   static_env.cxx.path = wrapper;
   static_env.cache = dir_ / "cache";

@@ -45,17 +45,9 @@ std::optional<double> number_at(const nlohmann::json& j, const char* key) {
 
 // Copies the candidate (without build outputs) into `dst`.
 bool copy_candidate(const fs::path& src, const fs::path& dst, std::string* err) {
-  std::error_code ec;
-  fs::create_directories(dst, ec);
-  for (const fs::path& rel : list_files(src)) {
-    std::string first = rel.begin()->string();
-    std::string name = rel.filename().string();
-    if (first == "build" || first == "__pycache__" || first == ".git" || name == "cuda_extension.so") continue;
-    if (fs::is_symlink(src / rel, ec)) continue;  // build_workdir rejects symlinks that leave the workdir
-    fs::create_directories((dst / rel).parent_path(), ec);
-    if (!copy_file_atomic(src / rel, dst / rel, err)) return false;
-  }
-  return true;
+  // Regular files only, bounded (env/workdir.h): a FIFO, a symlink out or a 3 GB sparse file in
+  // the candidate is skipped or refused, never read into memory.
+  return copy_candidate_files(src, dst, err);
 }
 
 std::string gpu_name(const Environment& env, int gpu) {

@@ -1,5 +1,7 @@
 #include "anvil/env/workdir.h"
 
+#include <sys/stat.h>
+
 #include <regex>
 
 #include "anvil/util/fs.h"
@@ -13,6 +15,69 @@ const char* to_string(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
 const std::vector<std::string>& fixed_compat_files() {
   static const std::vector<std::string> files = {"binding.cpp", "binding_registry.h"};
   return files;
+}
+
+std::string candidate_file_too_large(const std::string& rel, uint64_t bytes) {
+  if (bytes <= kMaxCandidateFileBytes) return "";
+  return rel + " is " + human_size(bytes) + "; a candidate's files may be at most 64 MiB each";
+}
+
+namespace {
+
+std::string tree_too_large(uint64_t bytes) {
+  return "the candidate's files come to " + human_size(bytes) + "; a candidate's files may be at most 256 MiB in all";
+}
+
+// Whether a workdir entry is left out of a copy: anvil's own outputs, caches, version control.
+bool left_out(const fs::path& rel, bool is_dir) {
+  std::string first = rel.begin()->string();
+  if (first == "build" || first == "__pycache__" || first == ".git") return true;
+  return !is_dir && rel.filename() == "cuda_extension.so";
+}
+
+}  // namespace
+
+bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string* err) {
+  // First what would be copied, by lstat alone: nothing is opened before the limits pass.
+  std::vector<fs::path> files;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(src, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    fs::path rel = it->path().lexically_relative(src);
+    auto st = it->symlink_status(ec);
+    if (left_out(rel, fs::is_directory(st))) {
+      if (fs::is_directory(st)) it.disable_recursion_pending();
+      continue;
+    }
+    if (!fs::is_regular_file(st)) continue;  // a symlink, FIFO, socket or device: skipped
+    uint64_t size = fs::file_size(it->path(), ec);
+    if (ec) continue;
+    if (std::string e = candidate_file_too_large(rel.generic_string(), size); !e.empty()) {
+      *err = e;
+      return false;
+    }
+    total += size;
+    if (total > kMaxCandidateBytes) {
+      *err = tree_too_large(total);
+      return false;
+    }
+    files.push_back(rel);
+    if (files.size() > kMaxCandidateFiles) {
+      *err = "the candidate has more than " + std::to_string(kMaxCandidateFiles) + " files";
+      return false;
+    }
+  }
+  if (ec) {
+    *err = "cannot list " + src.string() + ": " + ec.message();
+    return false;
+  }
+  fs::create_directories(dst, ec);
+  for (const auto& rel : files) {
+    // Bounded again while copying: a file that became something else is refused, not read.
+    if (!copy_regular_atomic(src / rel, dst / rel, kMaxCandidateFileBytes, err)) return false;
+  }
+  return true;
 }
 
 bool scan_workdir(const fs::path& dir_in, Workdir* out, std::string* err) {
@@ -30,6 +95,7 @@ bool scan_workdir(const fs::path& dir_in, Workdir* out, std::string* err) {
            "launchers) and their bindings in kernels/*_binding.cpp";
     return false;
   }
+  uint64_t total = 0;
   for (const fs::path& rel : list_files(kernels)) {
     fs::path full = kernels / rel;
     std::string name = "kernels/" + rel.generic_string();
@@ -41,6 +107,22 @@ bool scan_workdir(const fs::path& dir_in, Workdir* out, std::string* err) {
         *err = name + " is a symbolic link to " + target.string() + ", outside the workdir; copy the file instead";
         return false;
       }
+    }
+    // Only regular files of bounded size are read (hashed, staged) by the build.
+    struct stat st;
+    if (::stat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      *err = name + " is " + (::stat(full.c_str(), &st) == 0 ? file_kind(st.st_mode) : std::string("unreadable")) +
+             "; only regular files belong in kernels/";
+      return false;
+    }
+    if (std::string e = candidate_file_too_large(name, static_cast<uint64_t>(st.st_size)); !e.empty()) {
+      *err = e;
+      return false;
+    }
+    total += static_cast<uint64_t>(st.st_size);
+    if (total > kMaxCandidateBytes) {
+      *err = tree_too_large(total);
+      return false;
     }
     w.files.push_back(name);
     std::string ext = rel.extension().string();
@@ -65,9 +147,11 @@ bool scan_workdir(const fs::path& dir_in, Workdir* out, std::string* err) {
   for (const auto& u : w.units) {
     if (u.kind == UnitKind::Cuda) any_cu = true;
     if (u.kind != UnitKind::Binding) continue;
-    auto text = read_file(dir / u.rel);
+    std::string why;
+    auto text = read_regular(dir / u.rel, kMaxCandidateFileBytes, &why);
+    if (!text && fs::is_symlink(dir / u.rel, ec)) text = read_regular(fs::canonical(dir / u.rel, ec), kMaxCandidateFileBytes, &why);
     if (!text) {
-      *err = "cannot read " + u.rel;
+      *err = "cannot read " + u.rel + ": it " + why;
       return false;
     }
     bool f = std::regex_search(*text, kFast), c = std::regex_search(*text, kCompat);

@@ -1,6 +1,7 @@
 // workdir.h: a candidate workdir: what it holds, which binding mode, which device.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -37,6 +38,22 @@ struct Workdir {
   std::vector<std::string> files;  // every file under kernels/, relative to dir
   std::vector<std::string> warnings;
 };
+
+// What anvil reads of a candidate (a copy, a build's stage) is bounded: a file may be at most
+// 64 MiB, all of them at most 256 MiB, and at most 10000 files are copied.
+constexpr uint64_t kMaxCandidateFileBytes = 64ull << 20;
+constexpr uint64_t kMaxCandidateBytes = 256ull << 20;
+constexpr size_t kMaxCandidateFiles = 10000;
+
+// "kernels/blob.bin is 3.0 GB; a candidate's files may be at most 64 MiB each", or "" when
+// `bytes` is within the limit.
+std::string candidate_file_too_large(const std::string& rel, uint64_t bytes);
+
+// Copies a candidate's files from src to dst: regular files only (symlinks, FIFOs, sockets and
+// devices are skipped, never opened or followed), without build/, __pycache__/, .git/ and
+// cuda_extension.so, each read in bounded chunks. A file over 64 MiB or a tree over 256 MiB (or
+// 10000 files) is refused before anything is read, with a message naming it. False with *err.
+bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string* err);
 
 // The fixed files of a compat workdir; anvil builds with its pristine copies.
 const std::vector<std::string>& fixed_compat_files();

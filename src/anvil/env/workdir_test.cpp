@@ -1,7 +1,14 @@
 // Tests of workdir scanning: every malformed workdir gets a specific message.
 #include "anvil/env/workdir.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include "anvil/util/fs.h"
 
@@ -88,6 +95,76 @@ TEST_F(WorkdirTest, CpuCompat) {
   EXPECT_EQ(w.mode, BindingMode::Compat);
   EXPECT_EQ(w.device, Device::Cpu);
   EXPECT_TRUE(w.warnings.empty());
+}
+
+// ---- copying a candidate (the evaluator's private copy, issue 16) ----------------------------
+
+// A 3 GB sparse file in the workdir: refused by its size, never read. The copy runs in a child
+// whose address space is 1 GiB, so reading the file into memory would kill it.
+TEST_F(WorkdirTest, ACopyRefusesAHugeFileWithoutReadingIt) {
+  write("model_new.py", "class ModelNew: pass\n");
+  fs::create_directories(dir_ / "kernels");
+  int fd = ::open((dir_ / "kernels" / "blob.bin").c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 3ll << 30), 0);
+  ::close(fd);
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit r{1ull << 30, 1ull << 30};
+    setrlimit(RLIMIT_AS, &r);
+    std::string err;
+    try {
+      bool ok = copy_candidate_files(dir_, dir_.string() + "-copy", &err);
+      (void)!::write(pipefd[1], err.data(), err.size());
+      _exit(ok ? 1 : 0);
+    } catch (const std::exception& e) {  // std::bad_alloc: it tried to read the file into memory
+      (void)!::write(pipefd[1], e.what(), std::strlen(e.what()));
+      _exit(3);
+    }
+  }
+  ::close(pipefd[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
+  ::close(pipefd[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  remove_tree(dir_.string() + "-copy");
+  ASSERT_TRUE(WIFEXITED(st)) << "the copy died (signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0) << ")";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "the copy succeeded";
+  EXPECT_EQ(said, "kernels/blob.bin is 3.0 GB; a candidate's files may be at most 64 MiB each");
+  // The build reads the same files: refused there too, before hashing or staging.
+  write("kernels/a_binding.cpp", "#include <anvil/binding.h>\n");
+  EXPECT_EQ(scan_error(), "kernels/blob.bin is 3.0 GB; a candidate's files may be at most 64 MiB each");
+}
+
+TEST_F(WorkdirTest, ACopyTakesRegularFilesOnlyAndBoundsTheTree) {
+  write("model_new.py", "class ModelNew: pass\n");
+  write("kernels/k.cu", "// kernel\n");
+  write("build/anvil-build.json", "{}\n");
+  ASSERT_EQ(::mkfifo((dir_ / "kernels" / "pipe").c_str(), 0644), 0);
+  fs::create_symlink("/etc/passwd", dir_ / "kernels" / "passwd.h");
+  fs::path copy = dir_.string() + "-copy";
+  std::string err;
+  ASSERT_TRUE(copy_candidate_files(dir_, copy, &err)) << err;
+  EXPECT_EQ(*read_file(copy / "kernels" / "k.cu"), "// kernel\n");
+  EXPECT_TRUE(fs::exists(copy / "model_new.py"));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(copy / "kernels" / "pipe")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(copy / "kernels" / "passwd.h")));
+  EXPECT_FALSE(fs::exists(copy / "build"));
+  remove_tree(copy);
+  // Five files of 60 MiB: each within the limit, 300 MiB in all.
+  for (int i = 0; i < 5; ++i) {
+    int fd = ::open((dir_ / "kernels" / ("part" + std::to_string(i))).c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_EQ(::ftruncate(fd, 60ll << 20), 0);
+    ::close(fd);
+  }
+  EXPECT_FALSE(copy_candidate_files(dir_, copy, &err));
+  EXPECT_EQ(err, "the candidate's files come to 300.0 MB; a candidate's files may be at most 256 MiB in all");
+  remove_tree(copy);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -53,7 +54,8 @@ bool write_file_atomic(const fs::path& path, std::string_view data, std::string*
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
   fs::path tmp = path;
   tmp += ".tmp." + unique_suffix();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  // O_EXCL|O_NOFOLLOW: a name planted in advance (a symlink) is never written through.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) {
     if (err) *err = "cannot create " + tmp.string() + ": " + std::strerror(errno);
     return false;
@@ -91,6 +93,173 @@ bool copy_file_atomic(const fs::path& from, const fs::path& to, std::string* err
   struct stat st;
   int mode = (::stat(from.c_str(), &st) == 0) ? static_cast<int>(st.st_mode & 0777) : 0644;
   return write_file_atomic(to, *data, err, mode);
+}
+
+std::string file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return S_ISREG(mode) ? "a regular file" : "not a regular file";
+}
+
+std::string human_size(uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  const char* units[] = {"KB", "MB", "GB", "TB", "PB"};
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+int open_regular(const fs::path& path, struct stat* st, std::string* why) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    int e = errno;
+    struct stat l;
+    if (e == ELOOP || (::lstat(path.c_str(), &l) == 0 && S_ISLNK(l.st_mode))) {
+      *why = "is a symbolic link";
+    } else if (e == ENOENT) {
+      *why = "does not exist";
+    } else if (e == ENXIO && ::lstat(path.c_str(), &l) == 0) {
+      *why = "is " + file_kind(l.st_mode);  // a socket, or a FIFO without a writer
+    } else {
+      *why = std::string("cannot be opened: ") + std::strerror(e);
+    }
+    return -1;
+  }
+  if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    *why = "is " + file_kind(st->st_mode);
+    ::close(fd);
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, 0);  // a regular file: blocking reads, as usual
+  return fd;
+}
+
+std::optional<std::string> read_regular(const fs::path& path, uint64_t max_bytes, std::string* why) {
+  struct stat st;
+  int fd = open_regular(path, &st, why);
+  if (fd < 0) return std::nullopt;
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    *why = "is " + human_size(static_cast<uint64_t>(st.st_size));
+    ::close(fd);
+    return std::nullopt;
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *why = std::string("cannot be read: ") + std::strerror(errno);
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {  // it grew while being read
+      *why = "grew past " + human_size(max_bytes) + " while being read";
+      ::close(fd);
+      return std::nullopt;
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+namespace {
+
+// Writes all of buf to fd; false with errno set.
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool copy_regular_atomic(const fs::path& from, const fs::path& to, uint64_t max_bytes, std::string* err) {
+  struct stat st;
+  std::string why;
+  int in = open_regular(from, &st, &why);
+  if (in < 0) {
+    *err = from.string() + " " + why;
+    return false;
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    *err = from.string() + " is " + human_size(static_cast<uint64_t>(st.st_size));
+    ::close(in);
+    return false;
+  }
+  std::error_code ec;
+  if (to.has_parent_path()) fs::create_directories(to.parent_path(), ec);
+  fs::path tmp = to;
+  tmp += ".tmp." + unique_suffix();
+  int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0) {
+    *err = "cannot create " + tmp.string() + ": " + std::strerror(errno);
+    ::close(in);
+    return false;
+  }
+  char buf[65536];
+  uint64_t copied = 0;
+  bool ok = true;
+  while (ok) {
+    ssize_t n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = n == 0;
+      if (!ok) *err = "cannot read " + from.string() + ": " + std::strerror(errno);
+      break;
+    }
+    copied += static_cast<uint64_t>(n);
+    if (copied > max_bytes) {
+      *err = from.string() + " grew past " + human_size(max_bytes) + " while being copied";
+      ok = false;
+    } else if (!write_all(out, buf, static_cast<size_t>(n))) {
+      *err = "cannot write " + tmp.string() + ": " + std::strerror(errno);
+      ok = false;
+    }
+  }
+  ::close(in);
+  ::fchmod(out, st.st_mode & 0777);
+  ::close(out);
+  if (ok && ::rename(tmp.c_str(), to.c_str()) != 0) {
+    *err = "cannot rename into " + to.string() + ": " + std::strerror(errno);
+    ok = false;
+  }
+  if (!ok) ::unlink(tmp.c_str());
+  return ok;
+}
+
+void set_owner(const fs::path& path, unsigned uid, unsigned gid) {
+  ::lchown(path.c_str(), uid, gid);
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(path, ec))) return;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    ::lchown(it->path().c_str(), uid, gid);
+  }
+}
+
+void own_like(const fs::path& path, const fs::path& like) {
+  if (::geteuid() != 0) return;
+  struct stat st, mine;
+  if (::stat(like.c_str(), &st) != 0 || ::lstat(path.c_str(), &mine) != 0) return;
+  if (mine.st_uid != st.st_uid || mine.st_gid != st.st_gid) ::lchown(path.c_str(), st.st_uid, st.st_gid);
 }
 
 fs::path make_temp_dir(const fs::path& parent, const std::string& prefix) {

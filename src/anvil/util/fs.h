@@ -1,6 +1,9 @@
 // fs.h: small filesystem helpers: whole-file reads, atomic writes, locks.
 #pragma once
 
+#include <sys/stat.h>
+
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -21,6 +24,36 @@ bool write_file_atomic(const fs::path& path, std::string_view data, std::string*
 
 // Copies `from` to `to` through a temporary file and a rename.
 bool copy_file_atomic(const fs::path& from, const fs::path& to, std::string* err);
+
+// ---- files that may be hostile (a candidate's, an agent's) -------------------------------------
+// None of these follows a symlink in the last component, blocks on a FIFO or device, or reads
+// more than it was allowed to.
+
+// What a file type is, for messages: "a FIFO", "a socket", "a device", "a directory", "a symbolic link".
+std::string file_kind(mode_t mode);
+
+// "3.0 GB", "12.5 MB", "512 bytes" (powers of 1024).
+std::string human_size(uint64_t bytes);
+
+// Opens a regular file for reading (O_NOFOLLOW, O_NONBLOCK) and fills *st from fstat; -1 with
+// *why ("is a FIFO", "is a symbolic link", "does not exist") for anything else.
+int open_regular(const fs::path& path, struct stat* st, std::string* why);
+
+// A regular file's content, read in bounded chunks; nullopt with *why when it is not a regular
+// file or is larger than max_bytes ("is 3.0 GB").
+std::optional<std::string> read_regular(const fs::path& path, uint64_t max_bytes, std::string* why);
+
+// Copies a regular file (at most max_bytes) in bounded chunks through a temporary file and a
+// rename, keeping its permission bits; false with *err otherwise.
+bool copy_regular_atomic(const fs::path& from, const fs::path& to, uint64_t max_bytes, std::string* err);
+
+// Gives a path (and, for a directory, everything under it) to uid:gid; symlinks themselves are
+// re-owned, never followed. Errors are ignored (best effort).
+void set_owner(const fs::path& path, unsigned uid, unsigned gid);
+
+// When this process is root: gives `path` the owner of `like` (a file created in a workdir
+// belongs to the workdir's owner). Never follows a symlink.
+void own_like(const fs::path& path, const fs::path& like);
 
 // A fresh, empty directory under `parent` named prefix-XXXXXX.
 fs::path make_temp_dir(const fs::path& parent, const std::string& prefix);
