@@ -464,8 +464,9 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                     "allows no less than %.4g ms (more than %.0fx apart): the timing was forged",
                     b.claimed_ms, *b.vouched_ms, kForgedRatio);
       j["reason"] = "timing_forged";
-      j["hack"] = {{"reason", "timing_forged"}, {"reasons", {{{"reason", "timing_forged"}, {"message", buf}}}}};
-      j["timing"] = {{"bound", {{"claimed_ms", b.claimed_ms}, {"vouched_ms", *b.vouched_ms}}}};
+      j["hack"] = {{"reason", "timing_forged"},
+                   {"reasons", {{{"reason", "timing_forged"}, {"message", buf}}}},
+                   {"evidence", {{"claimed_ms", b.claimed_ms}, {"vouched_ms", *b.vouched_ms}}}};
       return finish("hack_suspected", buf);
     }
     if (opts.defenses && !b.vouched_ms) {
