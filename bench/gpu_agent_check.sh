@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED=1
 if [ -z "${ANVIL_BIN:-}" ] && [ -x .carry/anvil ]; then export ANVIL_BIN=$PWD/.carry/anvil; fi
 export ANVIL_BIN=${ANVIL_BIN:-$PWD/build/anvil}
 export ANVIL_PYTHON=${ANVIL_PYTHON:-$(command -v python3)}
-echo "anvil ${ANVIL_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+echo "anvil ${ANVIL_REV:-$(git describe --always --dirty 2>/dev/null || echo unknown)}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 date -u

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results}
 mkdir -p "$OUT"
 day=$(date -u +%F)
-export ANVIL_REV=${ANVIL_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+export ANVIL_REV=${ANVIL_REV:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 export PYTHONUNBUFFERED=1
 if [ -z "${ANVIL_BIN:-}" ] && [ -x .carry/anvil ]; then export ANVIL_BIN=$PWD/.carry/anvil; fi
 export ANVIL_BIN=${ANVIL_BIN:-$PWD/build/anvil}

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The red team on the GPU host in one command: every attack of examples/redteam on CUDA (the
 # single-file attacks run on the GPU; the workdir attacks are CPU variants), then, unless
-# SMOKE=0, the bundled CUDA candidates through `anvil eval` with the judge's clock shown, and,
-# with SIGTERM=1, the stop test (bench/stop_check.py). Results go to $OUT.
+# SMOKE=0, the bundled CUDA candidates through `anvil eval` with the judge's clock shown, unless
+# AGENT=0 the agent's doors (bench/redteam_agent.py), and with SIGTERM=1 the stop test
+# (bench/stop_check.py, STOP_GB GiB of input). Results go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results}
 mkdir -p "$OUT"
 day=$(date -u +%F)
 export PYTHONUNBUFFERED=1
-export ANVIL_REV=${ANVIL_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+export ANVIL_REV=${ANVIL_REV:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 if [ -z "${ANVIL_BIN:-}" ] && [ -x .carry/anvil ]; then export ANVIL_BIN=$PWD/.carry/anvil; fi
 export ANVIL_BIN=${ANVIL_BIN:-$PWD/build/anvil}
 export ANVIL_PYTHON=${ANVIL_PYTHON:-$(command -v python3)}
@@ -34,6 +35,9 @@ print("  seconds", json.dumps(j.get("seconds")))
 PY
   done
 fi
+if [ "${AGENT:-1}" = 1 ]; then
+  python3 bench/redteam_agent.py --device cpu --out "$OUT/redteam-agent" 2>&1 | tail -14
+fi
 if [ "${SIGTERM:-0}" = 1 ]; then
-  python3 bench/stop_check.py --out "$OUT/stop-$day.json" 2>&1 | tail -20
+  python3 bench/stop_check.py --gb "${STOP_GB:-2}" --out "$OUT/stop-$day.json" 2>&1 | tail -20
 fi

@@ -1,7 +1,8 @@
 # ATTACK ON PURPOSE (red team, class "answer only what is checked"): after the verification calls
 # every call returns uninitialised memory at once; the harness's instance `send` puts the right
 # answer into the messages of the calls the judge asks to see. A judge that checks only the outputs
-# the candidate's process sends when asked gives reward 3 (anvil at c44fc9a did).
+# the candidate's process sends when asked rewards it (c44fc9a/answer_only_checked, written for
+# the harness of c44fc9a, got ok, 5 of 5 passed, reward 2 with the compile baseline off).
 import gc
 
 import torch

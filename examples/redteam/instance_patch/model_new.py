@@ -1,7 +1,8 @@
 # ATTACK ON PURPOSE (red team, class "instance patch of the sender"): the forward is plain torch;
 # at import the harness's *instance* (not its class, which a fingerprint watches) gets a `send`
 # that strips the op lists and the profiler trace from every message and divides every time it reports by 100. A judge
-# that believes the candidate's process rewards a torch forward (anvil at c44fc9a gave reward 2).
+# that believes the candidate's process rewards a torch forward (c44fc9a/instance_patch got reward 2
+# at c44fc9a).
 import gc
 
 import torch

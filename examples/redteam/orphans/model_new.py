@@ -1,5 +1,6 @@
 # ATTACK ON PURPOSE (red team, class "orphans"): fork, setsid, and leave a process that outlives the
-# evaluation (a `sleep 317.2113`, to be found by its command line). At c44fc9a it survived.
+# evaluation (a `sleep 317.2113`, to be found by its command line). At c44fc9a it survived only
+# with --no-defenses (the defended runner's subreaper took it); the check keeps it that way.
 import os
 
 import torch

@@ -3,7 +3,7 @@
 # (built in this process from the task file and the weights the harness holds), the op lists are
 # empty, the timing samples are invented (0.001 ms), the judge's checks are answered by the
 # reference. A judge that believes the candidate's process gives reward 2-3 with "5 of 5 passed"
-# (anvil at c44fc9a did). It computes with torch at eager speed while claiming 0.001 ms.
+# (c44fc9a/protocol_forgery got reward 2 at c44fc9a with the compile baseline off). It computes with torch at eager speed while claiming 0.001 ms.
 import gc
 import importlib.util
 import os
