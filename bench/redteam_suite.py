@@ -7,7 +7,8 @@ entries must pass.
 
 For each attack: its setup files are written, `anvil eval --json --task TASK --candidate ...` runs
 (a single file's model_new.py, or a workdir), and the result must give expect.outcome and
-expect.reason, reward -1, and pass the entry's checks (the manifest's "doc" says what each means).
+expect.reason, reward -1 (or expect.reward), and pass the entry's checks (the manifest's "doc" says
+what each means; an entry's expect_cpu replaces its expect on the CPU).
 A `concurrent` honest evaluation runs at the same time as the attack. Prints a table, writes every
 result with the environment's fingerprint to --out (and a .md beside it), and exits 1 if an
 attack got through, a check failed or an honest entry was flagged. On the CPU the evaluations skip
@@ -78,12 +79,12 @@ def processes_with(marker):
     return hits
 
 
-def job_of(entry, task, kind, extra):
+def job_of(entry, task, kind, extra, device):
     base = os.path.join(common.ROOT, "examples", "redteam", entry["name"])
     candidate = os.path.join(base, "model_new.py") if entry["kind"] == "file" else base
     return {"kind": kind, "name": entry["name"], "class": entry.get("class"), "variant": entry["kind"],
             "task": task, "candidate": candidate, "args": list(entry.get("args", [])) + extra,
-            "expect": entry["expect"], "env": entry.get("env"), "checks": entry.get("checks") or {},
+            "expect": entry.get("expect_" + device) or entry["expect"], "env": entry.get("env"), "checks": entry.get("checks") or {},
             "setup": entry.get("setup") or {}}
 
 
@@ -91,8 +92,11 @@ def check(job, before_zygotes, concurrent_result):
     """The failed checks of one finished attack, as lines."""
     r, c, failed = job["result"], job["checks"], []
     text = json.dumps(r)
-    if r.get("outcome") is not None and r.get("reward") != -1:
-        failed.append("reward %s, not -1" % r.get("reward"))
+    reward = job["expect"].get("reward", -1)
+    if r.get("outcome") is not None and r.get("reward") != reward:
+        failed.append("reward %s, not %s" % (r.get("reward"), reward))
+    if job["expect"].get("unvouched") and not ((r.get("timing") or {}).get("bound") or {}).get("unvouched"):
+        failed.append("the claim is not marked unvouched (timing.bound.unvouched)")
     for path in c.get("absent", []):
         if os.path.exists(path):
             failed.append("%s exists" % path)
@@ -172,8 +176,8 @@ def main():
     only = {s.strip() for s in a.only.split(",") if s.strip()}
     task = os.path.join(common.ROOT, manifest["task"])
     extra = ["--compile-mode", "none"] if device == "cpu" else []
-    legit = {e["name"]: job_of(e, task, "legit", extra) for e in manifest["legit"]}
-    jobs = [job_of(e, task, "attack", extra) for e in manifest["attacks"] if not only or e["name"] in only]
+    legit = {e["name"]: job_of(e, task, "legit", extra, device) for e in manifest["legit"]}
+    jobs = [job_of(e, task, "attack", extra, device) for e in manifest["attacks"] if not only or e["name"] in only]
     print("red team: %d attacks on %s" % (len(jobs), device), flush=True)
     done = []
     for job in list(legit.values()) + jobs:  # the honest entry first: it warms the zygote and the caches

@@ -18,6 +18,9 @@ its pristine copy of the inputs (which also shows an input the candidate modifie
 anvil computes the reward from these walls (src/anvil/env/eval.cpp): the eager reference runs
 the same batch in the same process before the candidate's code is imported, and the candidate's
 claimed speed-up is never believed beyond its batch's speed-up over eager's (plus a slack).
+A stall of the machine (another process, the scheduler, a throttled cgroup) only ever lengthens a
+batch: while the fastest of the candidate's timed batches would hold its claim down, the judge
+times another, each checked as the first, up to TIMED_BATCHES, and keeps the fastest.
 """
 import ctypes
 import math
@@ -30,6 +33,7 @@ MAX_CALLS = 4096
 MAX_SPEEDUP = 50     # a batch is sized for a candidate at most this much faster than the reference
 SAMPLES = 1024       # elements read from each output tensor of every call
 FULL_CHECKS = 2      # calls whose outputs are compared in full, chosen after the batch
+TIMED_BATCHES = 3    # the candidate's timed batches at most: again while the fastest holds its claim down
 MEMORY_SHARE = 0.5   # of the device's free memory (the host's available memory on the CPU)
 ALIGN = 256
 

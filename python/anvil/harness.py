@@ -235,6 +235,13 @@ class Harness:
             torch.cuda.set_device(self.device)
         elif self.device.type != "cpu":
             raise RequestError("device %r: only cuda and cpu are supported" % self.req["device"])
+        else:
+            # One intra-op thread on the CPU, for the reference and the candidate's torch alike: at
+            # OpenMP's barriers a shared machine's load stretches a parallel op by a scheduler slice
+            # (on a 2-core machine eager's calls of 0.14 ms took up to 37 ms with two threads, at
+            # most 1.05 ms with one: bench/results/cpu-load-2026-11-24*.json), and no time taken
+            # there would mean anything.
+            torch.set_num_threads(1)
         env = self.env
         env["torch"] = torch.__version__
         env["cuda"] = torch.version.cuda

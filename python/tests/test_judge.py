@@ -316,6 +316,33 @@ def test_outputs_wrong_only_in_the_judges_batch_are_caught(make):
     assert "judge's timed batch" in report["message"]
 
 
+def test_a_batch_that_holds_the_claim_down_is_timed_again_up_to_three_times(make):
+    """Slow in every call of the judge's batches (4 ms more), fast when its process times itself:
+    each timed batch holds the claim down, so the judge times it three times (each checked), no more."""
+    forward = """
+    def forward(self, x, shift):
+        ModelNew.calls = getattr(ModelNew, "calls", 0) + 1
+        if ModelNew.calls > 11:  # 6 verification calls, 5 timed ones
+            import time
+            time.sleep(0.004)
+        return self.reference(x, shift)
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS, timing={"bound": {"slack": 0.03, "claim": "median_ms"}})).report
+    assert outcome(report) == (None, None), report["message"]
+    batch = report["timing"]["candidate"]["batch"]
+    assert len(batch["timed_batches"]) == 3
+    assert batch["per_call_ms"] == min(batch["timed_batches"]) and batch["per_call_ms"] > 4
+
+
+def test_a_batch_that_backs_the_claim_is_timed_once(make):
+    """With eager's figures from anvil (cached baselines) that make any batch back the claim, one
+    timed batch."""
+    bound = {"slack": 0.03, "claim": "median_ms", "eager_ms": 1e-9, "eager_batch_per_call_ms": 1e9}
+    report = evaluate(make(CORRECT, allow=TORCH_OPS, timing={"measure": ["candidate"], "bound": bound})).report
+    assert outcome(report) == (None, None), report["message"]
+    assert len(report["timing"]["candidate"]["batch"]["timed_batches"]) == 1
+
+
 def test_a_reply_the_judge_did_not_ask_for_is_a_protocol_violation(make):
     prelude = """
     import gc, json, socket

@@ -1,5 +1,6 @@
 """The red team on the CPU (CI): every attack of examples/redteam (bench/redteam_suite.py) must end
-with reward -1, the expected outcome and reason, and its side-effect checks holding; and the agent's
+with reward -1 (or, for the claims only a GPU can prove forged, reward 1 and the claim not credited:
+the manifest's expect_cpu), the expected outcome and reason, and its side-effect checks holding; and the agent's
 doors (bench/redteam_agent.py: a scripted malicious model through `anvil agent`) must hold.
 ANVIL_REDTEAM=0 skips both for a quick local run."""
 import json

@@ -6,7 +6,7 @@
 namespace anvil {
 
 namespace {
-constexpr const char* kBaselineFormat = "anvil-baseline-v2";  // v2: eager carries the judge's batch
+constexpr const char* kBaselineFormat = "anvil-baseline-v3";  // v2: eager carries the judge's batch; v3: torch on one CPU thread
 
 std::optional<double> number_at(const nlohmann::json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;

@@ -325,6 +325,18 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   } else {
     if (!have_eager) request["timing"]["measure"].push_back("eager");
     if (want_compile && !have_compile) request["timing"]["measure"].push_back("compile");
+    // What the judge needs to tell whether its batch holds the claim down (reward.h): it times the
+    // batch again while it does.
+    const char* claim_field = opts.timing == "events" ? "median_ms" : "kernel_sum_ms";
+    nlohmann::json bound = {{"slack", kBatchSlack}, {"claim", claim_field}};
+    if (have_eager) {
+      const nlohmann::json& e = baselines["eager"];
+      if (auto ms = number_at(e, claim_field)) bound["eager_ms"] = *ms;
+      if (e.contains("batch")) {
+        if (auto pc = number_at(e["batch"], "per_call_ms")) bound["eager_batch_per_call_ms"] = *pc;
+      }
+    }
+    request["timing"]["bound"] = bound;
   }
 
   // The runner.
@@ -455,18 +467,35 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     return t.is_object() && t.contains("batch") ? number_at(t["batch"], "per_call_ms") : std::nullopt;
   };
   std::optional<double> cand_ms;
+  std::optional<TimeBound> unvouched;  // a claim the judge's clock cannot back, on a CPU
   nlohmann::json bound = nullptr;
   if (claimed_ms && *claimed_ms > 0) {
-    TimeBound b = bound_time(*claimed_ms, per_call(cand_t), per_call(eager_t), eager_ms);
-    if (opts.defenses && b.forged) {
-      char buf[320];
+    TimeBound b = bound_time(*claimed_ms, per_call(cand_t), per_call(eager_t), eager_ms, number_at(eager_t, "min_ms"));
+    if (opts.defenses && b.forged && device != "cuda") {
+      // On a CPU no figure the judge takes is free of the machine's load (a shared machine's
+      // scheduler stalls calls by 10-100x, eager's fastest call too: bench/results/
+      // cpu-load-2026-11-24.json), so the gap is no proof: no speed is credited, and nothing more.
+      unvouched = b;
+    } else if (opts.defenses && b.forged) {
+      char buf[360];
       std::snprintf(buf, sizeof buf, "the candidate's process claimed %.4g ms per call, but the judge's own clock "
-                    "allows no less than %.4g ms (more than %.0fx apart): the timing was forged",
-                    b.claimed_ms, *b.vouched_ms, kForgedRatio);
+                    "allows no less than %.4g ms even at eager's fastest call (more than %.0fx apart): the timing "
+                    "was forged",
+                    b.claimed_ms, *b.floor_ms, kForgedRatio);
+      auto opt = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+      nlohmann::json cand_batch = cand_t.value("batch", nlohmann::json::object());
       j["reason"] = "timing_forged";
       j["hack"] = {{"reason", "timing_forged"},
                    {"reasons", {{{"reason", "timing_forged"}, {"message", buf}}}},
-                   {"evidence", {{"claimed_ms", b.claimed_ms}, {"vouched_ms", *b.vouched_ms}}}};
+                   {"evidence",
+                    {{"claimed_ms", b.claimed_ms},
+                     {"vouched_ms", *b.vouched_ms},
+                     {"floor_ms", *b.floor_ms},
+                     {"candidate_batch_per_call_ms", opt(per_call(cand_t))},
+                     {"candidate_timed_batches", cand_batch.value("timed_batches", nlohmann::json())},
+                     {"eager_batch_per_call_ms", opt(per_call(eager_t))},
+                     {"eager_ms", opt(eager_ms)},
+                     {"eager_min_ms", opt(number_at(eager_t, "min_ms"))}}}};
       return finish("hack_suspected", buf);
     }
     if (opts.defenses && !b.vouched_ms) {
@@ -477,6 +506,10 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                {"vouched_ms", b.vouched_ms ? nlohmann::json(*b.vouched_ms) : nlohmann::json(nullptr)},
                {"slack", kBatchSlack},
                {"limited_by", b.limited ? "the judge's batch" : "the claim"}};
+      if (unvouched) {
+        bound["floor_ms"] = *b.floor_ms;
+        bound["unvouched"] = true;
+      }
     }
   }
   std::optional<double> se, sc;
@@ -501,14 +534,21 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                  {"input_sets", opts.input_sets},
                  {"flush_l2", opts.flush_l2 && device == "cuda"},
                  {"hide_launch", opts.hide_launch && device == "cuda"}};
-  j["reward"] = milestone_reward(true, se, sc);
+  j["reward"] = milestone_reward(true, unvouched ? std::nullopt : se, unvouched ? std::nullopt : sc);
   std::string note;
   if (!opts.measure_time) note = "verified only: timing was not asked for, so no speed reward";
   else if (!claimed_ms) note = "the candidate's time was not measured; no speed reward";
   else if (!cand_ms) note = "the judge's clock could not time the candidate against eager; no speed reward";
   else if (!compile_ms && want_compile) note = "torch.compile baseline unavailable: " +
                                                compile_t.value("error", std::string("not measured"));
-  if (cand_ms && bound.is_object() && bound.value("limited_by", std::string()) == "the judge's batch") {
+  if (unvouched) {
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "the candidate's own timing (%.4g ms) is more than %.0fx faster than the judge's "
+                  "clock allows (%.4g ms at eager's fastest call): no speed-up is credited (on a GPU this is a "
+                  "forgery; on a loaded CPU it can be the machine)", unvouched->claimed_ms, kForgedRatio,
+                  *unvouched->floor_ms);
+    note += (note.empty() ? "" : "\n") + std::string(buf);
+  } else if (cand_ms && bound.is_object() && bound.value("limited_by", std::string()) == "the judge's batch") {
     char buf[256];
     std::snprintf(buf, sizeof buf, "the candidate's own timing (%.4g ms) is faster than the judge's clock allows: "
                   "%.4g ms used", *claimed_ms, *cand_ms);

@@ -23,7 +23,8 @@ std::string next_milestone_hint(int reward) {
 }
 
 TimeBound bound_time(double claimed_ms, std::optional<double> candidate_batch_per_call_ms,
-                     std::optional<double> eager_batch_per_call_ms, std::optional<double> eager_ms) {
+                     std::optional<double> eager_batch_per_call_ms, std::optional<double> eager_ms,
+                     std::optional<double> eager_min_ms) {
   TimeBound b;
   b.claimed_ms = claimed_ms;
   b.candidate_ms = claimed_ms;
@@ -34,7 +35,9 @@ TimeBound bound_time(double claimed_ms, std::optional<double> candidate_batch_pe
       b.candidate_ms = *b.vouched_ms;
       b.limited = true;
     }
-    b.forged = claimed_ms * kForgedRatio < *b.vouched_ms;
+    double fastest = eager_min_ms && *eager_min_ms > 0 ? std::min(*eager_ms, *eager_min_ms) : *eager_ms;
+    b.floor_ms = *candidate_batch_per_call_ms / *eager_batch_per_call_ms * fastest / (1.0 + kBatchSlack);
+    b.forged = claimed_ms * kForgedRatio < *b.floor_ms;
   }
   return b;
 }

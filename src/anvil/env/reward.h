@@ -14,12 +14,21 @@
 //     vouched_ms   = candidate batch per call / eager batch per call * eager_ms / (1 + kBatchSlack)
 //     candidate_ms = max(claimed_ms, vouched_ms)
 //
-// so no speed-up enters the reward beyond (1 + kBatchSlack) times what the judge's clock saw. A
-// claim more than kForgedRatio times faster than the bound is no measurement error (launch
-// latency and cache effects are a small factor, and eager's ratio corrects for most of them): the
-// candidate's process lied about its time, and the evaluation ends as hack_suspected / timing_forged.
+// so no speed-up enters the reward beyond (1 + kBatchSlack) times what the judge's clock saw.
 // kBatchSlack covers the batch's own noise (its fixed overhead, cold versus warm caches); a
-// candidate no faster than eager on the judge's clock can therefore not reach 1 / 0.95.
+// candidate no faster than eager on the judge's clock can therefore not reach 1 / 0.95. A stall of
+// the machine only lengthens a batch: while its batch holds the claim down, the judge times the
+// candidate's batch again (up to 3 in all, each checked) and sends the fastest.
+//
+// A verdict of forgery takes evidence no stall can make: the same bound at eager's fastest call
+// (eager_min_ms; a loaded machine inflates eager's median, and with it the bound, not its
+// minimum),
+//
+//     floor_ms = candidate batch per call / eager batch per call * min(eager_ms, eager_min_ms) / (1 + kBatchSlack)
+//
+// A claim more than kForgedRatio times faster than floor_ms is no measurement error (launch latency
+// and cache effects are a small factor, and eager's ratio corrects for most of them): the
+// candidate's process lied about its time, and the evaluation ends as hack_suspected / timing_forged.
 #pragma once
 
 #include <optional>
@@ -44,9 +53,11 @@ struct TimeBound {
   double claimed_ms = 0;    // the candidate process's own measurement
   std::optional<double> vouched_ms;  // the judge's bound, when both batches were measured
   bool limited = false;              // the bound, not the claim, is the time
-  bool forged = false;               // the claim is more than kForgedRatio times below the bound
+  std::optional<double> floor_ms;    // the bound at eager's fastest call, what a forgery is judged on
+  bool forged = false;               // the claim is more than kForgedRatio times below floor_ms
 };
 TimeBound bound_time(double claimed_ms, std::optional<double> candidate_batch_per_call_ms,
-                     std::optional<double> eager_batch_per_call_ms, std::optional<double> eager_ms);
+                     std::optional<double> eager_batch_per_call_ms, std::optional<double> eager_ms,
+                     std::optional<double> eager_min_ms = std::nullopt);
 
 }  // namespace anvil

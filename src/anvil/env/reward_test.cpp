@@ -34,6 +34,20 @@ TEST(Reward, AClaimFarBelowTheBoundIsForged) {
   EXPECT_FALSE(bound_time(0.5, 1.0, 1.0, 2.0).forged);  // within kForgedRatio: launch and cache effects
 }
 
+TEST(Reward, ForgeryIsJudgedAtEagersFastestCall) {
+  // A loaded machine: eager's median 20x its fastest call. The bound (what the reward uses) keeps the
+  // median, whose noise the speed-up cancels; the verdict of forgery takes the fastest call.
+  TimeBound b = bound_time(0.15, 1.0, 1.0, 20.0, 1.0);
+  EXPECT_NEAR(*b.vouched_ms, 20.0 / (1 + kBatchSlack), 1e-9);
+  EXPECT_NEAR(*b.floor_ms, 1.0 / (1 + kBatchSlack), 1e-9);
+  EXPECT_TRUE(b.limited);
+  EXPECT_FALSE(b.forged);
+  EXPECT_TRUE(bound_time(0.15, 1.0, 1.0, 20.0).forged);  // without the fastest call, the median judges
+  EXPECT_TRUE(bound_time(0.01, 1.0, 1.0, 20.0, 1.0).forged);
+  EXPECT_TRUE(bound_time(0.15, 1.0, 1.0, 20.0, 30.0).forged);  // the smaller of the two judges
+  EXPECT_NEAR(*bound_time(0.15, 1.0, 1.0, 20.0, 30.0).floor_ms, 20.0 / (1 + kBatchSlack), 1e-9);
+}
+
 TEST(Reward, WithoutBothBatchesNothingIsVouched) {
   EXPECT_FALSE(bound_time(1.0, std::nullopt, 1.0, 2.0).vouched_ms);
   EXPECT_FALSE(bound_time(1.0, 1.0, std::nullopt, 2.0).vouched_ms);
