@@ -16,7 +16,9 @@ The judge forks a supervisor (still trusted: it never runs candidate code), whic
     itself is PID 1 of a namespace anvil made, so nothing outlives the evaluation;
   - the candidate's process then drops to an unprivileged user (share/sandbox.json's sandbox_uid
     when anvil is root; the caller's own uid, mapped, otherwise), keeps no capabilities, sets
-    no_new_privs, and gets an environment of allow-listed variables only.
+    no_new_privs, may run at most share/sandbox.json's `processes` processes and threads
+    (RLIMIT_NPROC: a fork bomb gets EAGAIN), and gets an environment of allow-listed variables
+    only.
 
 Every step that fails raises ConfinementError naming it: the judge then refuses to evaluate, it
 never runs candidate code unconfined. enter() returns only in the candidate's process.
@@ -285,6 +287,20 @@ def _drop_privileges(libc, conf, was_root):
         raise ConfinementError("capabilities are left after dropping them: %s" % caps)
 
 
+def _cap_processes(conf):
+    """RLIMIT_NPROC at share/sandbox.json's `processes` (threads count too): a fork bomb gets
+    EAGAIN instead of the host's PIDs. Set after the privileges went: counted in this user
+    namespace (this evaluation's) when anvil is not root, for the sandbox's uid when it is."""
+    import resource
+
+    n = int(conf.get("processes") or 0)
+    if n:
+        try:
+            resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+        except (OSError, ValueError) as e:
+            raise ConfinementError("setrlimit(RLIMIT_NPROC, %d): %s" % (n, e))
+
+
 def clean_environment(extra=None):
     """os.environ reduced to the allow-list (nothing of the caller's: no API keys, no tokens), with
     HOME and TMPDIR on the private /tmp."""
@@ -386,6 +402,7 @@ def enter(keep_visible, gpu, pid_pipe=None):
     if pid_pipe is not None:
         os.close(pid_pipe)
     _drop_privileges(libc, conf, was_root)
+    _cap_processes(conf)
     return {"filesystem": "new root: system directories and %d named paths read-only; private /tmp (%d MiB) and "
                           "/dev/shm (%d MiB); minimal /dev; own /proc" % (
                               sum(1 for k, _p, _r in sources if k == "keep"), conf["tmp_bytes"] >> 20,

@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 import subprocess
+import time
 
 from anvil import compare, policy
 from anvil.harness import tensor_pairs
@@ -216,3 +217,43 @@ def other_gpu_processes(device):
         return max(0, int(count.value) - 1)
     except (OSError, AttributeError, RuntimeError):
         return None
+
+
+def run_queue_ns(pids):
+    """Nanoseconds the threads of `pids` have spent runnable but waiting for a CPU (the second
+    field of /proc/<pid>/task/<tid>/schedstat), summed; None when the kernel does not say. Over a
+    measurement, its growth divided by the wall time is how much the machine's load delayed it: a
+    baseline measured with a large share is not kept."""
+    total, seen = 0, False
+    for pid in pids:
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                    total += int(f.read().split()[1])
+                seen = True
+            except (OSError, ValueError, IndexError):
+                continue
+    return total if seen else None
+
+
+class RunQueue:
+    """How long, since it was made, the threads of `pids` waited for a CPU (run_queue_ns)."""
+
+    def __init__(self, pids):
+        self.pids = [p for p in pids if p]
+        self.start_ns = run_queue_ns(self.pids)
+        self.start = time.perf_counter()
+
+    def load(self):
+        """{"run_queue_ms": waited, "run_queue_share": waited / wall time}, or Nones when the kernel
+        does not say."""
+        end_ns = run_queue_ns(self.pids)
+        wall = time.perf_counter() - self.start
+        if self.start_ns is None or end_ns is None or wall <= 0:
+            return {"run_queue_ms": None, "run_queue_share": None}
+        waited = max(0, end_ns - self.start_ns) / 1e9
+        return {"run_queue_ms": round(waited * 1e3, 4), "run_queue_share": round(waited / wall, 4)}

@@ -156,17 +156,37 @@ class Judge(Harness):
                 pass
         return len(left)
 
-    def end_candidate(self, wait=True):
+    def end_candidate(self, wait=True, settle=False, limit_s=5.0):
         """SIGKILL the candidate's process (its PID namespace dies with it) and its supervisor; wait
-        for the supervisor (whose exit follows the candidate's) when `wait`."""
+        for the supervisor (whose exit follows the candidate's) when `wait`. With `settle`, reap
+        everything left below the judge too (the namespace's init, handed to the judge, its
+        reaper: reaped only once every process of its namespace has exited), up to limit_s: a
+        killed process frees its memory (and its CUDA context) before it can be reaped, and a
+        baseline timed next must not share the CPU with that."""
         self._kill(self.candidate_pid())
         self._kill(self.supervisor)
-        if wait and self.supervisor is not None:
+        if not wait:
+            return
+        if self.supervisor is not None:
             try:
                 os.waitpid(self.supervisor, 0)
             except ChildProcessError:
                 pass
             self.supervisor = None
+        if not settle:
+            return
+        deadline = time.perf_counter() + limit_s
+        while time.perf_counter() < deadline:
+            left = policy.descendants()
+            if not left:
+                return
+            for p in left:
+                self._kill(p)
+                try:
+                    os.waitpid(p, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+            time.sleep(0.002)
 
     def died(self):
         status = ""
@@ -567,6 +587,7 @@ class Judge(Harness):
         # The last batch's memory is freed, and the layout (not secret: offsets, dtypes, shapes) read,
         # before the clock.
         self.ask({"type": "prepare", "layout": skeletons if cuda else None}, ("prepared",))
+        waited = evidence.RunQueue([os.getpid(), self.candidate_pid()]) if timed else None
         start = time.perf_counter()
         reply = self.ask(message, ("batch_done",), value=None if cuda else calls)
         answered = time.perf_counter()
@@ -602,6 +623,8 @@ class Judge(Harness):
                   "answer_ms": round((answered - start) * 1e3, 6), "parse_ms": round((parsed - answered) * 1e3, 4),
                   "gather_launch_ms": round((gathered - parsed) * 1e3, 4),
                   "target_ms": batch.TARGET_MS, "candidate_says": reply.get("phases")}
+        if waited is not None:  # the machine's load on both processes while the batch ran
+            result.update(waited.load())
         if kind == "candidate" and timed:
             with self.clock("batch_checks"):
                 result["checked"] = self.check_batch(calls, outputs, flat, found, plan, pool, regions)
@@ -703,14 +726,16 @@ class Judge(Harness):
         self.pin_flags()
         cuda = self.device.type == "cuda"
         before = evidence.other_gpu_processes(self.device) if cuda else None
+        waited = evidence.RunQueue([os.getpid()])
         with self.torch.no_grad():
             result = timing.measure(fn, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
                                     flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
                                     hide_launch=bool(t.get("hide_launch", True)), trace={})
+        result["load"] = waited.load()
         if cuda:
             after = evidence.other_gpu_processes(self.device)
             seen = [n for n in (before, after) if n is not None]
-            result["load"] = {"other_gpu_processes": max(seen) if seen else None}
+            result["load"]["other_gpu_processes"] = max(seen) if seen else None
         return result
 
     def time_compile(self):
@@ -803,7 +828,8 @@ class Judge(Harness):
                 if self.mapped is not None:
                     self.mapped.close()
                 left = self.kill_leftovers()
-                self.end_candidate(wait=True)  # baselines next: the GPU must be quiet
+                # baselines next: the GPU and the CPU must be quiet
+                self.end_candidate(wait=True, settle=any(m != "candidate" for m in measure))
             if left:
                 self.report["timing"] = {}
                 raise self.hack_outcome([("threads", "the candidate left %d process(es) running after its process "

@@ -3,10 +3,13 @@
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
 
+#include <cstdio>
+#include <utility>
+
 namespace anvil {
 
 namespace {
-constexpr const char* kBaselineFormat = "anvil-baseline-v3";  // v2: eager carries the judge's batch; v3: torch on one CPU thread
+constexpr const char* kBaselineFormat = "anvil-baseline-v4";  // v2: eager carries the judge's batch; v3: torch on one CPU thread; v4: the run queue's share checked
 
 std::optional<double> number_at(const nlohmann::json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
@@ -46,6 +49,17 @@ std::optional<std::string> unclean_baseline(const nlohmann::json& timing, const 
     return std::string(buf);
   }
   const nlohmann::json& load = timing.contains("load") ? timing["load"] : nlohmann::json();
+  const nlohmann::json& batch = timing.contains("batch") ? timing["batch"] : nlohmann::json();
+  for (const auto& [what, j] : {std::pair<const char*, const nlohmann::json*>{"timed calls", &load},
+                                 std::pair<const char*, const nlohmann::json*>{"judge's batch", &batch}}) {
+    auto share = number_at(*j, "run_queue_share"), ms = number_at(*j, "run_queue_ms");
+    if (share && ms && *share > kMaxRunQueueShare && *ms > kMinRunQueueMs) {
+      char buf[240];
+      std::snprintf(buf, sizeof buf, "the machine was loaded: its %s waited for a CPU %.0f%% of their time, %.1f ms "
+                    "(at most %.0f%% or %.0f ms is kept)", what, 100 * *share, *ms, 100 * kMaxRunQueueShare, kMinRunQueueMs);
+      return std::string(buf);
+    }
+  }
   if (auto others = number_at(load, "other_gpu_processes"); others && *others > 0) {
     return std::to_string(static_cast<int>(*others)) + " other process(es) used the GPU while it was measured";
   }

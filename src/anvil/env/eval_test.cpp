@@ -78,6 +78,10 @@ TEST_F(EvalTest, BaselinesAreCachedPerTask) {
   o.calls = 6;  // a timing configuration of its own: its own baseline entry
   nlohmann::json first = run(o);
   ASSERT_EQ(first["outcome"], "ok") << first.dump(2);
+  // A baseline measured while the machine was loaded (ctest -j beside it) is rightly not kept:
+  // measure again, a few times, until one is.
+  for (int i = 0; i < 4 && first.value("message", std::string()).find("not kept") != std::string::npos; ++i) first = run(o);
+  ASSERT_EQ(first.value("message", std::string()).find("not kept"), std::string::npos) << first.dump(2);
   nlohmann::json second = run(o);
   ASSERT_EQ(second["outcome"], "ok");
   EXPECT_TRUE(second["timing"]["eager"].value("cached", false));

@@ -91,5 +91,27 @@ TEST(Baselines, EagerNeedsTheJudgesBatchWithDefenses) {
 
 TEST(Baselines, TheCpuIsNotHeldToTheSpread) { EXPECT_FALSE(unclean_baseline(timing(0.5, 1.0, 2.0), "cpu", true)); }
 
+TEST(Baselines, ALoadedMachineMakesItUncleanOnAnyDevice) {
+  for (const char* device : {"cpu", "cuda"}) {
+    auto t = timing(1.0, 1.0, 1.0);
+    t["load"] = {{"run_queue_share", 0.02}, {"run_queue_ms", 9.0}};
+    t["batch"]["run_queue_share"] = 0.01;
+    t["batch"]["run_queue_ms"] = 0.4;
+    EXPECT_FALSE(unclean_baseline(t, device, true)) << device;
+    t["load"]["run_queue_share"] = 0.35;
+    auto why = unclean_baseline(t, device, true);
+    ASSERT_TRUE(why) << device;
+    EXPECT_NE(why->find("timed calls waited for a CPU 35% of their time, 9.0 ms"), std::string::npos) << *why;
+    t["load"]["run_queue_ms"] = 3.4;  // a large share of a short span: scheduling noise
+    EXPECT_FALSE(unclean_baseline(t, device, true)) << device;
+    t["load"]["run_queue_share"] = nullptr;  // the kernel did not say: not held against it
+    t["batch"]["run_queue_share"] = 0.5;
+    t["batch"]["run_queue_ms"] = 20.0;
+    why = unclean_baseline(t, device, true);
+    ASSERT_TRUE(why) << device;
+    EXPECT_NE(why->find("judge's batch waited for a CPU 50%"), std::string::npos) << *why;
+  }
+}
+
 }  // namespace
 }  // namespace anvil

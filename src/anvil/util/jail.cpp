@@ -77,6 +77,9 @@ constexpr int kErrFd = 3;          // in the child: the set-up error pipe (names
 constexpr const char* kRoot = "/tmp";  // where method "namespaces" builds the new root before pivoting into it
 constexpr const char* kHostname = "sandbox";  // the host's name stays outside too
 
+// The cap on processes and threads (JailLimits::processes).
+uint64_t process_limit(const JailOptions& o) { return o.limits.processes ? o.limits.processes : o.config->processes; }
+
 // A failed set-up step, as the child sends it to the parent.
 struct ChildError {
   char tag[8];  // kTag: tells it from bwrap's JSON status on the same pipe
@@ -441,6 +444,7 @@ NsChild prepare_ns(const Picture& p, const JailOptions& o, bool userns) {
   if (l.address_space) c.limits.push_back({RLIMIT_AS, l.address_space});
   if (l.cpu_seconds) c.limits.push_back({RLIMIT_CPU, l.cpu_seconds});
   if (l.file_size) c.limits.push_back({RLIMIT_FSIZE, l.file_size});
+  if (uint64_t n = process_limit(o)) c.limits.push_back({RLIMIT_NPROC, n});
   return c;
 }
 
@@ -674,7 +678,14 @@ void child_fds(const Pipes& p, bool bubblewrap) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
-void set_bwrap_limits(const JailLimits& l) {
+// Set after bwrap's exec is too late and before it counts the caller's own processes: bwrap's
+// first clone makes the user namespace (or, as root, is exempt), so the count is the jail's (as
+// root: the config uid's, once setpriv has dropped to it).
+void set_bwrap_limits(const JailLimits& l, uint64_t processes) {
+  if (processes) {
+    rlimit r{processes, processes};
+    setrlimit(RLIMIT_NPROC, &r);
+  }
   if (l.address_space) {
     rlimit r{l.address_space, l.address_space};
     setrlimit(RLIMIT_AS, &r);
@@ -830,7 +841,7 @@ JailResult run_with(const std::string& method, const std::string& bwrap, const s
     child_fds(pipes, bubblewrap);
     if (getppid() != parent) _exit(1);
     if (bubblewrap) {
-      set_bwrap_limits(o.limits);
+      set_bwrap_limits(o.limits, process_limit(o));
       execve(args_c[0], args_c.data(), env_c.data());
       fail("exec bwrap");
     }
@@ -928,7 +939,7 @@ bool load_jail_config(const fs::path& file, JailConfig* out, std::string* err) {
   }
   JailConfig c;
   std::string missing;
-  for (const char* k : {"uid", "gid", "tmp_bytes", "shm_bytes"}) {
+  for (const char* k : {"uid", "gid", "tmp_bytes", "shm_bytes", "processes"}) {
     if (!j.contains(k) || !j[k].is_number_unsigned()) missing = missing.empty() ? k : missing;
   }
   if (missing.empty()) {
@@ -936,6 +947,7 @@ bool load_jail_config(const fs::path& file, JailConfig* out, std::string* err) {
     c.gid = j["gid"].get<unsigned>();
     c.tmp_bytes = j["tmp_bytes"].get<uint64_t>();
     c.shm_bytes = j["shm_bytes"].get<uint64_t>();
+    c.processes = j["processes"].get<uint64_t>();
   }
   c.system_dirs = strings_at(j, "system_dirs", &missing);
   c.etc = strings_at(j, "etc", &missing);

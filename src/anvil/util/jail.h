@@ -12,7 +12,7 @@
 // and nothing else of the host (/root, /home, /work, /var, /run, the anvil cache...). It runs in
 // new mount, PID, IPC, UTS and (unless asked) network namespaces, as the config's unprivileged
 // uid:gid when anvil is root (else as the user, mapped by a user namespace), with no capabilities,
-// no_new_privs, the caller's rlimits, a clean environment and a new session; when it exits or the
+// no_new_privs, the caller's rlimits and a cap on processes, a clean environment and a new session; when it exits or the
 // wall-clock timeout kills it, everything it started dies with it (PID 1 of its namespace ends).
 //
 // Two methods draw the same picture: "namespaces" (anvil's own: open_tree/move_mount into a tmpfs,
@@ -39,6 +39,7 @@ struct JailConfig {
   std::vector<std::string> system_dirs;   // bound read-only (or recreated, when a symlink)
   std::vector<std::string> etc;           // names under /etc bound read-only ("python3*": a prefix)
   uint64_t tmp_bytes = 0, shm_bytes = 0;  // sizes of the private /tmp and /dev/shm
+  uint64_t processes = 0;                 // RLIMIT_NPROC: processes and threads (see JailLimits)
   std::vector<std::string> dev;           // names under /dev always present
   std::vector<std::string> gpu_dev;       // names under /dev added when the GPU is asked for
   std::vector<std::string> proc_read_only;  // names under /proc bound read-only
@@ -57,6 +58,10 @@ struct JailLimits {            // 0: no limit
   uint64_t address_space = 0;  // RLIMIT_AS, bytes (per process)
   uint64_t cpu_seconds = 0;    // RLIMIT_CPU (per process): SIGXCPU, then SIGKILL 5 s later
   uint64_t file_size = 0;      // RLIMIT_FSIZE, bytes: a larger write fails with SIGXFSZ
+  // RLIMIT_NPROC, processes and threads (0: the config's `processes`): a fork bomb fails with
+  // EAGAIN instead of taking the host's PIDs. Counted per user namespace, so per jail when anvil
+  // is not root; as root, for the config's uid on the whole host (every jail's together).
+  uint64_t processes = 0;
 };
 
 struct JailOptions {

@@ -267,6 +267,20 @@ TEST_P(JailTest, LimitsHold) {
   }
 }
 
+TEST_P(JailTest, AForkBombIsCapped) {
+  // 300 background sleeps: with a cap of 40 the shell's fork fails ("Cannot fork") before the end.
+  // As root the cap counts the sandbox uid's processes host-wide: a concurrent jail's few share it.
+  const char* bomb = "i=0; while [ $i -lt 300 ]; do sleep 30 & i=$((i+1)); done; echo made $i";
+  o_.limits.processes = 40;
+  JailResult r = sh(bomb);
+  EXPECT_FALSE(has(r.output, "made 300")) << r.output;
+  EXPECT_TRUE(has(r.output, "fork")) << r.output;
+  o_.limits.processes = 0;  // the config's cap (4096): the same shell makes all of them
+  r = sh(bomb);
+  EXPECT_TRUE(has(r.output, "made 300")) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 TEST_P(JailTest, EnvironmentStdinAndStreamsAreTheCallers) {
   ScopedEnv secret("ANVIL_JAIL_TEST_SECRET", "hunter2");
   o_.stdin_data = "from stdin\n";
@@ -369,11 +383,12 @@ TEST(JailMethod, RefusesAnUnknownMethodAndAMissingConfig) {
 TEST(JailConfig, LoadsTheSharedFileAndNamesWhatIsWrong) {
   EXPECT_EQ(config().uid, 65534u);
   EXPECT_EQ(config().gid, 65534u);
+  EXPECT_EQ(config().processes, 4096u);
   EXPECT_NE(std::find(config().system_dirs.begin(), config().system_dirs.end(), "/usr"), config().system_dirs.end());
   EXPECT_EQ(std::find(config().etc.begin(), config().etc.end(), "shadow"), config().etc.end());
   fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-jail-config");
   std::string e;
-  write_file_atomic(dir / "bad.json", R"({"doc": "x", "uid": 1, "gid": 1, "tmp_bytes": 1, "shm_bytes": 1})", &e);
+  write_file_atomic(dir / "bad.json", R"({"doc": "x", "uid": 1, "gid": 1, "tmp_bytes": 1, "shm_bytes": 1, "processes": 1})", &e);
   JailConfig c;
   EXPECT_FALSE(load_jail_config(dir / "bad.json", &c, &e));
   EXPECT_EQ(e, (dir / "bad.json").string() + ": \"system_dirs\" is missing or of the wrong type");
