@@ -14,8 +14,9 @@ The judge forks a supervisor (still trusted: it never runs candidate code), whic
   - the supervisor forks the candidate's process into the new PID namespace and waits for it; it
     dies with the judge, and the candidate's process dies with it (PR_SET_PDEATHSIG), and the judge
     itself is PID 1 of a namespace anvil made, so nothing outlives the evaluation;
-  - the candidate's process then drops to an unprivileged user (share/sandbox.json's sandbox_uid
-    when anvil is root; the caller's own uid, mapped, otherwise), keeps no capabilities, sets
+  - the candidate's process then drops to an unprivileged user (when anvil is root, a uid of its
+    own drawn from share/sandbox.json's candidate_uid range; the caller's own uid, mapped,
+    otherwise), keeps no capabilities, sets
     no_new_privs, may run at most share/sandbox.json's `processes` processes and threads
     (RLIMIT_NPROC: a fork bomb gets EAGAIN), and gets an environment of allow-listed variables
     only.
@@ -27,6 +28,8 @@ import ctypes
 import fnmatch
 import json
 import os
+import random
+import resource
 import signal
 
 CLONE_NEWNS = 0x00020000
@@ -269,7 +272,7 @@ def _drop_privileges(libc, conf, was_root):
     for cap in range(LAST_CAP + 1):
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: fine
     if was_root:
-        uid, gid = int(conf["uid"]), int(conf["gid"])
+        uid, gid = candidate_uid(conf), int(conf["gid"])
         try:
             os.setgroups([])
             os.setresgid(gid, gid, gid)
@@ -287,12 +290,20 @@ def _drop_privileges(libc, conf, was_root):
         raise ConfinementError("capabilities are left after dropping them: %s" % caps)
 
 
+def candidate_uid(conf):
+    """The uid of the candidate's process when anvil is root: one drawn at random from
+    share/sandbox.json's [candidate_uid_base, + candidate_uid_span), not the jails' shared uid, so
+    that RLIMIT_NPROC (counted per uid) counts this evaluation's processes alone: concurrent
+    evaluations neither share a budget nor can one's fork bomb starve another's threads."""
+    base, span = int(conf["candidate_uid_base"]), int(conf["candidate_uid_span"])
+    return base + random.SystemRandom().randrange(span)
+
+
 def _cap_processes(conf):
     """RLIMIT_NPROC at share/sandbox.json's `processes` (threads count too): a fork bomb gets
     EAGAIN instead of the host's PIDs. Set after the privileges went: counted in this user
-    namespace (this evaluation's) when anvil is not root, for the sandbox's uid when it is."""
-    import resource
-
+    namespace (this evaluation's) when anvil is not root, for this evaluation's own uid
+    (candidate_uid) when it is."""
     n = int(conf.get("processes") or 0)
     if n:
         try:
@@ -303,10 +314,12 @@ def _cap_processes(conf):
 
 def clean_environment(extra=None):
     """os.environ reduced to the allow-list (nothing of the caller's: no API keys, no tokens), with
-    HOME and TMPDIR on the private /tmp."""
+    HOME and TMPDIR on the private /tmp, and USER and LOGNAME set (getpass.getuser(), which
+    torch's and Triton's caches call, asks them before the password database, which has no entry
+    for candidate_uid)."""
     keep = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
     keep.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    keep.update(HOME="/tmp", TMPDIR="/tmp", **(extra or {}))
+    keep.update(HOME="/tmp", TMPDIR="/tmp", USER="sandbox", LOGNAME="sandbox", **(extra or {}))
     os.environ.clear()
     os.environ.update(keep)
     import tempfile

@@ -1,0 +1,77 @@
+"""The candidate's confinement (anvil.confine) on its own: two confined processes at once, as two
+concurrent evaluations would have them."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import PYTHON_DIR
+
+# Enters the confinement, then spawns `sleep 61.7` processes until `limit` or the first failure,
+# prints "uid U made N (why)", and holds them for `hold` seconds (they die with it: PID namespace).
+CONFINED = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, %r)
+    from anvil import confine
+    limit, hold = int(sys.argv[1]), float(sys.argv[2])
+    confine.enter([], gpu=False)
+    made, why = 0, "-"
+    try:
+        while made < limit:
+            os.posix_spawn("/bin/sleep", ["sleep", "61.7"], {})
+            made += 1
+    except OSError as e:
+        why = e.strerror
+    print("uid %%d made %%d (%%s)" %% (os.getuid(), made, why), flush=True)
+    time.sleep(hold)
+""") % PYTHON_DIR
+
+
+def confined(limit, hold):
+    return subprocess.Popen([sys.executable, "-c", CONFINED, str(limit), str(hold)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_a_fork_bomb_is_capped_and_starves_no_other_evaluation():
+    """One confined process spawns until the cap stops it (share/sandbox.json's processes) and holds
+    its processes; a second, confined meanwhile, still starts 50: the cap counts each
+    evaluation's processes alone (its own user namespace, or as root its own uid), not a budget
+    shared with the bomb."""
+    from anvil import confine
+
+    cap = int(confine.settings()["processes"])
+    bomb = confined(cap + 1000, 20)
+    try:
+        line = bomb.stdout.readline()
+        if not line:
+            pytest.skip("no confinement here: %s" % bomb.stderr.read()[-300:])
+        uid_a, made_a = int(line.split()[1]), int(line.split()[3])
+        assert cap - 64 <= made_a < cap, line  # the process's own threads count too
+        assert "Resource temporarily unavailable" in line, line
+        other = confined(50, 0)
+        out, err = other.communicate(timeout=60)
+        assert out.split()[3] == "50", out + err
+        if os.geteuid() == 0:
+            assert int(out.split()[1]) != uid_a, "two evaluations with one uid share one count: " + out + line
+    finally:
+        bomb.kill()
+        bomb.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _sleepers():
+        time.sleep(0.05)
+    assert not _sleepers(), "the bomb's processes outlived it"
+
+
+def _sleepers():
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if b"61.7" in f.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
