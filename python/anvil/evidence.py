@@ -220,11 +220,11 @@ def other_gpu_processes(device):
 
 
 def run_queue_ns(pids):
-    """Nanoseconds the threads of `pids` have spent runnable but waiting for a CPU (the second
-    field of /proc/<pid>/task/<tid>/schedstat), summed; None when the kernel does not say. Over a
-    measurement, its growth divided by the wall time is how much the machine's load delayed it: a
-    baseline measured with a large share is not kept."""
-    total, seen = 0, False
+    """{tid: nanoseconds it has spent runnable but waiting for a CPU} for the threads of `pids`
+    (the second field of /proc/<pid>/task/<tid>/schedstat); None when the kernel does not say.
+    Over a measurement, its growth divided by the wall time is how much the machine's load
+    delayed it: a baseline measured with a large share is not kept."""
+    waits, seen = {}, False
     for pid in pids:
         try:
             tids = os.listdir("/proc/%d/task" % pid)
@@ -233,15 +233,17 @@ def run_queue_ns(pids):
         for tid in tids:
             try:
                 with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                    total += int(f.read().split()[1])
+                    waits[(pid, tid)] = int(f.read().split()[1])
                 seen = True
             except (OSError, ValueError, IndexError):
                 continue
-    return total if seen else None
+    return waits if seen else None
 
 
 class RunQueue:
-    """How long, since it was made, the threads of `pids` waited for a CPU (run_queue_ns)."""
+    """How long, since it was made, the threads of `pids` waited for a CPU (run_queue_ns): each
+    thread's growth, a thread started since counted whole (a thread that ended meanwhile takes its
+    share with it)."""
 
     def __init__(self, pids):
         self.pids = [p for p in pids if p]
@@ -255,5 +257,5 @@ class RunQueue:
         wall = time.perf_counter() - self.start
         if self.start_ns is None or end_ns is None or wall <= 0:
             return {"run_queue_ms": None, "run_queue_share": None}
-        waited = max(0, end_ns - self.start_ns) / 1e9
+        waited = sum(max(0, ns - self.start_ns.get(tid, 0)) for tid, ns in end_ns.items()) / 1e9
         return {"run_queue_ms": round(waited * 1e3, 4), "run_queue_share": round(waited / wall, 4)}

@@ -57,6 +57,7 @@ class Judge(Harness):
         self.report["defenses"] = {"enabled": True}
         self.supervisor = None    # the confined candidate's supervisor (the judge's child)
         self.cand_pid = None      # the candidate's process (the supervisor's child)
+        self.candidate_gone = None  # every process of its namespace reaped before the baselines (end_candidate)
         self.imported = False
         self.expected = {}
         self.signature = None     # trial 0's reference output, for the batch's sampled positions
@@ -162,7 +163,8 @@ class Judge(Harness):
         everything left below the judge too (the namespace's init, handed to the judge, its
         reaper: reaped only once every process of its namespace has exited), up to limit_s: a
         killed process frees its memory (and its CUDA context) before it can be reaped, and a
-        baseline timed next must not share the CPU with that."""
+        baseline timed next must not share the CPU with that. Sets candidate_gone (False: some
+        were still there after limit_s; the baselines are then not kept)."""
         self._kill(self.candidate_pid())
         self._kill(self.supervisor)
         if not wait:
@@ -176,9 +178,11 @@ class Judge(Harness):
         if not settle:
             return
         deadline = time.perf_counter() + limit_s
+        self.candidate_gone = False
         while time.perf_counter() < deadline:
             left = policy.descendants()
             if not left:
+                self.candidate_gone = True
                 return
             for p in left:
                 self._kill(p)
@@ -721,17 +725,27 @@ class Judge(Harness):
                 raise Outcome("task_error", "while timing: %s" % raised(e, "the reference Model"), trace(e))
 
     def time_one(self, fn, warmup):
-        """One baseline, with what the machine was doing meanwhile (other processes on the GPU)."""
+        """One baseline, with what the machine was doing meanwhile: how long the judge's threads
+        waited for a CPU from the end of the warm-up (torch.compile compiles in it) to the end,
+        whether the candidate's processes were gone, other processes on the GPU."""
         t = self.req["timing"]
         self.pin_flags()
         cuda = self.device.type == "cuda"
         before = evidence.other_gpu_processes(self.device) if cuda else None
-        waited = evidence.RunQueue([os.getpid()])
+        waited = [evidence.RunQueue([os.getpid()])]
+        warmed = [0]
+
+        def observe(phase, _k, _out, _sample_ms):  # outside any timed region
+            if phase == "warmup":
+                warmed[0] += 1
+                if warmed[0] == warmup:
+                    waited[0] = evidence.RunQueue([os.getpid()])
+
         with self.torch.no_grad():
             result = timing.measure(fn, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
                                     flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
-                                    hide_launch=bool(t.get("hide_launch", True)), trace={})
-        result["load"] = waited.load()
+                                    hide_launch=bool(t.get("hide_launch", True)), observe=observe, trace={})
+        result["load"] = dict(waited[0].load(), candidate_gone=self.candidate_gone)
         if cuda:
             after = evidence.other_gpu_processes(self.device)
             seen = [n for n in (before, after) if n is not None]

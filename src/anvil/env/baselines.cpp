@@ -60,6 +60,9 @@ std::optional<std::string> unclean_baseline(const nlohmann::json& timing, const 
       return std::string(buf);
     }
   }
+  if (load.is_object() && load.contains("candidate_gone") && load["candidate_gone"] == false) {
+    return "the candidate's processes were still exiting while it was measured";
+  }
   if (auto others = number_at(load, "other_gpu_processes"); others && *others > 0) {
     return std::to_string(static_cast<int>(*others)) + " other process(es) used the GPU while it was measured";
   }

@@ -7,7 +7,7 @@
 // median) and no other process on the GPU; on any device, measuring threads that seldom waited for
 // a CPU (from the kernel's schedstat: not more than kMaxRunQueueShare of the wall time, and
 // kMinRunQueueMs, for the timed calls and for the judge's batch: a wait that long could have
-// stretched the baseline by more than a tenth); with defenses, the judge's batch measured
+// stretched the baseline by more than a tenth; the candidate's processes all gone); with defenses, the judge's batch measured
 // with it. Otherwise the next evaluation measures it again, so a loaded machine cannot change a
 // later reward. (CPU baselines, for tests on a shared host, are not held to the spread: their load
 // is the run queue's.)

@@ -567,6 +567,8 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
       auto why = unclean_baseline(t, device, needs_batch);
       t["clean"] = !why;
       if (why) unkept.push_back(std::string(name) + " baseline not kept for later evaluations: " + *why);
+      // A concurrent evaluation may have kept a clean one meanwhile: an unclean one never replaces it.
+      if (why && store.contains(name) && store[name].is_object() && store[name].value("clean", false)) return;
       store[name] = t;
       changed = true;
     };

@@ -91,6 +91,18 @@ TEST(Baselines, EagerNeedsTheJudgesBatchWithDefenses) {
 
 TEST(Baselines, TheCpuIsNotHeldToTheSpread) { EXPECT_FALSE(unclean_baseline(timing(0.5, 1.0, 2.0), "cpu", true)); }
 
+TEST(Baselines, ACandidateStillExitingMakesItUnclean) {
+  auto t = timing(1.0, 1.0, 1.0);
+  t["load"] = {{"candidate_gone", true}};
+  EXPECT_FALSE(unclean_baseline(t, "cpu", true));
+  t["load"]["candidate_gone"] = nullptr;  // not a defended evaluation: nothing to wait for
+  EXPECT_FALSE(unclean_baseline(t, "cpu", true));
+  t["load"]["candidate_gone"] = false;
+  auto why = unclean_baseline(t, "cpu", true);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("still exiting"), std::string::npos) << *why;
+}
+
 TEST(Baselines, ALoadedMachineMakesItUncleanOnAnyDevice) {
   for (const char* device : {"cpu", "cuda"}) {
     auto t = timing(1.0, 1.0, 1.0);

@@ -269,9 +269,16 @@ bool make_picture(const JailOptions& o, Picture* out, std::string* err) {
 
 // ---- method "bubblewrap" -----------------------------------------------------------------------
 
-std::vector<std::string> bwrap_argv(const std::string& bwrap, const std::string& setpriv, const Picture& p,
-                                    const JailOptions& o, const std::vector<std::string>& argv) {
-  std::vector<std::string> a = {bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--hostname", kHostname,
+// The programs method "bubblewrap" runs: bwrap; setpriv as root (to drop to the config's user);
+// prlimit as anyone else (to cap processes inside bwrap's user namespace, see set_bwrap_limits).
+struct BwrapTools {
+  std::string bwrap, setpriv, prlimit;
+};
+
+std::vector<std::string> bwrap_argv(const BwrapTools& t, const Picture& p, const JailOptions& o,
+                                    const std::vector<std::string>& argv) {
+  const std::string& setpriv = t.setpriv;
+  std::vector<std::string> a = {t.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--hostname", kHostname,
                                 "--die-with-parent", "--new-session", "--cap-drop", "ALL"};
   if (!o.network) a.push_back("--unshare-net");
   if (!setpriv.empty()) {
@@ -337,6 +344,9 @@ std::vector<std::string> bwrap_argv(const std::string& bwrap, const std::string&
     const JailConfig& c = *o.config;
     a.insert(a.end(), {setpriv, "--reuid=" + std::to_string(c.uid), "--regid=" + std::to_string(c.gid),
                        "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"});
+  }
+  if (uint64_t n = process_limit(o); n && !t.prlimit.empty()) {
+    a.insert(a.end(), {t.prlimit, "--nproc=" + std::to_string(n) + ":" + std::to_string(n), "--"});
   }
   a.insert(a.end(), argv.begin(), argv.end());
   return a;
@@ -678,9 +688,10 @@ void child_fds(const Pipes& p, bool bubblewrap) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
-// Set after bwrap's exec is too late and before it counts the caller's own processes: bwrap's
-// first clone makes the user namespace (or, as root, is exempt), so the count is the jail's (as
-// root: the config uid's, once setpriv has dropped to it).
+// RLIMIT_NPROC before bwrap's exec only as root (root's own clones are exempt; the count is the
+// config uid's once setpriv has dropped to it). Anyone else gets it from prlimit inside bwrap's
+// user namespace: set before it, the kernel would also check every fork in the jail against the
+// caller's count on the whole host.
 void set_bwrap_limits(const JailLimits& l, uint64_t processes) {
   if (processes) {
     rlimit r{processes, processes};
@@ -796,8 +807,8 @@ bool read_status(int fd, bool bubblewrap, bool killed, JailResult* res) {
 }
 
 // Runs argv under one method, without choosing or probing.
-JailResult run_with(const std::string& method, const std::string& bwrap, const std::string& setpriv,
-                    const std::vector<std::string>& argv, const JailOptions& o) {
+JailResult run_with(const std::string& method, const BwrapTools& tools, const std::vector<std::string>& argv,
+                    const JailOptions& o) {
   JailResult res;
   res.how = method;
   auto t0 = std::chrono::steady_clock::now();
@@ -813,7 +824,7 @@ JailResult run_with(const std::string& method, const std::string& bwrap, const s
   }
   // Everything the child touches is built here.
   bool bubblewrap = method == "bubblewrap";
-  std::vector<std::string> args = bubblewrap ? bwrap_argv(bwrap, setpriv, pic, o, argv) : argv;
+  std::vector<std::string> args = bubblewrap ? bwrap_argv(tools, pic, o, argv) : argv;
   std::vector<std::string> env = o.env;
   std::vector<char*> args_c, env_c;
   for (auto& a : args) args_c.push_back(a.data());
@@ -841,7 +852,7 @@ JailResult run_with(const std::string& method, const std::string& bwrap, const s
     child_fds(pipes, bubblewrap);
     if (getppid() != parent) _exit(1);
     if (bubblewrap) {
-      set_bwrap_limits(o.limits, process_limit(o));
+      set_bwrap_limits(o.limits, geteuid() == 0 ? process_limit(o) : 0);
       execve(args_c[0], args_c.data(), env_c.data());
       fail("exec bwrap");
     }
@@ -868,7 +879,7 @@ struct Probe {
   std::once_flag once;
   bool works = false;
   std::string why;
-  std::string bwrap, setpriv;  // the programs' paths
+  BwrapTools tools;  // the programs' paths
 };
 
 Probe& probe(const std::string& method, const JailConfig& config) {
@@ -876,22 +887,28 @@ Probe& probe(const std::string& method, const JailConfig& config) {
   Probe& p = method == "bubblewrap" ? bw : ns;
   std::call_once(p.once, [&] {
     if (method == "bubblewrap") {
-      p.bwrap = find_program("bwrap").string();
-      if (p.bwrap.empty()) {
+      p.tools.bwrap = find_program("bwrap").string();
+      if (p.tools.bwrap.empty()) {
         p.why = "bwrap is not on PATH (install bubblewrap)";
         return;
       }
       // --size (the tmpfs limits) came with bubblewrap 0.8.
-      SubprocessResult v = run_subprocess({p.bwrap, "--version"});
+      SubprocessResult v = run_subprocess({p.tools.bwrap, "--version"});
       int major = 0, minor = 0;
       if (std::sscanf(v.output.c_str(), "bubblewrap %d.%d", &major, &minor) != 2 || (major == 0 && minor < 8)) {
         p.why = "bwrap is older than 0.8 (" + first_lines(v.output, 100) + "), which the tmpfs size limits need";
         return;
       }
       if (geteuid() == 0) {
-        p.setpriv = find_program("setpriv").string();
-        if (p.setpriv.empty()) {
+        p.tools.setpriv = find_program("setpriv").string();
+        if (p.tools.setpriv.empty()) {
           p.why = "as root, bwrap needs setpriv (util-linux) to drop to the sandbox's user";
+          return;
+        }
+      } else {
+        p.tools.prlimit = find_program("prlimit").string();
+        if (p.tools.prlimit.empty()) {
+          p.why = "as a user, bwrap needs prlimit (util-linux) to cap the jail's processes";
           return;
         }
       }
@@ -900,7 +917,7 @@ Probe& probe(const std::string& method, const JailConfig& config) {
     o.config = &config;
     o.timeout = std::chrono::seconds(30);
     o.env = {"PATH=/usr/bin:/bin"};
-    JailResult r = run_with(method, p.bwrap, p.setpriv, {"/bin/sh", "-c", "echo ok"}, o);
+    JailResult r = run_with(method, p.tools, {"/bin/sh", "-c", "echo ok"}, o);
     p.works = r.started && r.exit_code == 0 && r.output == "ok\n";
     if (!p.works) {
       std::string e = r.error.rfind("sandbox: ", 0) == 0 ? r.error.substr(9) : r.error;
@@ -1009,7 +1026,7 @@ JailResult run_jailed(const std::vector<std::string>& argv, const JailOptions& o
     return res;
   }
   const Probe& p = probe(method, *opts.config);
-  return run_with(method, p.bwrap, p.setpriv, argv, opts);
+  return run_with(method, p.tools, argv, opts);
 }
 
 // Root with CAP_SYS_ADMIN drops to the config's user; anyone else keeps their own uid (mapped to
