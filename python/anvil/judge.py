@@ -553,12 +553,15 @@ class Judge(Harness):
     def holds_down(self, batch_ms, claimed_ms):
         """Whether the candidate's batch, at batch_ms per call, would bound its claim (reward.h's
         rule, with the parameters anvil sent: eager's figures when its baselines are cached; else
-        this evaluation's eager batch and the judge's one timed reference call). Only decides
+        this evaluation's eager batch, for both). Only decides
         whether to time the batch again: anvil applies the rule to what it is sent."""
         bound = self.req["timing"].get("bound") or {}
         eager_batch = bound.get("eager_batch_per_call_ms") or ((self.report["timing"].get("eager") or {}).get(
             "batch") or {}).get("per_call_ms")
-        eager_ms = bound.get("eager_ms") or self.ref_ms
+        # Not cached: eager's time is not measured yet; its batch's time per call is the closer
+        # guess (one wall-clock reference call, with its launch and synchronisation, is larger and
+        # would time an honest batch again for nothing).
+        eager_ms = bound.get("eager_ms") or min((x for x in (self.ref_ms, eager_batch) if x), default=None)
         if not (eager_batch and eager_ms and claimed_ms and batch_ms):
             return False
         return batch_ms / eager_batch * eager_ms / (1.0 + float(bound.get("slack", 0.0))) > claimed_ms

@@ -201,7 +201,10 @@ def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cfla
                           "extra_ldflags": _as_list(extra_ldflags),
                           "extra_include_paths": _as_list(extra_include_paths)})
         if not reply.get("ok") or not reply.get("module"):
-            raise RuntimeError("Error building extension '%s':\n%s" % (name, reply.get("error") or "build failed"))
+            error = str(reply.get("error") or "build failed")
+            if error.startswith("Error building extension"):  # run_build's own words: said once
+                raise RuntimeError(error)
+            raise RuntimeError("Error building extension '%s':\n%s" % (name, error))
         import torch  # noqa: F401 - the module's libtorch dependencies resolve against the loaded torch
 
         if not is_python_module:

@@ -370,3 +370,17 @@ def test_modifying_the_judges_batch_inputs_is_caught(make):
     """
     report = evaluate(make(forward, allow=TORCH_OPS + ["zero_"])).report
     assert outcome(report) == ("wrong_answer", "input_mutated"), report["message"]
+
+
+def test_without_cached_eager_the_repeat_rule_takes_eagers_batch_over_one_wall_clock_call():
+    """No cached baselines: eager's time is guessed from this evaluation's eager batch (1 ms a call),
+    not from one wall-clock reference call (5 ms): a candidate batch of 1.02 ms a call backs a
+    1 ms claim (no repeat); one of 3 ms does not."""
+    from types import SimpleNamespace
+
+    from anvil.judge import Judge
+
+    judge = SimpleNamespace(req={"timing": {"bound": {"slack": 0.03}}}, ref_ms=5.0,
+                            report={"timing": {"eager": {"batch": {"per_call_ms": 1.0}}}})
+    assert not Judge.holds_down(judge, 1.02, 1.0)
+    assert Judge.holds_down(judge, 3.0, 1.0)

@@ -131,6 +131,17 @@ def test_build_failure_raises_with_diagnostics(fake_anvil, monkeypatch):
                                "(full build log: /tmp/fake/build.log)")
 
 
+def test_a_build_the_judge_made_fails_with_its_words_said_once(fake_anvil, tmp_path, monkeypatch):
+    """A defended evaluation: the candidate's process asks the judge (set_builder), which builds
+    with build_spec_locally; the failure reaches the candidate with one "Error building" line."""
+    monkeypatch.setenv("FAKE_MODE", "fail")
+    monkeypatch.setattr(li, "_builder", lambda spec: li.build_spec_locally(spec, str(tmp_path / "inline")))
+    with pytest.raises(RuntimeError) as info:
+        li.load_inline("bad_ext", "int f() { return 1 }", functions="f")
+    assert str(info.value).count("Error building extension") == 1, str(info.value)
+    assert str(info.value).startswith("Error building extension 'bad_ext':\nmain.cpp:2:3: error")
+
+
 def test_anvil_crash_without_json_raises(fake_anvil, monkeypatch):
     monkeypatch.setenv("FAKE_MODE", "crash")
     with pytest.raises(RuntimeError, match=r"exited with status 2 and printed no JSON reply\n"
