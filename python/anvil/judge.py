@@ -249,7 +249,7 @@ class Judge(Harness):
         with self.clock("build"):
             spec = msg.get("spec")
             reply = (load_inline.build_spec_locally(spec, self.inline_dir()) if isinstance(spec, dict)
-                     else {"ok": False, "error": "a build request without a spec"})
+                     else {"ok": False, "error": "Error building extension: a build request without a spec"})
         channel.send(self.sock, {"type": "built", "reply": reply})
 
     def hello(self):

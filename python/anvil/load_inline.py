@@ -39,10 +39,12 @@ def set_builder(builder):
 
 
 def build_spec_locally(spec, out_dir):
-    """Build a set_builder() spec with `anvil build-sources` into out_dir; returns the reply."""
+    """Build a set_builder() spec with `anvil build-sources` into out_dir; returns the reply, whose
+    "error" is the whole message load_inline raises."""
     anvil = find_anvil()
     if anvil is None:
-        return {"ok": False, "error": "anvil.load_inline: the anvil binary was not found"}
+        return {"ok": False, "error": "Error building extension '%s':\nanvil.load_inline: the anvil binary was not "
+                                      "found" % spec["name"]}
     source_dir = tempfile.mkdtemp(prefix="anvil_inline_%s_" % spec["name"])
     os.makedirs(out_dir, exist_ok=True)
     sources = write_sources(source_dir, spec["cpp_text"], spec.get("cuda_text"))
@@ -201,10 +203,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cfla
                           "extra_ldflags": _as_list(extra_ldflags),
                           "extra_include_paths": _as_list(extra_include_paths)})
         if not reply.get("ok") or not reply.get("module"):
-            error = str(reply.get("error") or "build failed")
-            if error.startswith("Error building extension"):  # run_build's own words: said once
-                raise RuntimeError(error)
-            raise RuntimeError("Error building extension '%s':\n%s" % (name, error))
+            raise RuntimeError(str(reply.get("error") or "Error building extension '%s':\nbuild failed" % name))
         import torch  # noqa: F401 - the module's libtorch dependencies resolve against the loaded torch
 
         if not is_python_module:

@@ -80,6 +80,29 @@ constexpr const char* kHostname = "sandbox";  // the host's name stays outside t
 // The cap on processes and threads (JailLimits::processes).
 uint64_t process_limit(const JailOptions& o) { return o.limits.processes ? o.limits.processes : o.config->processes; }
 
+// The rlimits a jailed program gets: the caller's, and the cap on processes when `processes`
+// (bwrap as a user gets that one from prlimit instead: see bwrap_argv).
+using Rlimits = std::vector<std::pair<int, rlim_t>>;
+Rlimits rlimits_of(const JailOptions& o, bool processes) {
+  Rlimits r;
+  const JailLimits& l = o.limits;
+  if (l.address_space) r.push_back({RLIMIT_AS, l.address_space});
+  if (l.cpu_seconds) r.push_back({RLIMIT_CPU, l.cpu_seconds});
+  if (l.file_size) r.push_back({RLIMIT_FSIZE, l.file_size});
+  if (uint64_t n = processes ? process_limit(o) : 0) r.push_back({RLIMIT_NPROC, n});
+  return r;
+}
+
+// Sets them in this (forked) process; false at the first that fails.
+bool apply_rlimits(const Rlimits& limits) {
+  for (const auto& [resource, value] : limits) {
+    // The hard CPU limit a little above the soft one: SIGXCPU first (a compiler may say so), then SIGKILL.
+    rlimit r{value, resource == RLIMIT_CPU ? value + 5 : value};
+    if (setrlimit(resource, &r) != 0) return false;
+  }
+  return true;
+}
+
 // A failed set-up step, as the child sends it to the parent.
 struct ChildError {
   char tag[8];  // kTag: tells it from bwrap's JSON status on the same pipe
@@ -270,7 +293,7 @@ bool make_picture(const JailOptions& o, Picture* out, std::string* err) {
 // ---- method "bubblewrap" -----------------------------------------------------------------------
 
 // The programs method "bubblewrap" runs: bwrap; setpriv as root (to drop to the config's user);
-// prlimit as anyone else (to cap processes inside bwrap's user namespace, see set_bwrap_limits).
+// prlimit as anyone else (to cap processes inside bwrap's user namespace, see run_with).
 struct BwrapTools {
   std::string bwrap, setpriv, prlimit;
 };
@@ -406,7 +429,7 @@ struct NsChild {
   std::string root_null;  // kRoot + /dev/null (the masks' source)
   std::string proc_at;
   std::string cwd;
-  std::vector<std::pair<int, rlim_t>> limits;
+  Rlimits limits;
   std::vector<char*> argv, envp;
 };
 
@@ -450,11 +473,7 @@ NsChild prepare_ns(const Picture& p, const JailOptions& o, bool userns) {
   c.root_null = std::string(kRoot) + "/dev/null";
   c.proc_at = std::string(kRoot) + "/proc";
   c.cwd = p.cwd;
-  const JailLimits& l = o.limits;
-  if (l.address_space) c.limits.push_back({RLIMIT_AS, l.address_space});
-  if (l.cpu_seconds) c.limits.push_back({RLIMIT_CPU, l.cpu_seconds});
-  if (l.file_size) c.limits.push_back({RLIMIT_FSIZE, l.file_size});
-  if (uint64_t n = process_limit(o)) c.limits.push_back({RLIMIT_NPROC, n});
+  c.limits = rlimits_of(o, true);
   return c;
 }
 
@@ -560,11 +579,7 @@ void drop_privileges(const NsChild& c) {
 }
 
 void set_limits(const NsChild& c) {
-  for (const auto& [resource, value] : c.limits) {
-    // The hard CPU limit a little above the soft one: SIGXCPU first (a compiler may say so), then SIGKILL.
-    rlimit r{value, resource == RLIMIT_CPU ? value + 5 : value};
-    if (setrlimit(resource, &r) != 0) fail("setrlimit");
-  }
+  if (!apply_rlimits(c.limits)) fail("setrlimit");
 }
 
 void enter_namespaces(const NsChild& c) {
@@ -688,29 +703,6 @@ void child_fds(const Pipes& p, bool bubblewrap) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
-// RLIMIT_NPROC before bwrap's exec only as root (root's own clones are exempt; the count is the
-// config uid's once setpriv has dropped to it). Anyone else gets it from prlimit inside bwrap's
-// user namespace: set before it, the kernel would also check every fork in the jail against the
-// caller's count on the whole host.
-void set_bwrap_limits(const JailLimits& l, uint64_t processes) {
-  if (processes) {
-    rlimit r{processes, processes};
-    setrlimit(RLIMIT_NPROC, &r);
-  }
-  if (l.address_space) {
-    rlimit r{l.address_space, l.address_space};
-    setrlimit(RLIMIT_AS, &r);
-  }
-  if (l.cpu_seconds) {
-    rlimit r{l.cpu_seconds, l.cpu_seconds + 5};
-    setrlimit(RLIMIT_CPU, &r);
-  }
-  if (l.file_size) {
-    rlimit r{l.file_size, l.file_size};
-    setrlimit(RLIMIT_FSIZE, &r);
-  }
-}
-
 // Appends what a pipe has, keeping at most `max` bytes; false at its end.
 bool drain(int fd, std::string* into, size_t max, size_t* total) {
   char buf[65536];
@@ -831,6 +823,11 @@ JailResult run_with(const std::string& method, const BwrapTools& tools, const st
   args_c.push_back(nullptr);
   for (auto& e : env) env_c.push_back(e.data());
   env_c.push_back(nullptr);
+  // bwrap's rlimits are set before its exec: RLIMIT_NPROC only as root (root's own clones are
+  // exempt; the count is the config uid's once setpriv has dropped to it). Anyone else gets it from
+  // prlimit inside bwrap's user namespace: set before it, the kernel would also check every fork
+  // in the jail against the caller's count on the whole host.
+  Rlimits bwrap_limits = bubblewrap ? rlimits_of(o, geteuid() == 0) : Rlimits();
   NsChild ns;
   if (!bubblewrap) {
     ns = prepare_ns(pic, o, !drops_to_user());
@@ -852,7 +849,7 @@ JailResult run_with(const std::string& method, const BwrapTools& tools, const st
     child_fds(pipes, bubblewrap);
     if (getppid() != parent) _exit(1);
     if (bubblewrap) {
-      set_bwrap_limits(o.limits, geteuid() == 0 ? process_limit(o) : 0);
+      apply_rlimits(bwrap_limits);
       execve(args_c[0], args_c.data(), env_c.data());
       fail("exec bwrap");
     }
