@@ -4,7 +4,9 @@ candidate's process (docs/anti-hacking.md, "Time the judge can vouch for").
 The judge draws N input sets from seeds only it knows (get_inputs() with the device as torch's
 default device where the task allows), lays them out in one pool of memory that nobody else has
 seen, and starts its clock as it hands the pool over: on a GPU a fresh cudaMalloc exported through
-CUDA IPC (the other process maps it only then), on the CPU a sealed memfd. The candidate's process
+CUDA IPC (the other process maps it only then), behind a Gate (the inputs arrive once the other
+process has enqueued its calls; the time until they arrive, on the judge's GPU clock, is not the
+candidate's), on the CPU a sealed memfd. The candidate's process
 runs the N calls back to back, keeps every output, and answers with them: on a GPU as CUDA IPC
 references (nothing is copied), on the CPU in a sealed memfd. On a GPU the judge then reads
 SAMPLES elements of every output of every call, at positions it drew in secret, and its clock stops
@@ -34,6 +36,8 @@ MAX_SPEEDUP = 50     # a batch is sized for a candidate at most this much faster
 SAMPLES = 1024       # elements read from each output tensor of every call
 FULL_CHECKS = 2      # calls whose outputs are compared in full, chosen after the batch
 TIMED_BATCHES = 3    # the candidate's timed batches at most: again while the fastest holds its claim down
+MAX_GATE_MS = 80.0   # a Gate waits at most this long for the candidate's calls to be enqueued
+GATE_SLACK_MS = 1.0  # on top of the host time a Gate hides (the messages, the pool's mapping)
 MEMORY_SHARE = 0.5   # of the device's free memory (the host's available memory on the CPU)
 ALIGN = 256
 
@@ -201,6 +205,109 @@ def fill(base, regions):
         size = t.element_size()
         src = torch.as_strided(t, (region["span"],), (1,), t.storage_offset())
         base[region["offset"]:region["offset"] + region["span"] * size].copy_(src.reshape(-1).view(torch.uint8))
+
+
+def stage(skeletons, regions, base):
+    """Fill `base` (the judge's staging copy of a pool) and return (calls, regions) rebuilt as
+    views of it: the judge's pristine inputs then take the pool's size once, not twice. Each input
+    tensor is dropped once copied (the caller holds no other reference to the ones it drew)."""
+    for i, (t, region) in enumerate(regions):
+        fill(base, [(t, region)])
+        regions[i] = (None, region)
+    t = None
+    views = []
+
+    def view(region):
+        v = region_tensor(base, region)
+        views.append((v, region))
+        return v
+
+    calls = [rebuild(s, view) for s in skeletons]
+    return calls, views
+
+
+class Gate:
+    """What holds a batch's calls until their inputs exist (docs/anti-hacking.md, "Time the judge
+    can vouch for"). The judge hands the pool over filled with 0xFF (NaN in every float type) and
+    a flag word (FlagWord) below this batch's number. The candidate's process makes its stream wait for the flag
+    (cuStreamWaitValue32: the stream's front end waits, no kernel spins, and no interprocess event
+    is needed, which its IPC namespace would not let it open), enqueues every call while the GPU
+    waits, and says "queued"; then (or at a deadline, should that not come) the judge copies the
+    inputs in from its staging copy and sets the flag. So the host's work (Python, launches) is
+    done before the first call runs, as the in-process timing hides it with its sleep. gate_ms,
+    the judge's own GPU clock from the batch's start to the flag, is then taken off the batch's
+    wall. Nothing of it is taken on the candidate's word: no output can be right before its inputs
+    exist, so a process that does not wait, or says "queued" early, gains nothing but wrong answers
+    or host time left in its own wall, and one that says it late only lengthens the gate; the rest
+    of the wall is still a bound on its work. The flag lives in a small allocation of its own,
+    mapped once per evaluation, and counts batches (batch k waits for a value of at least k): a
+    wait on a word of the pool cost the other process tens of milliseconds per batch, growing with
+    the pool's size."""
+
+    def __init__(self, flag, value):
+        import torch
+
+        self.torch = torch
+        self.flag, self.value = flag, value
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.ready = torch.cuda.Event(enable_timing=True)
+
+    def open(self, pool, staging):
+        """Copy the inputs in and set the flag, on the judge's stream (its start was recorded)."""
+        pool[:staging.numel()].copy_(staging)
+        self.flag.fill_(self.value)
+        self.ready.record()
+
+    def ms(self):
+        """The GPU time from the batch's start to the flag (after the batch)."""
+        self.ready.synchronize()
+        return self.start.elapsed_time(self.ready)
+
+
+def gate_ms(said, scale):
+    """How long a Gate waits at most for "queued": the host time the candidate's process said its
+    last batch took to map the pool and enqueue its calls (scaled to this batch's size), with room
+    to spare, at most MAX_GATE_MS. The deadline matters only when "queued" does not come (a launch
+    queue so full that the host waits for the GPU): any figure is safe, as a short one leaves host
+    work in that process's own wall and a long one only lengthens the batch."""
+    said = said if isinstance(said, dict) else {}
+    host = [said.get("map_ms"), said.get("loop_ms")]
+    if not all(isinstance(x, (int, float)) and 0 <= x < 1e6 for x in host):
+        return GATE_SLACK_MS
+    return min(MAX_GATE_MS, 1.25 * (host[0] + host[1] * scale) + GATE_SLACK_MS)
+
+
+class FlagWord:
+    """The judge's gate flag: one small cudaMalloc, exported once; batch k sets it to k."""
+
+    def __init__(self):
+        import torch
+
+        self.buffer = DeviceBuffer(ALIGN)
+        self.buffer.view.zero_()
+        self.word = self.buffer.view[:4].view(torch.int32)
+        self.handle = self.buffer.export()
+        self.count = 0
+
+    def next(self):
+        """A Gate for the next batch, and what its command carries."""
+        self.count += 1
+        return Gate(self.word, self.count), {"handle": self.handle, "value": self.count}
+
+
+def wait_for_gate(address, value):
+    """The candidate's side of the Gate: this stream's next work waits until the 32-bit flag at the
+    (mapped) address is at least value."""
+    import torch
+
+    from anvil import cuda_ipc
+
+    _rt, drv = cuda_ipc._load()
+    wait = getattr(drv, "cuStreamWaitValue32_v2", None) or drv.cuStreamWaitValue32
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    rc = wait(stream, ctypes.c_uint64(address), ctypes.c_uint32(value), ctypes.c_uint(0))  # CU_STREAM_WAIT_VALUE_GEQ
+    if rc != 0:
+        raise BatchError("cuStreamWaitValue32 on the batch's gate failed (CUDA error %d)" % rc)
 
 
 # ---------------------------------------------------------------------------------------------

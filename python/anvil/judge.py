@@ -25,6 +25,7 @@ process before its code is imported, so that both batches go through the same pr
 import copy
 import os
 import random
+import select
 import signal
 import sys
 import time
@@ -216,13 +217,20 @@ class Judge(Harness):
         except ValueError as e:
             raise Hack("protocol", "the candidate's process sent a malformed message: %s" % e)
 
-    def ask(self, message, expect, lazy=False, value=None):
+    def ask(self, message, expect, lazy=False, value=None, deadline=None):
         """Send a command and return its reply, whose type must be in `expect`; load_inline build
-        requests are served meanwhile; a failure the candidate reports ends the evaluation."""
+        requests are served meanwhile; a failure the candidate reports ends the evaluation. With a
+        deadline (time.perf_counter()), None when nothing has come by then."""
         try:
             channel.send(self.sock, message, value)
         except channel.ChannelClosed:
             raise self.died()
+        if deadline is not None and not select.select([self.sock], [], [], max(0.0, deadline - time.perf_counter()))[0]:
+            return None
+        return self.answer(expect, message.get("type"), lazy)
+
+    def answer(self, expect, asked, lazy=False):
+        """The reply to the command `asked`, of a type in `expect` (ask()'s second half)."""
         while True:
             msg = self.recv(lazy=lazy)
             kind = msg.get("type")
@@ -240,8 +248,7 @@ class Judge(Harness):
             if kind in expect:
                 return msg
             raise Hack("protocol", "the candidate's process answered %r to %r (expected %s): the judge drives the "
-                       "evaluation and every step must be answered in order" % (
-                           kind, message.get("type"), " or ".join(expect)))
+                       "evaluation and every step must be answered in order" % (kind, asked, " or ".join(expect)))
 
     def serve_build(self, msg):
         from anvil import load_inline
@@ -527,23 +534,26 @@ class Judge(Harness):
         n = self.batch_size(per_call_ms)
         with self.clock(kind + "_batch_warmup"):
             warm = self.one_batch(kind, n, timed=False)
-            # The timed batch's size: the warm-up's calls as its process timed them (loop and
-            # synchronisation, without the batch's fixed costs); any figure will do to size a batch
-            # (a wrong one only makes the candidate's own batch shorter or capped), so the judge's
-            # clock stays the only thing believed.
-            said = warm.get("candidate_says") or {}
-            work_ms = (said.get("loop_ms") or 0) + (said.get("sync_ms") or 0)
-            per_call = work_ms / n if isinstance(work_ms, (int, float)) and work_ms > 0 else warm["per_call_ms"]
-            sized = self.batch_size(min(per_call, warm["per_call_ms"]))
+            # The timed batch's size: the time per call given (the claim, or eager's reference
+            # call) where the warm-up's, on the judge's clock with its fixed costs spread over a
+            # short batch, is longer, but not below a quarter of that. Any figure will do to size a
+            # batch (a wrong one only makes the candidate's own batch shorter, longer or capped),
+            # so the judge's clock stays the only thing believed.
+            measured = warm["per_call_ms"]
+            given = per_call_ms if isinstance(per_call_ms, (int, float)) and per_call_ms > 0 else measured
+            sized = self.batch_size(max(min(given, measured), measured / 4))
             if sized > n:  # more outputs than the warm-up allocated: warm those up too
-                self.one_batch(kind, sized, timed=False)
-        result = self.one_batch(kind, sized, timed=True)
+                warm = self.one_batch(kind, sized, timed=False)
+                n = sized
+        gate_ms = batch.gate_ms(warm.get("candidate_says"), sized / n)
+        result = self.one_batch(kind, sized, timed=True, gate_ms=gate_ms)
         if kind != "candidate":
             return result
         walls = [result["per_call_ms"]]
         while len(walls) < batch.TIMED_BATCHES and self.holds_down(result["per_call_ms"], per_call_ms):
             self._kill(self.candidate_pid(), signal.SIGCONT)  # stopped after its last answer
-            again = self.one_batch(kind, sized, timed=True)
+            gate_ms = max(gate_ms, batch.gate_ms(result.get("candidate_says"), 1.0))
+            again = self.one_batch(kind, sized, timed=True, gate_ms=gate_ms)
             walls.append(again["per_call_ms"])
             if again["per_call_ms"] < result["per_call_ms"]:
                 result = again
@@ -566,7 +576,8 @@ class Judge(Harness):
             return False
         return batch_ms / eager_batch * eager_ms / (1.0 + float(bound.get("slack", 0.0))) > claimed_ms
 
-    def one_batch(self, kind, n, timed):
+    def one_batch(self, kind, n, timed, gate_ms=batch.MAX_GATE_MS):
+        """One batch of n calls of `kind`; on a GPU behind a batch.Gate held at most gate_ms."""
         torch = self.torch
         cuda = self.device.type == "cuda"
         with self.clock(kind + "_batch_inputs"):
@@ -576,12 +587,17 @@ class Judge(Harness):
                 sets = min(self.req["trials"], self.req["timing"]["input_sets"])  # those still kept
                 calls = [self.trial_inputs(k % sets) for k in range(n)]
             skeletons, regions, total = batch.lay_out(calls)
-            pool = None
-            if cuda:
+            pool = gate = None
+            if cuda:  # the inputs go to the judge's staging copy; the pool gets them behind the gate
+                del calls
+                staging = torch.empty(total, dtype=torch.uint8, device=self.device)
+                calls, regions = batch.stage(skeletons, regions, staging)
                 pool = batch.DeviceBuffer(total)
-                batch.fill(pool.view, regions)
+                pool.view.fill_(0xFF)
+                self.flag = getattr(self, "flag", None) or batch.FlagWord()
+                gate, said = self.flag.next()
                 message = {"type": kind + "_batch" if kind == "eager" else "batch", "handle": pool.export(),
-                           "nbytes": total}
+                           "nbytes": total, "gate": said}
             else:
                 message = {"type": kind + "_batch" if kind == "eager" else "batch"}
             generator = torch.Generator().manual_seed(random.SystemRandom().randrange(1 << 62))
@@ -596,7 +612,15 @@ class Judge(Harness):
         self.ask({"type": "prepare", "layout": skeletons if cuda else None}, ("prepared",))
         waited = evidence.RunQueue([os.getpid(), self.candidate_pid()]) if timed else None
         start = time.perf_counter()
-        reply = self.ask(message, ("batch_done",), value=None if cuda else calls)
+        if gate is None:
+            reply = self.ask(message, ("batch_done",), value=calls)
+        else:  # the inputs go in once the calls are enqueued, or at the gate's deadline (batch.Gate)
+            gate.start.record()
+            queued = self.ask(message, ("queued",), deadline=start + gate_ms / 1e3)
+            gate.open(pool.view, staging)
+            if queued is None:
+                self.answer(("queued",), message["type"])
+            reply = self.answer(("batch_done",), message["type"])
         answered = time.perf_counter()
         if kind == "candidate" and timed:
             self._kill(self.candidate_pid(), signal.SIGSTOP)  # nothing more from its host side
@@ -626,7 +650,9 @@ class Judge(Harness):
         except batch.BatchError as e:
             raise Hack("protocol", "the judge's batch: %s" % e)
         wall_ms = (time.perf_counter() - start) * 1e3
-        result = {"calls": n, "wall_ms": round(wall_ms, 6), "per_call_ms": round(wall_ms / n, 6),
+        gated_ms = gate.ms() if gate is not None else 0.0  # the inputs' arrival, on the judge's GPU clock
+        result = {"calls": n, "wall_ms": round(wall_ms, 6), "gate_ms": round(gated_ms, 6),
+                  "per_call_ms": round(max(wall_ms - gated_ms, 1e-6) / n, 6),
                   "answer_ms": round((answered - start) * 1e3, 6), "parse_ms": round((parsed - answered) * 1e3, 4),
                   "gather_launch_ms": round((gathered - parsed) * 1e3, 4),
                   "target_ms": batch.TARGET_MS, "candidate_says": reply.get("phases")}

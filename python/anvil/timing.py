@@ -237,7 +237,7 @@ def _under_profiler(trace, activities, calls, run):
     return samples
 
 
-def _sleep_cycles_per_ms():
+def sleep_cycles_per_ms():
     """GPU clock cycles per ms of torch.cuda._sleep, measured with events."""
     import torch
 
@@ -268,7 +268,7 @@ def _launch_hiding(fn, rotation, observe=_noop):
     torch.cuda.synchronize()
     host_ms = max(enqueue)
     sleep_ms = min(2 * host_ms + 0.05, MAX_SLEEP_MS)
-    return {"host_enqueue_ms": host_ms, "sleep_ms": sleep_ms, "cycles_per_ms": _sleep_cycles_per_ms()}
+    return {"host_enqueue_ms": host_ms, "sleep_ms": sleep_ms, "cycles_per_ms": sleep_cycles_per_ms()}
 
 
 def _cuda_samples(fn, rotation, device, calls, flush_l2, hide=None, observe=_noop, scope=contextlib.nullcontext,
