@@ -6,8 +6,8 @@
 # Without the gate it never says "queued", which the judge requires first (protocol); one that
 # says it and still starts early reads the pool's NaN fill, and the checks of every call see it
 # (timed_output_mismatch). On the CPU there is no gate (the inputs arrive with the command): there
-# the attack is the op-list forgery alone, judged on the judge's clock (reward 1 or 2 at eager's
-# speed: 2 when a noisy batch puts it more than 5% ahead).
+# the attack is the op-list forgery alone, which the judge's other evidence of torch compute still
+# catches (torch_fallback).
 import gc
 
 import torch
