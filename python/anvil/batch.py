@@ -211,10 +211,9 @@ def stage(skeletons, regions, base):
     """Fill `base` (the judge's staging copy of a pool) and return (calls, regions) rebuilt as
     views of it: the judge's pristine inputs then take the pool's size once, not twice. Each input
     tensor is dropped once copied (the caller holds no other reference to the ones it drew)."""
-    for i, (t, region) in enumerate(regions):
-        fill(base, [(t, region)])
-        regions[i] = (None, region)
-    t = None
+    for i in range(len(regions)):
+        fill(base, regions[i:i + 1])
+        regions[i] = (None, regions[i][1])
     views = []
 
     def view(region):
@@ -228,11 +227,11 @@ def stage(skeletons, regions, base):
 
 class Gate:
     """What holds a batch's calls until their inputs exist (docs/anti-hacking.md, "Time the judge
-    can vouch for"). The judge hands the pool over filled with 0xFF (NaN in every float type) and
-    a flag word (FlagWord) below this batch's number. The candidate's process makes its stream wait for the flag
-    (cuStreamWaitValue32: the stream's front end waits, no kernel spins, and no interprocess event
-    is needed, which its IPC namespace would not let it open), enqueues every call while the GPU
-    waits, and says "queued"; then (or at a deadline, should that not come) the judge copies the
+    can vouch for"). The judge hands the pool over filled with 0xFF (NaN in every float type), its
+    flag word (FlagWord) below this batch's number. The candidate's process makes its stream wait
+    for the flag (cuStreamWaitValue32: the stream's front end waits, no kernel spins, and no
+    interprocess event is needed, which its IPC namespace would not let it open), enqueues every
+    call while the GPU waits, and says "queued"; then (or at a deadline, should that not come) the judge copies the
     inputs in from its staging copy and sets the flag. So the host's work (Python, launches) is
     done before the first call runs, as the in-process timing hides it with its sleep. gate_ms,
     the judge's own GPU clock from the batch's start to the flag, is then taken off the batch's
@@ -247,7 +246,6 @@ class Gate:
     def __init__(self, flag, value):
         import torch
 
-        self.torch = torch
         self.flag, self.value = flag, value
         self.start = torch.cuda.Event(enable_timing=True)
         self.ready = torch.cuda.Event(enable_timing=True)

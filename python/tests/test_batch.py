@@ -9,10 +9,10 @@ import torch
 
 from anvil import batch
 
-def _calls(device="cpu"):
+
+def _calls():
     g = torch.Generator().manual_seed(3)
-    return [[torch.randn(4, 5, generator=g).to(device), 3, torch.randn(7, generator=g).to(device).t()]
-            for _ in range(3)]
+    return [[torch.randn(4, 5, generator=g), 3, torch.randn(7, generator=g).t()] for _ in range(3)]
 
 
 def test_stage_rebuilds_the_calls_as_views_of_one_staging_copy():
@@ -29,7 +29,7 @@ def test_stage_rebuilds_the_calls_as_views_of_one_staging_copy():
     assert [id(v) for v, _r in views] == [id(a) for c in staged for a in c if isinstance(a, torch.Tensor)]
 
 
-def test_the_gate_sleeps_for_the_host_time_said_with_room_and_a_cap():
+def test_the_gates_deadline_is_the_host_time_said_with_room_and_a_cap():
     assert batch.gate_ms({"map_ms": 0.5, "loop_ms": 10.0}, 2.0) == pytest.approx(1.25 * 20.5 + batch.GATE_SLACK_MS)
     assert batch.gate_ms({"map_ms": 1.0, "loop_ms": 1e5}, 1.0) == batch.MAX_GATE_MS
     for said in (None, {}, {"map_ms": "x", "loop_ms": 1}, {"map_ms": -1, "loop_ms": 1},
