@@ -246,7 +246,9 @@ def overhead(anvil, jobs, extra, runs=OVERHEAD_RUNS, device="cuda"):
                 phases["off" if defenses_off else "on"].append({
                     "anvil": (r["result"] or {}).get("seconds"),
                     "ended": ((r["result"] or {}).get("isolation") or {}).get("ended"),
-                    "defenses": ((r["result"] or {}).get("defenses") or {}).get("seconds")})
+                    "defenses": ((r["result"] or {}).get("defenses") or {}).get("seconds"),
+                    "batch": {k: (((r["result"] or {}).get("timing") or {}).get(k) or {}).get("batch")
+                              for k in ("candidate", "eager")}})
         back_to_back = {}
         for side, defenses_off in (("on", False), ("off", True)):
             settle(device)

@@ -1,43 +1,55 @@
 """The judge's clock: a batch of calls on fresh, secret inputs, timed by the judge from outside the
 candidate's process (docs/anti-hacking.md, "Time the judge can vouch for").
 
-The judge draws N input sets from seeds only it knows (get_inputs() with the device as torch's
+The judge draws N input sets from a seed only it knows (get_inputs() with the device as torch's
 default device where the task allows), lays them out in one pool of memory that nobody else has
-seen, and starts its clock as it hands the pool over: on a GPU a fresh cudaMalloc exported through
-CUDA IPC (the other process maps it only then), behind a Gate (the inputs arrive once the other
-process has enqueued its calls; the time until they arrive, on the judge's GPU clock, is not the
-candidate's), on the CPU a sealed memfd. The candidate's process
-runs the N calls back to back, keeps every output, and answers with them: on a GPU as CUDA IPC
-references (nothing is copied), on the CPU in a sealed memfd. On a GPU the judge then reads
-SAMPLES elements of every output of every call, at positions it drew in secret, and its clock stops
-when those reads are complete. Work the candidate left running after it answered either finished
-before the reads (and is inside the clock) or is missing from what was read (a wrong sample). So
-the clock's time per call is an upper bound of the candidate's real time per call, whatever its
-process says, and the outputs are checked for every call: at the sampled positions for all of
-them, in full for FULL_CHECKS calls chosen after the batch, against the judge's own reference on
-its pristine copy of the inputs (which also shows an input the candidate modified).
+seen, and hands it over. On a GPU the pool is a cudaMalloc of the judge's own (a Room: made once
+per evaluation, exported through CUDA IPC once) filled with NaN, and the batch is timed on the
+judge's own GPU clock (GpuClock): the candidate's process makes its stream wait for a gate flag,
+enqueues its N calls and then a write of a done flag on that stream, and says `queued` with where
+its outputs lie; the judge's own stream then copies the inputs in, records `ready`, sets the gate
+flag, waits for the done flag, reads SAMPLES elements of every output of every call at positions it
+drew in secret, and records `end`. elapsed(ready, end) / N is the time per call. Nothing of it is
+the candidate's word: no output can be right before its inputs exist (after `ready`), and `end`
+comes after the judge's own read of the outputs, so a done flag raised early only has the judge
+read outputs not yet written (a wrong sample). The host's work on either side (Python, launches,
+messages, allocations) lies outside the clock, so a batch of about TARGET_MS is tight (a probe on
+an H100: 0.3 ms over the kernels' own time, bench/results/batch-clock-probe-2026-11-25.json). On
+the CPU the pool is a sealed memfd and the clock is the judge's wall from handing it over to the
+candidate's answer.
 
-anvil computes the reward from these walls (src/anvil/env/eval.cpp): the eager reference runs
-the same batch in the same process before the candidate's code is imported, and the candidate's
-claimed speed-up is never believed beyond its batch's speed-up over eager's (plus a slack).
-A stall of the machine (another process, the scheduler, a throttled cgroup) only ever lengthens a
-batch: while the fastest of the candidate's timed batches would hold its claim down, the judge
-times another, each checked as the first, up to TIMED_BATCHES, and keeps the fastest.
+The outputs are checked for every call: at the sampled positions for all of them, in full for
+FULL_CHECKS calls chosen after the batch, against the judge's own reference on its pristine copy of
+the inputs (which also shows an input the candidate modified).
+
+anvil computes the reward from these times (src/anvil/env/reward.h): the eager reference runs the
+same batch in the same process before the candidate's code is imported, and the candidate's
+claimed speed-up is never believed beyond its batch's speed-up over eager's (plus a slack). A stall
+of the machine only ever lengthens a batch: while the fastest of the candidate's timed batches
+would hold its claim down, the judge times another, each checked as the first, up to
+TIMED_BATCHES, and keeps the fastest.
 """
 import ctypes
 import math
 import os
 import random
 
-TARGET_MS = 40.0     # a batch is sized to last about this long (its fixed costs are 1-2 ms on an H100)
+TARGET_MS = 10.0     # a candidate's batch is sized to last about this long (the GPU clock's fixed cost: ~0.3 ms on an H100)
 MIN_CALLS = 2
-MAX_CALLS = 4096
+MAX_CALLS = 256      # the judge draws, and runs the reference on, every call's inputs: its host work grows with N
+# Eager's batch is longer: the clock's fixed cost weighs on a batch's time per call as (fixed cost) / N,
+# and a candidate whose claim buys a longer batch than eager's would gain eager's share of it (up to
+# 3% at TARGET_MS). At EAGER_TARGET_MS that share is under 1%; where eager's batch is capped at
+# MAX_CALLS the candidate's is too, and can be no longer. Eager's batch runs once per task (cached).
+EAGER_TARGET_MS = 40.0
 MAX_SPEEDUP = 50     # a batch is sized for a candidate at most this much faster than the reference
 SAMPLES = 1024       # elements read from each output tensor of every call
 FULL_CHECKS = 2      # calls whose outputs are compared in full, chosen after the batch
 TIMED_BATCHES = 3    # the candidate's timed batches at most: again while the fastest holds its claim down
-MAX_GATE_MS = 80.0   # a Gate waits at most this long for the candidate's calls to be enqueued
-GATE_SLACK_MS = 1.0  # on top of the host time a Gate hides (the messages, the pool's mapping)
+AGREE = 0.02         # ... unless the last two agree this closely (a stall makes batches disagree)
+MAX_GATE_MS = 80.0   # the gate waits at most this long for the candidate's calls to be enqueued
+GATE_SLACK_MS = 1.0  # on top of the host time the gate hides (the messages, the pool's mapping)
+DONE_WAIT_S = 2.0    # after the candidate's answer, how long its done flag may take to show (it precedes the answer)
 MEMORY_SHARE = 0.5   # of the device's free memory (the host's available memory on the CPU)
 ALIGN = 256
 
@@ -225,49 +237,246 @@ def stage(skeletons, regions, base):
     return calls, views
 
 
-class Gate:
-    """What holds a batch's calls until their inputs exist (docs/anti-hacking.md, "Time the judge
-    can vouch for"). The judge hands the pool over filled with 0xFF (NaN in every float type), its
-    flag word (FlagWord) below this batch's number. The candidate's process makes its stream wait
-    for the flag (cuStreamWaitValue32: the stream's front end waits, no kernel spins, and no
-    interprocess event is needed, which its IPC namespace would not let it open), enqueues every
-    call while the GPU waits, and says "queued"; then (or at a deadline, should that not come) the judge copies the
-    inputs in from its staging copy and sets the flag. So the host's work (Python, launches) is
-    done before the first call runs, as the in-process timing hides it with its sleep. gate_ms,
-    the judge's own GPU clock from the batch's start to the flag, is then taken off the batch's
-    wall. Nothing of it is taken on the candidate's word: no output can be right before its inputs
-    exist, so a process that does not wait, or says "queued" early, gains nothing but wrong answers
-    or host time left in its own wall, and one that says it late only lengthens the gate; the rest
-    of the wall is still a bound on its work. The flag lives in a small allocation of its own,
-    mapped once per evaluation, and counts batches (batch k waits for a value of at least k): a
-    wait on a word of the pool cost the other process tens of milliseconds per batch, growing with
-    the pool's size."""
+class Room:
+    """The judge's pool and its staging copy, made once per evaluation and grown when a batch needs
+    more: the pool a cudaMalloc of its own (DeviceBuffer) exported once, so the candidate's process
+    maps it once; the staging copy (a tensor of the judge's) holds the judge's pristine inputs,
+    copied into the pool on the judge's clock stream once the candidate's calls are enqueued."""
 
-    def __init__(self, flag, value):
+    def __init__(self, device):
+        self.device = device
+        self.pool = None
+        self.staging = None
+        self.handle = None
+        self.retired = []
+
+    def ensure(self, nbytes):
+        """A pool of at least nbytes. An outgrown pool is kept, not freed: the candidate's process
+        may still map it, and memory freed under another process's mapping is undefined in CUDA
+        (it goes with the judge's process)."""
         import torch
 
-        self.flag, self.value = flag, value
-        self.start = torch.cuda.Event(enable_timing=True)
-        self.ready = torch.cuda.Event(enable_timing=True)
+        nbytes = max(int(nbytes), ALIGN)
+        if self.pool is None or self.pool.nbytes < nbytes:
+            if self.pool is not None:
+                self.retired.append(self.pool)
+            self.staging = None
+            self.pool = DeviceBuffer(nbytes)
+            self.handle = self.pool.export()
+            self.staging = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        return self
+
+    def held_bytes(self):
+        """What a batch of this size or less would reuse: the pool and the staging copy."""
+        return 2 * self.pool.nbytes if self.pool is not None else 0
+
+
+class DonePage:
+    """The batch's done word, in a page of host memory the judge and the candidate's process share
+    (an anonymous MAP_SHARED mapping made before the fork), registered with CUDA in each process
+    (register(), once its context exists). The candidate's stream raises it after its calls
+    (raise_done), the judge's clock stream waits for it, and the judge can release that wait with a
+    store from its host (write()): no stream of its own is involved, so none can hold the release
+    up (CUDA shares a few hardware queues among a process's streams, and a stream blocked on a wait
+    can hold up another stream that shares its queue)."""
+
+    SIZE = 4096
+
+    def __init__(self):
+        import mmap
+
+        self.map = mmap.mmap(-1, self.SIZE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        self.host = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
+        self.device_ptr = None
+
+    def register(self):
+        """Map the page into this process's CUDA context (cudaHostRegister, mapped); returns the
+        device address of the done word."""
+        if self.device_ptr is None:
+            rt = _runtime()
+            rc = rt.cudaHostRegister(ctypes.c_void_p(self.host), ctypes.c_size_t(self.SIZE), ctypes.c_uint(3))
+            if rc != 0:  # 3: portable | mapped
+                rt.cudaGetLastError()
+                raise BatchError("cudaHostRegister of the done page failed: %s" % rt.cudaGetErrorString(rc).decode())
+            dptr = ctypes.c_void_p()
+            rc = rt.cudaHostGetDevicePointer(ctypes.byref(dptr), ctypes.c_void_p(self.host), ctypes.c_uint(0))
+            if rc != 0:
+                rt.cudaGetLastError()
+                raise BatchError("cudaHostGetDevicePointer of the done page failed: %s" %
+                                 rt.cudaGetErrorString(rc).decode())
+            self.device_ptr = dptr.value
+        return self.device_ptr
+
+    def write(self, value):
+        ctypes.c_uint32.from_address(self.host).value = value
+
+    def read(self):
+        return ctypes.c_uint32.from_address(self.host).value
+
+
+class FlagWords:
+    """The judge's flags of a batch: the gate, a word of a small cudaMalloc of its own (exported once
+    per evaluation; a wait on a word of the pool itself cost the other process tens of milliseconds
+    per batch), which batch k sets to k once its inputs are in; and the done word of the DonePage,
+    which the candidate's stream sets to k after its calls."""
+
+    def __init__(self, done_page):
+        import torch
+
+        self.buffer = DeviceBuffer(ALIGN)
+        self.buffer.view.zero_()
+        self.gate = self.buffer.view[:4].view(torch.int32)
+        self.handle = self.buffer.export()
+        self.done = done_page
+        self.done_ptr = done_page.register()
+        self.count = 0
+
+    def next(self):
+        """The GpuClock of the next batch, and what its command carries."""
+        self.count += 1
+        return GpuClock(self, self.count), {"handle": self.handle, "value": self.count}
+
+
+class GpuClock:
+    """The judge's clock of one batch on a GPU (the module's docstring). Everything runs on a
+    non-blocking stream of the judge's (a stream waiting for the done flag must not hold up the
+    judge's other work; the legacy default stream would). open() lets the inputs in; close(reads)
+    waits for the done flag, reads the samples (reads.launch(): kernel launches only) and records
+    the end; finish() waits for that end, raising the done flag itself when the candidate's never
+    came (BatchError), so no stream of the judge's is left waiting. Always finish() (or release())
+    a clock that was opened: a device-wide synchronize while the stream waits would never return."""
+
+    def __init__(self, flags, value):
+        import torch
+
+        self.flags, self.value = flags, value
+        self.stream = torch.cuda.Stream()
+        self.start, self.copying, self.ready, self.end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+        self.opened = self.closed = self.finished = False
+        self.copied_bytes = 0
+        with torch.cuda.stream(self.stream):
+            self.start.record()
 
     def open(self, pool, staging):
-        """Copy the inputs in and set the flag, on the judge's stream (its start was recorded)."""
-        pool[:staging.numel()].copy_(staging)
-        self.flag.fill_(self.value)
-        self.ready.record()
+        """The inputs copied into the pool, `ready` recorded, then the gate flag set: no call of the
+        candidate can start before `ready`. (Work of the candidate's other streams that watches the
+        pool fill during the copy shows as a copy slower than the judge's own: copy_excess_ms.)"""
+        import torch
 
-    def ms(self):
-        """The GPU time from the batch's start to the flag (after the batch)."""
+        with torch.cuda.stream(self.stream):
+            self.copying.record()
+            copy_in(pool[:staging.numel()], staging)
+            self.ready.record()
+            self.flags.gate.fill_(self.value)
+        self.copied_bytes = staging.numel()
+        self.opened = True
+
+    def close(self, reads):
+        import torch
+
+        with torch.cuda.stream(self.stream):
+            wait_for_value(self.stream, self.flags.done_ptr, self.value)
+            reads.launch()
+            self.end.record()
+        self.closed = True
+
+    def finish(self, limit_s=DONE_WAIT_S):
+        """Wait for `end` (up to limit_s after the candidate's answer): the batch's outputs are read
+        by then. Raises BatchError when the done flag never came; the caller then ends the
+        candidate's process and release()s the clock."""
+        import time
+
+        deadline = time.perf_counter() + limit_s
+        while not self.end.query():
+            if time.perf_counter() > deadline:
+                raise BatchError("its process answered, but its stream never raised the batch's done flag (the "
+                                 "write that follows its calls): the judge's clock could not end")
+            time.sleep(0.0002)
+        self.finished = True
+
+    def release(self, limit_s=10.0):
+        """End a clock that was closed but not finished: the done word written from the judge's host
+        (again, while the clock's stream has not moved on: work of the candidate's still on the GPU
+        may write it too; its process should be gone first), up to limit_s. Raises BatchError if the
+        stream is still waiting then."""
+        import time
+
+        if not self.closed or self.finished:
+            return
+        deadline = time.perf_counter() + limit_s
+        while not self.end.query():
+            if time.perf_counter() > deadline:
+                raise BatchError("the judge's clock stream still waits for the done flag it raised itself")
+            self.flags.done.write(self.value)
+            time.sleep(0.001)
+        self.finished = True
+
+    def gate_ms(self):
+        """The GPU time from the batch's command to its inputs' arrival (for the report)."""
         self.ready.synchronize()
         return self.start.elapsed_time(self.ready)
 
+    def ms(self):
+        """elapsed(ready, end): the batch, from its inputs' arrival to the judge's read of its outputs."""
+        return self.ready.elapsed_time(self.end)
+
+    def copy_ms(self):
+        return self.copying.elapsed_time(self.ready)
+
+
+def copy_in(dst, src):
+    """dst <- src (uint8 device tensors of one size) with a kernel on the judge's SMs, never the
+    copy engine: a copy engine could run beside a kernel of the candidate's that watches the pool
+    fill, and so hide that kernel's work from CopyRate's excess; a kernel of the judge's context
+    takes turns with the candidate's, so whatever the candidate runs meanwhile lengthens it."""
+    import torch
+
+    if dst.numel() % 8 == 0 and dst.data_ptr() % 8 == 0 and src.data_ptr() % 8 == 0:
+        dst, src = dst.view(torch.int64), src.view(torch.int64)
+    torch.bitwise_or(src, 0, out=dst)
+
+
+class CopyRate:
+    """How fast the judge copies device memory, measured before any candidate code exists (so no
+    other work shares the GPU): what a batch's copy-in should take (expected_ms). A copy-in that
+    took longer shared the GPU with other work, which only the candidate's process can have had
+    running then (a kernel of another stream watching the pool fill and computing on what arrived
+    before `ready`); GpuClock's time counts that excess as the candidate's (copy_excess_ms)."""
+
+    SIZE = 64 << 20
+    TOLERANCE = 1.1       # of the expected time, before the excess counts
+    FLOOR_MS = 0.02       # plus this much (a small copy's launch and latency)
+
+    def __init__(self, device):
+        import torch
+
+        a = torch.empty(self.SIZE, dtype=torch.uint8, device=device)
+        b = torch.empty_like(a)
+        a.fill_(1)
+        copy_in(b, a)  # warm
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        events[0].record()
+        for i in range(3):
+            copy_in(b, a)
+            events[i + 1].record()
+        events[3].synchronize()
+        fastest = min(events[i].elapsed_time(events[i + 1]) for i in range(3))
+        self.bytes_per_ms = self.SIZE / max(fastest, 1e-4)
+
+    def expected_ms(self, nbytes):
+        return nbytes / self.bytes_per_ms
+
+    def excess_ms(self, nbytes, copy_ms):
+        return max(0.0, copy_ms - self.TOLERANCE * self.expected_ms(nbytes) - self.FLOOR_MS)
+
 
 def gate_ms(said, scale):
-    """How long a Gate waits at most for "queued": the host time the candidate's process said its
+    """How long the gate waits at most for "queued": the host time the candidate's process said its
     last batch took to map the pool and enqueue its calls (scaled to this batch's size), with room
-    to spare, at most MAX_GATE_MS. The deadline matters only when "queued" does not come (a launch
-    queue so full that the host waits for the GPU): any figure is safe, as a short one leaves host
-    work in that process's own wall and a long one only lengthens the batch."""
+    to spare, at most MAX_GATE_MS (MAX_GATE_MS for a first batch). The deadline matters only when
+    "queued" does not come (a launch queue so full that the host waits for the GPU): any figure is
+    safe, as a short one leaves host work before the clock's read of the outputs and a long one
+    only delays the batch."""
     said = said if isinstance(said, dict) else {}
     host = [said.get("map_ms"), said.get("loop_ms")]
     if not all(isinstance(x, (int, float)) and 0 <= x < 1e6 for x in host):
@@ -275,52 +484,58 @@ def gate_ms(said, scale):
     return min(MAX_GATE_MS, 1.25 * (host[0] + host[1] * scale) + GATE_SLACK_MS)
 
 
-class FlagWord:
-    """The judge's gate flag: one small cudaMalloc, exported once; batch k sets it to k."""
-
-    def __init__(self):
-        import torch
-
-        self.buffer = DeviceBuffer(ALIGN)
-        self.buffer.view.zero_()
-        self.word = self.buffer.view[:4].view(torch.int32)
-        self.handle = self.buffer.export()
-        self.count = 0
-
-    def next(self):
-        """A Gate for the next batch, and what its command carries."""
-        self.count += 1
-        return Gate(self.word, self.count), {"handle": self.handle, "value": self.count}
-
-
-def wait_for_gate(address, value):
-    """The candidate's side of the Gate: this stream's next work waits until the 32-bit flag at the
-    (mapped) address is at least value."""
-    import torch
-
+def _stream_value_op(name):
     from anvil import cuda_ipc
 
     _rt, drv = cuda_ipc._load()
-    wait = getattr(drv, "cuStreamWaitValue32_v2", None) or drv.cuStreamWaitValue32
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    rc = wait(stream, ctypes.c_uint64(address), ctypes.c_uint32(value), ctypes.c_uint(0))  # CU_STREAM_WAIT_VALUE_GEQ
+    if drv is None:
+        raise BatchError("the CUDA driver is not loaded in this process")
+    return getattr(drv, name + "_v2", None) or getattr(drv, name)
+
+
+def wait_for_value(stream, address, value):
+    """`stream`'s next work waits until the 32-bit word at the device address is at least value
+    (cuStreamWaitValue32, CU_STREAM_WAIT_VALUE_GEQ: the stream's front end waits, no kernel spins)."""
+    rc = _stream_value_op("cuStreamWaitValue32")(ctypes.c_void_p(stream.cuda_stream), ctypes.c_uint64(address),
+                                                 ctypes.c_uint32(value), ctypes.c_uint(0))
     if rc != 0:
-        raise BatchError("cuStreamWaitValue32 on the batch's gate failed (CUDA error %d)" % rc)
+        raise BatchError("cuStreamWaitValue32 failed (CUDA error %d)" % rc)
+
+
+def wait_for_gate(address, value):
+    """The candidate's side of the gate: this process's current stream waits for the gate word."""
+    import torch
+
+    wait_for_value(torch.cuda.current_stream(), address, value)
+
+
+def raise_done(address, value):
+    """The candidate's side of the done flag: after the calls enqueued so far on the current stream,
+    the 32-bit word at the device address (its DonePage's) becomes value (cuStreamWriteValue32, with
+    its default memory fence: the calls' writes are visible first)."""
+    import torch
+
+    rc = _stream_value_op("cuStreamWriteValue32")(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream),
+                                                  ctypes.c_uint64(address), ctypes.c_uint32(value), ctypes.c_uint(0))
+    if rc != 0:
+        raise BatchError("cuStreamWriteValue32 on the batch's done flag failed (CUDA error %d)" % rc)
 
 
 # ---------------------------------------------------------------------------------------------
 # Sizing
 
-def calls_for(per_call_ms, call_bytes, device, reference_ms=None):
-    """How many calls make a batch of TARGET_MS, within MIN_CALLS..MAX_CALLS, the memory a batch
+def calls_for(per_call_ms, call_bytes, device, reference_ms=None, target_ms=TARGET_MS, max_calls=MAX_CALLS,
+              held_bytes=0):
+    """How many calls make a batch of target_ms, within MIN_CALLS..max_calls, the memory a batch
     may take (call_bytes: what one call holds: its inputs twice, the pool and the judge's pristine
-    copy, and its outputs) and, given the reference's time per call, a candidate at most
-    MAX_SPEEDUP times faster (a claim of less buys a shorter batch, never a longer one)."""
+    copy, and its outputs; held_bytes: what the judge's Room already holds, which the batch reuses)
+    and, given the reference's time per call, a candidate at most MAX_SPEEDUP times faster (a
+    claim of less buys a shorter batch, never a longer one)."""
     if reference_ms and reference_ms > 0:
         per_call_ms = max(per_call_ms or 0, reference_ms / MAX_SPEEDUP)
-    n = MAX_CALLS if not per_call_ms or per_call_ms <= 0 else int(math.ceil(TARGET_MS / per_call_ms))
-    n = max(MIN_CALLS, min(MAX_CALLS, n))
-    room = free_memory(device) * MEMORY_SHARE
+    n = max_calls if not per_call_ms or per_call_ms <= 0 else int(math.ceil(target_ms / per_call_ms))
+    n = max(MIN_CALLS, min(max_calls, n))
+    room = (free_memory(device) + held_bytes) * MEMORY_SHARE
     if call_bytes > 0:
         n = min(n, max(1, int(room // call_bytes)))
     return n
@@ -342,9 +557,8 @@ def free_memory(device):
     return 4 << 30
 
 
-def secret_seeds(n):
-    rng = random.SystemRandom()
-    return [rng.randrange(1 << 31) for _ in range(n)]
+def secret_seed():
+    return random.SystemRandom().randrange(1 << 31)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -547,18 +761,16 @@ class DenseOutputs:
         return Remote(self.segments[self.segs[k]], self.offs[k], self.dtype, self.shape)
 
 
-def sample_dense(outputs, plan, mapped):
-    """sample() for DenseOutputs: the first addresses of all calls at once."""
+def reads_dense(outputs, plan, mapped):
+    """Reads of DenseOutputs' samples: the first addresses of all calls at once."""
     import torch
 
+    reads = Reads()
     if len(plan) != 1 or plan[0][1] is None or plan[0][0] != outputs.count:
-        return Samples({})  # not the reference's one output of this size: the checks name it
+        return reads  # not the reference's one output of this size: the checks name it
     size_of = itemsize(outputs.dtype)
     need = outputs.count * size_of
-    bases = []
-    for handle in outputs.segments:
-        ptr, size = mapped.base(handle)
-        bases.append((ptr, size))
+    bases = [mapped.base(handle) for handle in outputs.segments]
     firsts = []
     for seg, off in zip(outputs.segs, outputs.offs):
         ptr, size = bases[seg]
@@ -566,12 +778,10 @@ def sample_dense(outputs, plan, mapped):
             raise BatchError("an output lies outside the memory its process exported")
         firsts.append(ptr + off)
     positions = plan[0][1]
-    starts = torch.tensor(firsts, dtype=torch.int64).to(positions.device, non_blocking=True)
-    addresses = (starts[:, None] + positions * size_of).reshape(-1)
-    raw = (_Gather.read(addresses, size_of) if _Gather.get() is not None
-           else _read_by_allocation(addresses, size_of, mapped))
-    values = raw.view(getattr(torch, outputs.dtype)).view(len(firsts), positions.shape[1])
-    return Samples({("rows", 0, tuple(range(len(firsts)))): values})
+    starts = torch.tensor(firsts, dtype=torch.int64).to(positions.device)
+    reads.add(size_of, [(tuple(range(len(firsts))), 0, getattr(torch, outputs.dtype),
+                         starts[:, None] + positions * size_of)])
+    return reads
 
 
 def draw_positions(n_calls, numel, generator):
@@ -635,6 +845,12 @@ class Mapped:
         self.maps.clear()
 
 
+def require_gather():
+    """Load the gather kernel into this process's CUDA context (once); BatchError if it cannot be."""
+    if _Gather.get() is None:
+        raise BatchError("the judge's gather kernel (share/batch/gather.ptx) could not be loaded")
+
+
 class _Gather:
     """share/batch/gather.ptx loaded into this process's CUDA context: one launch reads bytes at
     arbitrary device addresses (the other process's allocations, mapped here), so reading every
@@ -667,13 +883,15 @@ class _Gather:
             return None
 
     @classmethod
-    def read(cls, addresses, size):
-        """uint8 tensor (len(addresses) * size) of the bytes at the (int64, CUDA) addresses."""
+    def read(cls, addresses, size, out=None):
+        """uint8 tensor (len(addresses) * size) of the bytes at the (int64, CUDA) addresses, into
+        `out` where given (then only a kernel is launched, on the current stream)."""
         import torch
 
         drv, fn = cls.get()
         n = addresses.numel()
-        out = torch.empty(n * size, dtype=torch.uint8, device=addresses.device)
+        if out is None:
+            out = torch.empty(n * size, dtype=torch.uint8, device=addresses.device)
         if n == 0:
             return out
         args = [ctypes.c_uint64(addresses.data_ptr()), ctypes.c_uint64(out.data_ptr()), ctypes.c_longlong(n),
@@ -688,15 +906,15 @@ class _Gather:
         return out
 
 
-def sample(outputs, plan, mapped):
-    """{(call, leaf): values at the positions}: every tensor leaf of every call's output (outputs[k]:
-    [(name, leaf)]), read where it lies: a Remote in the other process's memory (one gather launch
-    per element size over every allocation), a local tensor directly. plan[j] = (numel, positions):
-    leaf j's expected element count and its (calls, SAMPLES) positions; a leaf of another size is
-    skipped here (its shape is wrong, which the full comparison reports)."""
+def reads_of(outputs, plan, mapped):
+    """Reads of every tensor leaf of every call's output (outputs[k]: [(name, leaf)]) where it lies:
+    a Remote in the other process's memory (one gather launch per element size over every
+    allocation), a local tensor (the CPU's batch) directly. plan[j] = (numel, positions): leaf j's
+    expected element count and its (calls, SAMPLES) positions; a leaf of another size is skipped
+    here (its shape is wrong, which the full comparison reports)."""
     import torch
 
-    found = {}
+    reads = Reads()
     remote = {}  # (leaf, dtype name) -> [(call, first byte's address)] for contiguous Remotes
     strided = {}  # itemsize -> [(call, leaf, dtype, addresses)]
     for k, out in enumerate(outputs):
@@ -704,7 +922,7 @@ def sample(outputs, plan, mapped):
             if j >= len(plan) or plan[j][1] is None or not hasattr(leaf, "numel") or leaf.numel() != plan[j][0]:
                 continue
             if not isinstance(leaf, Remote):
-                found[(k, j)] = leaf.reshape(-1)[plan[j][1][k]]
+                reads.local[(k, j)] = leaf.reshape(-1)[plan[j][1][k]]
                 continue
             size_of = itemsize(leaf.dtype)
             ptr, size = mapped.base(leaf.handle)
@@ -716,30 +934,62 @@ def sample(outputs, plan, mapped):
                 elements = _strided(plan[j][1][k], leaf.shape, leaf.stride)
                 strided.setdefault(size_of, []).append((k, j, getattr(torch, leaf.dtype),
                                                         elements * size_of + (ptr + leaf.offset)))
-    groups = {}  # itemsize -> [(calls, leaf, dtype, (calls, SAMPLES) addresses)]
     for (j, dtype_name), rows in remote.items():
-        dtype = getattr(torch, dtype_name)
-        size_of = itemsize(dtype_name)
         calls = [k for k, _a in rows]
         positions = plan[j][1]  # on the device: only the calls' first addresses cross over
-        starts = torch.tensor([a for _k, a in rows], dtype=torch.int64).to(positions.device, non_blocking=True)
+        starts = torch.tensor([a for _k, a in rows], dtype=torch.int64).to(positions.device)
         if len(calls) != positions.shape[0] or calls != list(range(len(calls))):
             positions = positions[torch.tensor(calls, device=positions.device)]
-        addresses = starts[:, None] + positions * size_of
-        groups.setdefault(size_of, []).append((calls, j, dtype, addresses))
+        reads.add(itemsize(dtype_name), [(tuple(calls), j, getattr(torch, dtype_name),
+                                          starts[:, None] + positions * itemsize(dtype_name))])
     for size_of, rows in strided.items():
-        for k, j, dtype, addresses in rows:
-            groups.setdefault(size_of, []).append(([k], j, dtype, addresses[None, :]))
-    for size_of, rows in groups.items():
-        addresses = torch.cat([a.reshape(-1) for _c, _j, _d, a in rows]) if len(rows) > 1 else rows[0][3].reshape(-1)
-        raw = (_Gather.read(addresses, size_of) if _Gather.get() is not None  # else: torch alone
-               else _read_by_allocation(addresses, size_of, mapped))
-        at = 0
-        for calls, j, dtype, a in rows:
-            values = raw[at * size_of:(at + a.numel()) * size_of].view(dtype).view(len(calls), a.shape[1])
-            found[("rows", j, tuple(calls))] = values
-            at += a.numel()
-    return Samples(found)
+        reads.add(size_of, [((k,), j, dtype, addresses[None, :]) for k, j, dtype, addresses in rows])
+    return reads
+
+
+class Reads:
+    """A batch's sample reads, made ready before the judge's clock (addresses on the device, the
+    result's memory allocated: nothing that waits for the device or allocates is left), launched
+    inside it (launch(): one gather kernel per element size) and split after it (samples())."""
+
+    def __init__(self):
+        self.groups = []  # (itemsize, addresses (flat, int64, device), out (uint8), rows)
+        self.local = {}   # (call, leaf) -> values already here (the CPU's batch)
+
+    def add(self, size_of, rows):
+        for group in self.groups:
+            if group[0] == size_of:
+                group[3].extend(rows)
+                break
+        else:
+            self.groups.append([size_of, None, None, list(rows)])
+
+    def ready(self):
+        """Join each element size's addresses and allocate the results (before the clock)."""
+        import torch
+
+        if self.groups:
+            require_gather()
+        for group in self.groups:
+            size_of, rows = group[0], group[3]
+            addresses = torch.cat([a.reshape(-1) for _c, _j, _d, a in rows]) if len(rows) > 1 else rows[0][3].reshape(-1)
+            group[1] = addresses
+            group[2] = torch.empty(addresses.numel() * size_of, dtype=torch.uint8, device=addresses.device)
+        return self
+
+    def launch(self):
+        for size_of, addresses, out, _rows in self.groups:
+            _Gather.read(addresses, size_of, out)
+
+    def samples(self):
+        found = dict(self.local)
+        for size_of, addresses, out, rows in self.groups:
+            at = 0
+            for calls, j, dtype, a in rows:
+                values = out[at * size_of:(at + a.numel()) * size_of].view(dtype).view(len(calls), a.shape[1])
+                found[("rows", j, tuple(calls))] = values
+                at += a.numel()
+        return Samples(found)
 
 
 class Samples(dict):
@@ -766,21 +1016,6 @@ def _strided(flat, shape, stride):
     for n, st in zip(reversed(shape), reversed(stride)):
         out += (rest % max(n, 1)) * st
         rest //= max(n, 1)
-    return out
-
-
-def _read_by_allocation(addresses, itemsize, mapped):
-    """_Gather.read with torch alone: one indexing per mapped allocation."""
-    import torch
-
-    out = torch.empty(addresses.numel() * itemsize, dtype=torch.uint8, device=addresses.device)
-    view = out.view(-1, itemsize)
-    for ptr, size in mapped.maps.values():
-        inside = (addresses >= ptr) & (addresses < ptr + size)
-        if bool(inside.any()):
-            whole = device_view(ptr, size)
-            index = (addresses[inside] - ptr)[:, None] + torch.arange(itemsize, device=addresses.device)
-            view[inside] = whole[index]
     return out
 
 

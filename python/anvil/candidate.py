@@ -13,7 +13,9 @@ namespace (anvil.confine); this process then serves the judge, answering one rep
   call         -> output          one verification call, under the op recorder, fresh allocations
                                   filled with NaN sentinels
   time         -> sample ... -> timing   the in-process timing (a claim: the judge bounds it)
-  batch        -> batch_done      N calls over the judge's secret pool, back to back, no instruments
+  batch        -> [queued] batch_done   N calls over the judge's secret pool, back to back, no
+                                  instruments; on a GPU `queued` (the calls enqueued behind the gate,
+                                  the done flag's write after them, where the outputs lie) comes first
   A failure anywhere  -> fail | hack   (this process's own evidence against itself)
 
 Nothing this process says is believed where it could help the candidate: outputs are compared by
@@ -61,7 +63,7 @@ class CandidateServer:
         self.poison = False
         self.clock = timing.Clock()
         self.kept = []            # what the judge may still be reading through IPC
-        self.pool = None          # the judge's pool, mapped
+        self.pool = None          # the judge's pool (anvil.batch.Room), mapped once
 
     # -- messages ---------------------------------------------------------------------------
     def send(self, message, value=None, ipc=False):
@@ -97,6 +99,8 @@ class CandidateServer:
                     h.shared.wait_device_ready()
                 with clock("device"):
                     h.setup()
+                    if getattr(h, "done_page", None) is not None:  # the batches' done word (anvil.batch.DonePage)
+                        self.done_ptr = h.done_page.register()
                 h.build_reference()  # for its weights (the judge keeps its own reference)
                 self.weights = {k: v.detach() for k, v in h.ref.state_dict().items()}
                 with clock("inputs"):
@@ -151,11 +155,11 @@ class CandidateServer:
     # -- the commands -----------------------------------------------------------------------
     def serve(self):
         handlers = {"eager_batch": self.eager_batch, "load": self.load, "call": self.call,
-                    "time": self.time, "batch": self.batch, "prepare": self.prepare}
+                    "time": self.time, "batch": self.batch}
         while True:
             msg = self.recv()
             kind = msg.get("type")
-            self.release(keep_cache=kind == "prepare")
+            self.release(keep_cache=kind in ("batch", "eager_batch"))
             if kind == "end":
                 return
             handler = handlers.get(kind)
@@ -164,24 +168,13 @@ class CandidateServer:
             self.clock.mark(str(kind))
             handler(msg)
 
-    def prepare(self, msg):
-        """The next batch's layout, before the judge's clock starts. The last batch's outputs were
-        released by serve(), their memory kept in torch's cache: the next batch's outputs, of the
-        same sizes, take those blocks again, so the timed batch makes no cudaMalloc and no new CUDA
-        IPC handle (the judge mapped them in the warm-up). Costs that scale with an output's size
-        and not with the kernel's work would otherwise fill the batch and press every speed-up
-        toward 1."""
-        self.layout = msg.get("layout")
-        self.send({"type": "prepared"})
-
     def release(self, keep_cache=False):
         """What the judge has read by now (it sends its next command only after reading); the
-        memory goes back to the device unless the next batch is to reuse it (prepare)."""
-        had = bool(self.kept) or self.pool is not None
+        memory goes back to the device unless a batch comes next: a batch's outputs, of the sizes
+        the last one had, then take those blocks of torch's cache again, so its calls make no
+        cudaMalloc and no new CUDA IPC handle."""
+        had = bool(self.kept)
         self.kept = []
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
         if had and not keep_cache and self.h.device is not None and self.h.device.type == "cuda":
             self.torch.cuda.empty_cache()  # the judge's next allocations live in another process
 
@@ -371,11 +364,12 @@ class CandidateServer:
         self.run_batch(msg, self.h.new)
 
     def run_batch(self, msg, model):
-        """msg["layout"] argument lists over the judge's pool, back to back, every output kept and
-        handed back: on a GPU each call's views are made, and its outputs described (anvil.batch.
-        Exporter), between launches, so that this harness's own work hides behind the GPU's; on the
-        CPU the arguments came in a sealed memfd and the outputs go back in one. No instruments run
-        here: the judge's clock is around all of it, for eager and candidate alike."""
+        """The judge's batch (anvil.batch): its calls back to back, every output kept and handed
+        back, no instruments. On a GPU over the judge's pool (mapped once): the stream waits for the
+        gate, the calls are enqueued (each call's views made, its outputs described, between
+        launches), then the done flag's write; `queued` says where the outputs lie, and the judge's
+        clock ends on its own stream once it has read them. On the CPU the arguments came in a
+        sealed memfd and the outputs go back in one, around the judge's wall clock."""
         from anvil import batch
 
         h = self.h
@@ -389,20 +383,26 @@ class CandidateServer:
                 if cuda:
                     self.exporter = getattr(self, "exporter", None) or batch.Exporter()  # allocations seen before
                     exporter = self.exporter
-                    self.pool = _MappedPool(msg["handle"], int(msg["nbytes"]))
-                    gate = msg.get("gate")
-                    gated = isinstance(gate, dict) and type(gate.get("value")) is int  # anvil.batch.Gate
-                    if gated:
-                        self.flags = getattr(self, "flags", None) or batch.Mapped()  # mapped once
-                        batch.wait_for_gate(self.flags.base(str(gate.get("handle")))[0], gate["value"])
+                    if self.pool is None or self.pool.handle != msg["handle"]:  # the judge's pool grew
+                        if self.pool is not None:
+                            self.pool.close()
+                        self.pool = _MappedPool(msg["handle"], int(msg["nbytes"]))
+                    gate = msg["gate"]
+                    self.flags = getattr(self, "flags", None) or batch.Mapped()  # mapped once
+                    words = self.flags.base(str(gate["handle"]))[0]
+                    batch.wait_for_gate(words, gate["value"])
                     marks.append(time.perf_counter())
-                    for skeleton in self.layout:
+                    for skeleton in msg["layout"]:
                         out = model(*batch.rebuild(skeleton, self.pool.region))
                         outs.append(out)
                         described.append(exporter.note(out, dense if not described or described[-1] is None
                                                        else None))
-                    if gated:
-                        self.send({"type": "queued"})  # the judge lets the inputs in
+                    batch.raise_done(self.done_ptr, gate["value"])
+                    if all(d is None for d in described):
+                        answer = {"dense": dense}
+                    else:  # not every output one tensor alike: each described (those noted densely again)
+                        answer = {"outputs": [exporter.describe(o) for o in outs]}
+                    self.send(dict(answer, type="queued", calls=len(outs), segments=exporter.segments))
                 else:
                     marks.append(time.perf_counter())
                     for args in msg["value"]:
@@ -416,11 +416,7 @@ class CandidateServer:
             self.fail("runtime_error", "in the judge's batch: %s" % raised(e, "the candidate"), trace(e))
         phases = {name: round((b - a) * 1e3, 4) for name, a, b in zip(("map_ms", "loop_ms", "sync_ms"), marks, marks[1:])}
         if cuda:
-            if all(d is None for d in described):
-                answer = {"dense": dense}
-            else:  # not every output one tensor alike: each described (those noted densely again)
-                answer = {"outputs": [exporter.describe(o) for o in outs]}
-            self.send(dict(answer, type="batch_done", calls=len(outs), segments=exporter.segments, phases=phases))
+            self.send({"type": "batch_done", "calls": len(outs), "phases": phases})
             self.kept = [outs]
         else:
             self.kept = self.send({"type": "batch_done", "calls": len(outs), "phases": phases}, outs)
@@ -428,11 +424,12 @@ class CandidateServer:
 
 
 class _MappedPool:
-    """The judge's pool in this process (CUDA IPC), unmapped by close()."""
+    """The judge's pool in this process (CUDA IPC), mapped once per evaluation."""
 
     def __init__(self, handle, nbytes):
         from anvil import batch
 
+        self.handle = handle
         self.mapped = batch.Mapped()
         self.base = batch.device_view(self.mapped.base(handle)[0], nbytes)
 

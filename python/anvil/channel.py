@@ -343,9 +343,19 @@ class SharedInputs:
 
     def make_mine(self, ev):
         """Make this side's trials on the host and send them now (before the device is set up)."""
+        self.draw_mine(ev)
+        self.send_mine()
+
+    def draw_mine(self, ev):
+        """Make this side's trials on the host (no message: a thread of the judge's may do this
+        while its other thread starts CUDA and says device_ready on the same socket)."""
         for i in self.mine():
             self.made[i] = ev.host_inputs(ev.req["seed"] + 1 + i)
-            self._send(i, self.made[i])
+
+    def send_mine(self):
+        for i in self.mine():
+            if i in self.made:
+                self._send(i, self.made[i])
 
     def take(self, i, ev):
         """Trial i's inputs on ev's device: made here (and sent) if it is ours, else received;

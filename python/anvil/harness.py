@@ -334,23 +334,27 @@ class Harness:
         """get_inputs() after seeding with `seed`, tensors moved to the device."""
         return self.to_device(self.host_inputs(seed))
 
-    def fresh_inputs(self, seed):
-        """get_inputs() after seeding with `seed`, made with the device as torch's default device
-        where the task allows it (its tensors are then drawn on the GPU: fast for large inputs), else
-        on the host; tensors on the device. Deterministic for a seed. For the judge's batches, whose
-        seeds are secret; the trials keep the task's own host draws."""
+    def fresh_inputs(self, seed, count):
+        """`count` calls' get_inputs(), drawn one after another after seeding once with `seed`, made
+        with the device as torch's default device where the task allows it (its tensors are then
+        drawn on the GPU: fast for large inputs), else on the host; tensors on the device.
+        Deterministic for a seed. For the judge's batches, whose seeds are secret; the trials keep
+        the task's own host draws."""
         if self.device.type == "cuda" and self.device_inputs is not False:
             try:
                 self.seed_all(seed)
                 with self.torch.device(self.device):
-                    args = list(self.task.get_inputs())
+                    calls = [self.call_list("get_inputs") for _ in range(count)]
                 self.device_inputs = True
-                return self.to_device(args)
+                return [self.to_device(args) for args in calls]
             except Outcome:
-                raise
+                if self.device_inputs:  # it drew on the device before: the task's own failure
+                    raise
+                self.device_inputs = False
             except BaseException:  # noqa: BLE001 - the task needs the host: draw there from now on
                 self.device_inputs = False
-        return self.inputs(seed)
+        self.seed_all(seed)
+        return [self.to_device(self.call_list("get_inputs")) for _ in range(count)]
 
     def trial_inputs(self, i):
         """get_inputs() of trial i (seed + 1 + i), made here or, in a defended evaluation, by the

@@ -97,6 +97,7 @@ class Judge(Harness):
         os.makedirs(self.inline_dir(), mode=0o755, exist_ok=True)
         judge_end, cand_end = channel.pair()
         judge_inputs, cand_inputs = channel.pair()
+        self.done_page = batch.DonePage() if self.req["device"].startswith("cuda") else None  # shared by the fork
         pid = os.fork()
         if pid == 0:
             judge_end.close()
@@ -117,6 +118,7 @@ class Judge(Harness):
                     os._exit(4)
             h = Harness(self.req)
             h.shared = channel.SharedInputs(cand_inputs, 1, self.req["trials"])
+            h.done_page = self.done_page
             candidate.main(h, cand_end, state)  # never returns
         cand_end.close()
         cand_inputs.close()
@@ -144,14 +146,15 @@ class Judge(Harness):
             except OSError:
                 pass
 
-    def kill_leftovers(self):
-        """SIGKILL and reap every process below the judge but the supervisor and the candidate's
-        process (processes the candidate started, orphans the judge reaped); returns how many."""
+    def kill_leftovers(self, reap=True):
+        """SIGKILL (and, with `reap`, wait for) every process below the judge but the supervisor and
+        the candidate's process (processes the candidate started, orphans the judge reaped);
+        returns how many."""
         mine = {self.supervisor, self.cand_pid} | (policy.children(self.supervisor) if self.supervisor else set())
         left = [p for p in policy.descendants() if p not in mine]
         for p in left:
             self._kill(p)
-        for p in left:
+        for p in left if reap else ():
             try:
                 os.waitpid(p, 0)
             except ChildProcessError:
@@ -315,12 +318,20 @@ class Judge(Harness):
         return first
 
     def call_reference(self, pristine, where):
+        """The reference on clones of `pristine`, synchronised."""
         self.pin_flags()
-        args = map_tensors(pristine, lambda t: t.clone())
+        out = self.reference_on(map_tensors(pristine, lambda t: t.clone()), where)
+        try:
+            self.sync()
+        except BaseException as e:  # noqa: BLE001
+            raise Outcome("task_error", "%s: %s" % (where, raised(e, "the reference Model")), trace(e))
+        return out
+
+    def reference_on(self, args, where):
+        """The reference on `args` themselves (not synchronised; flags pinned by the caller)."""
         try:
             with self.torch.no_grad():
-                out = self.ref(*args)
-            self.sync()
+                return self.ref(*args)
         except self.torch.OutOfMemoryError as e:
             # Both processes hold the trials' inputs: a task this large is anvil's limit, not the task's fault.
             from anvil.harness import CannotServe
@@ -330,19 +341,32 @@ class Judge(Harness):
                                   str(e).splitlines()[0][:200]))
         except BaseException as e:  # noqa: BLE001
             raise Outcome("task_error", "%s: %s" % (where, raised(e, "the reference Model")), trace(e))
-        return out
 
     def check_reference(self, pristine, seed):
-        """Trial 0's reference twice (non-determinism is the task's fault); the second call, timed,
-        sizes eager's batch."""
+        """Trial 0's reference twice (non-determinism is the task's fault); the second call, timed
+        (on a GPU, the GPU's time), sizes eager's batch."""
         where = "reference check (seed %d)" % seed
         first = self.call_reference(pristine, where)
         bad = compare.nonfinite(first)
         if bad:
             raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
         start = time.perf_counter()
-        second = self.call_reference(pristine, where)
-        self.ref_ms = (time.perf_counter() - start) * 1e3
+        if self.device.type == "cuda":  # the GPU's time of one call (a wall clock would count its launch and sync)
+            self.pin_flags()
+            args = map_tensors(pristine, lambda t: t.clone())
+            events = [self.torch.cuda.Event(enable_timing=True) for _ in range(2)]
+            events[0].record()
+            second = self.reference_on(args, where)
+            events[1].record()
+            try:
+                events[1].synchronize()
+            except BaseException as e:  # noqa: BLE001
+                raise Outcome("task_error", "%s: %s" % (where, raised(e, "the reference Model")), trace(e))
+            self.ref_ms = events[0].elapsed_time(events[1])
+            del args
+        else:
+            second = self.call_reference(pristine, where)
+            self.ref_ms = (time.perf_counter() - start) * 1e3
         lines = compare.compare(second, first, self.req["tolerance"])
         if lines:
             raise Outcome("task_error", "the reference is non-deterministic: two runs on the inputs of seed %d "
@@ -521,44 +545,59 @@ class Judge(Harness):
                            k, self.req["seed"] + 1 + k % self.req["timing"]["input_sets"], lines[0]))
 
     # -- the judge's clock ---------------------------------------------------------------------
-    def batch_size(self, per_call_ms):
+    def batch_size(self, kind, per_call_ms):
         in_bytes = tensor_bytes(self.pristine0)
         out_bytes = sum(t.numel() * t.element_size() for _n, n, t in self.signature if n is not None)
-        return batch.calls_for(per_call_ms, 2 * in_bytes + out_bytes, self.device, self.ref_ms)
+        room = getattr(self, "room", None)
+        eager = kind == "eager"
+        return batch.calls_for(per_call_ms, 2 * in_bytes + out_bytes, self.device, self.ref_ms,
+                               target_ms=batch.EAGER_TARGET_MS if eager else batch.TARGET_MS,
+                               held_bytes=room.held_bytes() if room is not None else 0)
 
     def run_batch(self, kind, per_call_ms):
         """The judge's clock over `kind` ("eager": the reference, in the candidate's process before
-        its import; "candidate"): a first batch warms the process's allocator and the judge's IPC
-        mappings (its outputs' memory is what the second one reuses), the second is timed and, for
-        the candidate, checked. Returns {"calls", "wall_ms", "per_call_ms", ...}."""
-        n = self.batch_size(per_call_ms)
-        with self.clock(kind + "_batch_warmup"):
-            warm = self.one_batch(kind, n, timed=False)
-            # The timed batch's size: the time per call given (the claim, or eager's reference
-            # call) where the warm-up's, on the judge's clock with its fixed costs spread over a
-            # short batch, is longer, but not below a quarter of that. Any figure will do to size a
-            # batch (a wrong one only makes the candidate's own batch shorter, longer or capped),
-            # so the judge's clock stays the only thing believed.
-            measured = warm["per_call_ms"]
-            given = per_call_ms if isinstance(per_call_ms, (int, float)) and per_call_ms > 0 else measured
-            sized = self.batch_size(max(min(given, measured), measured / 4))
-            if sized > n:  # more outputs than the warm-up allocated: warm those up too
-                warm = self.one_batch(kind, sized, timed=False)
-                n = sized
-        gate_ms = batch.gate_ms(warm.get("candidate_says"), sized / n)
-        result = self.one_batch(kind, sized, timed=True, gate_ms=gate_ms)
+        its import; "candidate"), sized to about batch.TARGET_MS by the time per call given (the
+        claim, or the judge's reference call: any figure will do, as a wrong one only makes the
+        batch longer, shorter or capped, and the judge's clock stays the only thing believed). The
+        candidate's batch is checked, and timed again while the fastest would hold its claim down.
+        Returns {"calls", "per_call_ms", "wall_ms", ...}."""
+        n = self.batch_size(kind, per_call_ms)
+        result = self.one_batch(kind, n)
+        times = [result["per_call_ms"]]
+        resized = self.batch_size(kind, result["per_call_ms"])
+        target = batch.EAGER_TARGET_MS if kind == "eager" else batch.TARGET_MS
+        if result["per_call_ms"] * n < target / 2 and resized > n:
+            # Sized by a figure that was too long (one reference call with its launch, a claim with
+            # its flushes): the clock's fixed cost weighs on so short a batch. Again, sized by it.
+            n = resized
+            if kind == "candidate":
+                self._kill(self.candidate_pid(), signal.SIGCONT)
+            again = self.one_batch(kind, n)
+            times.append(again["per_call_ms"])
+            if kind != "candidate" or again["per_call_ms"] < result["per_call_ms"]:
+                result = again
         if kind != "candidate":
+            result["timed_batches"] = times
             return result
-        walls = [result["per_call_ms"]]
-        while len(walls) < batch.TIMED_BATCHES and self.holds_down(result["per_call_ms"], per_call_ms):
+        while self.time_again(times, per_call_ms):
             self._kill(self.candidate_pid(), signal.SIGCONT)  # stopped after its last answer
-            gate_ms = max(gate_ms, batch.gate_ms(result.get("candidate_says"), 1.0))
-            again = self.one_batch(kind, sized, timed=True, gate_ms=gate_ms)
-            walls.append(again["per_call_ms"])
+            again = self.one_batch(kind, n, gate_ms=batch.gate_ms(result.get("candidate_says"), 1.0))
+            times.append(again["per_call_ms"])
             if again["per_call_ms"] < result["per_call_ms"]:
                 result = again
-        result["timed_batches"] = walls
+        result["timed_batches"] = times
         return result
+
+    def time_again(self, times, claimed_ms):
+        """Whether to time the candidate's batch once more: while the fastest of its timed batches
+        (per call, `times`) would hold its claim down, up to batch.TIMED_BATCHES, unless the last two
+        agree within batch.AGREE (a stall of the machine makes batches disagree; a time they agree on
+        is the candidate's own)."""
+        if len(times) >= batch.TIMED_BATCHES:
+            return False
+        if len(times) >= 2 and abs(times[-1] - times[-2]) <= batch.AGREE * min(times[-2:]):
+            return False
+        return self.holds_down(min(times), claimed_ms)
 
     def holds_down(self, batch_ms, claimed_ms):
         """Whether the candidate's batch, at batch_ms per call, would bound its claim (reward.h's
@@ -576,113 +615,147 @@ class Judge(Harness):
             return False
         return batch_ms / eager_batch * eager_ms / (1.0 + float(bound.get("slack", 0.0))) > claimed_ms
 
-    def one_batch(self, kind, n, timed, gate_ms=batch.MAX_GATE_MS):
-        """One batch of n calls of `kind`; on a GPU behind a batch.Gate held at most gate_ms."""
+    def one_batch(self, kind, n, gate_ms=batch.MAX_GATE_MS):
+        """One batch of n calls of `kind` on fresh inputs drawn in secret: on a GPU timed by a
+        batch.GpuClock (its gate held at most gate_ms for the calls to be enqueued), on the CPU by
+        the judge's wall around the candidate's answer. The candidate's batch is checked."""
         torch = self.torch
         cuda = self.device.type == "cuda"
+        command = kind + "_batch" if kind == "eager" else "batch"
         with self.clock(kind + "_batch_inputs"):
-            if timed:  # drawn from seeds only the judge knows; these copies are never handed over
-                calls = [self.fresh_inputs(s) for s in batch.secret_seeds(n)]
-            else:  # a warm-up: the same layout, the trials' inputs again (nothing drawn, nothing checked)
-                sets = min(self.req["trials"], self.req["timing"]["input_sets"])  # those still kept
-                calls = [self.trial_inputs(k % sets) for k in range(n)]
+            calls = self.fresh_inputs(batch.secret_seed(), n)  # these copies are never handed over
             skeletons, regions, total = batch.lay_out(calls)
-            pool = gate = None
-            if cuda:  # the inputs go to the judge's staging copy; the pool gets them behind the gate
-                del calls
-                staging = torch.empty(total, dtype=torch.uint8, device=self.device)
-                calls, regions = batch.stage(skeletons, regions, staging)
-                pool = batch.DeviceBuffer(total)
-                pool.view.fill_(0xFF)
-                self.flag = getattr(self, "flag", None) or batch.FlagWord()
-                gate, said = self.flag.next()
-                message = {"type": kind + "_batch" if kind == "eager" else "batch", "handle": pool.export(),
-                           "nbytes": total, "gate": said}
-            else:
-                message = {"type": kind + "_batch" if kind == "eager" else "batch"}
             generator = torch.Generator().manual_seed(random.SystemRandom().randrange(1 << 62))
             plan = [(numel, batch.draw_positions(n, numel, generator).to(self.device) if numel else None)
                     for _name, numel, _t in self.signature]
-            self.sync()
-        self.mapped = self.mapped or batch.Mapped()
-        if cuda:
-            torch.cuda.empty_cache()
-        # The last batch's memory is freed, and the layout (not secret: offsets, dtypes, shapes) read,
-        # before the clock.
-        self.ask({"type": "prepare", "layout": skeletons if cuda else None}, ("prepared",))
-        waited = evidence.RunQueue([os.getpid(), self.candidate_pid()]) if timed else None
-        start = time.perf_counter()
-        if gate is None:
-            reply = self.ask(message, ("batch_done",), value=calls)
-        else:  # the inputs go in once the calls are enqueued, or at the gate's deadline (batch.Gate)
-            gate.start.record()
-            queued = self.ask(message, ("queued",), deadline=start + gate_ms / 1e3)
-            gate.open(pool.view, staging)
-            if queued is None:
-                self.answer(("queued",), message["type"])
-            reply = self.answer(("batch_done",), message["type"])
-        answered = time.perf_counter()
-        if kind == "candidate" and timed:
-            self._kill(self.candidate_pid(), signal.SIGSTOP)  # nothing more from its host side
-        outputs = reply.get("outputs") if cuda else reply.get("value")
-        dense = reply.get("dense") if cuda else None
-        if (dense is None and (not isinstance(outputs, list) or len(outputs) != n)) or reply.get("calls") != n:
-            raise Hack("protocol", "the judge's batch of %d calls was answered with %s outputs" % (
-                n, len(outputs) if isinstance(outputs, list) else "no"))
-        try:
-            if cuda:
-                segments = reply.get("segments")
-                if not isinstance(segments, list):
-                    raise batch.BatchError("no list of allocations")
-                if dense is not None:
-                    outputs = batch.DenseOutputs(dense, segments, n)
-                else:
-                    outputs = [batch.remote_outputs(o, segments) for o in outputs]
-            parsed = time.perf_counter()
-            if isinstance(outputs, batch.DenseOutputs):
-                flat = None
-                found = batch.sample_dense(outputs, plan, self.mapped)
+            clock = None
+            if cuda:  # the inputs go to the judge's staging copy; the pool gets them on the judge's clock
+                del calls
+                self.room = getattr(self, "room", None) or batch.Room(self.device)
+                room = self.room.ensure(total)
+                calls, regions = batch.stage(skeletons, regions, room.staging[:total])
+                torch.cuda.empty_cache()  # the draws, staged: their blocks go back for the candidate's outputs
+                room.pool.view[:total].fill_(0xFF)
+                self.flags = getattr(self, "flags", None) or batch.FlagWords(self.done_page)
+                self.sync()
+                clock, gate = self.flags.next()
+                message = {"type": command, "handle": room.handle, "nbytes": room.pool.nbytes, "layout": skeletons,
+                           "gate": gate}
             else:
-                flat = [list(leaves(v)) for v in outputs]
-                found = batch.sample(flat, plan, self.mapped)
-            gathered = time.perf_counter()
-            self.sync()
+                message = {"type": command}
+        self.mapped = self.mapped or batch.Mapped()
+        waited = evidence.RunQueue([os.getpid(), self.candidate_pid()])
+        start = time.perf_counter()
+        try:
+            if clock is None:
+                reply = self.ask(message, ("batch_done",), value=calls)
+                outputs, answered = self.parse_outputs(reply, n, cuda), time.perf_counter()
+                reads = self.prepare_reads(outputs, plan)
+                reads.launch()
+            else:  # the inputs go in once the calls are enqueued (or at the gate's deadline)
+                queued = self.ask(message, ("queued",), deadline=start + gate_ms / 1e3)
+                if queued is None:  # open the gate anyway; the clock ends when the outputs are described
+                    clock.open(room.pool.view, room.staging[:total])
+                    queued = self.answer(("queued",), command)
+                outputs = self.parse_outputs(queued, n, cuda)
+                reads = self.prepare_reads(outputs, plan)  # before the clock: nothing here waits for the device
+                if not clock.opened:
+                    clock.open(room.pool.view, room.staging[:total])
+                clock.close(reads)
+                reply = self.answer(("batch_done",), command)
+                answered = time.perf_counter()
+                if kind == "candidate":
+                    self._kill(self.candidate_pid(), signal.SIGSTOP)  # nothing more from its host side
+                clock.finish()
         except batch.BatchError as e:
             raise Hack("protocol", "the judge's batch: %s" % e)
+        finally:
+            if clock is not None and clock.closed and not clock.finished:
+                # The done flag never came: nothing of the candidate's may write it while the judge
+                # does, a process it started (which shares the page through its fork) included.
+                self.end_candidate(wait=True, settle=True)
+                try:
+                    clock.release()
+                except batch.BatchError as e:
+                    from anvil.harness import CannotServe
+
+                    raise CannotServe("the judge's batch: %s" % e)
+        if clock is None:
+            self.sync()
         wall_ms = (time.perf_counter() - start) * 1e3
-        gated_ms = gate.ms() if gate is not None else 0.0  # the inputs' arrival, on the judge's GPU clock
-        result = {"calls": n, "wall_ms": round(wall_ms, 6), "gate_ms": round(gated_ms, 6),
-                  "per_call_ms": round(max(wall_ms - gated_ms, 1e-6) / n, 6),
-                  "answer_ms": round((answered - start) * 1e3, 6), "parse_ms": round((parsed - answered) * 1e3, 4),
-                  "gather_launch_ms": round((gathered - parsed) * 1e3, 4),
+        result = {"calls": n, "wall_ms": round(wall_ms, 6), "answer_ms": round((answered - start) * 1e3, 6),
                   "target_ms": batch.TARGET_MS, "candidate_says": reply.get("phases")}
-        if waited is not None:  # the machine's load on both processes while the batch ran
-            result.update(waited.load())
-        if kind == "candidate" and timed:
+        if clock is not None:  # any copy-in time beyond the judge's own copy rate is the candidate's (batch.CopyRate)
+            excess = self.copy_rate.excess_ms(clock.copied_bytes, clock.copy_ms())
+            result.update(per_call_ms=round(max(clock.ms() + excess, 1e-6) / n, 6), clock="gpu",
+                          gpu_ms=round(clock.ms(), 6), gate_ms=round(clock.gate_ms(), 6),
+                          copy_ms=round(clock.copy_ms(), 6), copy_excess_ms=round(excess, 6))
+        else:
+            result.update(per_call_ms=round(max(wall_ms, 1e-6) / n, 6), clock="wall")
+        result.update(waited.load())  # the machine's load on both processes while the batch ran
+        if kind == "candidate":
             with self.clock("batch_checks"):
-                result["checked"] = self.check_batch(calls, outputs, flat, found, plan, pool, regions)
-        if pool is not None:
-            pool.free()
+                result["checked"] = self.check_batch(calls, outputs, reads.samples(), plan,
+                                                     room.pool if cuda else None, regions)
         del calls
-        if cuda:
-            torch.cuda.empty_cache()  # the candidate's process needs the room more than this cache does
         return result
 
-    def check_batch(self, calls, outputs, flat, found, plan, pool, regions):
-        """Every call's sampled elements against the judge's reference for its inputs, FULL_CHECKS
-        calls in full, and the pool against the judge's copies (an input the candidate modified)."""
+    def parse_outputs(self, reply, n, cuda):
+        """A batch's outputs as the candidate's process described them: on a GPU Remotes (or
+        DenseOutputs) into its exported allocations, on the CPU the values themselves."""
+        if reply.get("calls") != n:
+            raise Hack("protocol", "the judge's batch of %d calls was answered for %r calls" % (n, reply.get("calls")))
+        if not cuda:
+            outputs = reply.get("value")
+            if not isinstance(outputs, list) or len(outputs) != n:
+                raise Hack("protocol", "the judge's batch of %d calls was answered with %s outputs" % (
+                    n, len(outputs) if isinstance(outputs, list) else "no"))
+            return outputs
+        segments, dense, described = reply.get("segments"), reply.get("dense"), reply.get("outputs")
+        if not isinstance(segments, list):
+            raise batch.BatchError("no list of allocations")
+        if dense is not None:
+            return batch.DenseOutputs(dense, segments, n)
+        if not isinstance(described, list) or len(described) != n:
+            raise Hack("protocol", "the judge's batch of %d calls was answered with %s outputs" % (
+                n, len(described) if isinstance(described, list) else "no"))
+        return [batch.remote_outputs(o, segments) for o in described]
+
+    def prepare_reads(self, outputs, plan):
+        if isinstance(outputs, batch.DenseOutputs):
+            reads = batch.reads_dense(outputs, plan, self.mapped)
+        else:
+            reads = batch.reads_of([list(leaves(v)) for v in outputs], plan, self.mapped)
+        reads.ready()
+        if self.device.type == "cuda":
+            self.torch.cuda.current_stream().synchronize()  # the addresses are on the device
+        return reads
+
+    def check_batch(self, calls, outputs, found, plan, pool, regions):
+        """The pool against the judge's copies (an input the candidate modified), then every call's
+        sampled elements against the judge's reference for its inputs and FULL_CHECKS calls in full.
+        The reference runs on the judge's pristine copies themselves (checked unchanged first)."""
+        torch = self.torch
         n = len(calls)
+        if pool is not None:
+            for k, args in enumerate(calls):
+                for (t, region) in regions_of(regions, args):
+                    if compare.changed_elements(t, batch.region_tensor(pool.view, region)):
+                        raise Outcome("wrong_answer", "call %d of the judge's batch: the candidate modified one of its "
+                                      "inputs (inputs are read-only)" % k, reason="input_mutated")
         full = set(random.SystemRandom().sample(range(n), min(batch.FULL_CHECKS, n)))
         tol = self.req["tolerance"]
         got_rows, exp_rows, names = {}, {}, {}
+        self.pin_flags()
         for k in range(n):
-            expected = self.call_reference(calls[k], "the judge's batch, call %d" % k)
+            expected = self.reference_on(calls[k], "the judge's batch, call %d" % k)
             exp_leaves = list(leaves(expected))
-            flat_k = flat[k] if flat is not None else [("output", outputs[k])]
+            flat_k = list(leaves(outputs[k])) if not isinstance(outputs, batch.DenseOutputs) else [
+                ("output", outputs[k])]
             if len(exp_leaves) != len(flat_k):
                 self.batch_mismatch(k, "its output has %d parts, the reference's %d" % (len(flat_k), len(exp_leaves)))
             for j, (name, exp) in enumerate(exp_leaves):
-                if not isinstance(exp, self.torch.Tensor) or plan[j][1] is None:
+                if not isinstance(exp, torch.Tensor) or plan[j][1] is None:
                     continue
                 got = found.get((k, j))
                 if got is None or tuple(getattr(flat_k[j][1], "shape", ())) != tuple(exp.shape):
@@ -700,19 +773,13 @@ class Judge(Harness):
                     self.batch_mismatch(k, lines[0])
             del expected
         for j, rows in got_rows.items():  # every call's samples of one output at once
-            got, exp = self.torch.stack(rows), self.torch.stack(exp_rows[j])
+            got, exp = torch.stack(rows), torch.stack(exp_rows[j])
             bad, first = batch.compare_samples(got.reshape(-1), exp.reshape(-1), tol)
             if bad:
                 k = first[0] // got.shape[1]
                 row_bad, row_first = batch.compare_samples(got[k], exp[k], tol)
                 self.batch_mismatch(k, "%s: %d of %d sampled elements are wrong; first: got %s, expected %s" % (
                     names[j], row_bad, got.shape[1], _fmt(row_first[1]), _fmt(row_first[2])))
-        if pool is not None:
-            for k, args in enumerate(calls):
-                for (t, region) in regions_of(regions, args):
-                    if compare.changed_elements(t, batch.region_tensor(pool.view, region)):
-                        raise Outcome("wrong_answer", "call %d of the judge's batch: the candidate modified one of its "
-                                      "inputs (inputs are read-only)" % k, reason="input_mutated")
         return {"calls": n, "samples_per_output": batch.SAMPLES, "full": sorted(full)}
 
     def batch_mismatch(self, k, text):
@@ -822,18 +889,29 @@ class Judge(Harness):
 
     # -- all of it ------------------------------------------------------------------------------
     def set_up(self, started):
+        import torch
+
         with self.clock("fork"):
             self.fork_candidate()
         with self.clock("setup"):
+            self.torch = torch
+            self.load_task()
+            # Where a GPU's context is to start, this side's trials are drawn on the host meanwhile
+            # (the draws use the host, the start of CUDA the driver); the reference is built once
+            # they are done (both use torch's global random numbers, each after its own seed).
+            drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") else None
             self.setup()
             self.shared.device_ready()  # the candidate's process starts its own CUDA context now
-            self.load_task()
+            if drawer is not None:
+                drawer.join()
             self.build_reference()
         self.clock.mark("set_up")
         with self.clock("static"):
             self.static_findings()
         with self.clock("reference"):  # while the candidate's process sets itself up
             with self.clock("inputs"):
+                if drawer is not None:
+                    self.shared.send_mine()
                 for i in self.shared.mine():  # sent as they are made: the candidate's process waits for them
                     self.trial_inputs(i)
             with self.clock("check_reference"):
@@ -848,6 +926,15 @@ class Judge(Harness):
             self.set_up(started)
             mark = time.perf_counter()
             try:
+                if self.device.type == "cuda" and any(m in measure for m in ("eager", "candidate")):
+                    with self.clock("clock_ready"):  # the candidate's process is idle, none of its code exists yet
+                        self.copy_rate = batch.CopyRate(self.device)
+                        try:
+                            batch.require_gather()
+                        except batch.BatchError as e:
+                            from anvil.harness import CannotServe
+
+                            raise CannotServe("the judge's clock cannot read a batch's outputs here: %s" % e)
                 if "eager" in measure:
                     with self.clock("eager_batch"):
                         self.report["timing"]["eager"] = {"batch": self.run_batch("eager", self.ref_ms)}
@@ -887,11 +974,36 @@ class Judge(Harness):
             if found:
                 self.report["timing"] = {}
                 raise self.hack_outcome(found)
-        finally:
+        finally:  # killed, not waited for: the report need not wait for a CUDA context's teardown, and the
+            # judge is PID 1 of the evaluation's namespace, so nothing outlives it
             self.clock.mark("end")
-            self.kill_leftovers()
+            self.kill_leftovers(reap=False)
             self.end_candidate(wait=False)
-            self.kill_leftovers()
+            self.kill_leftovers(reap=False)
+
+
+class _Drawer:
+    """SharedInputs.draw_mine in a thread of its own (torch's host ops let go of the GIL); join()
+    raises what it raised."""
+
+    def __init__(self, shared, harness):
+        import threading
+
+        self.error = None
+
+        def draw():
+            try:
+                shared.draw_mine(harness)
+            except BaseException as e:  # noqa: BLE001 - raised again by join()
+                self.error = e
+
+        self.thread = threading.Thread(target=draw, name="anvil-draws", daemon=True)
+        self.thread.start()
+
+    def join(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _fmt(x):

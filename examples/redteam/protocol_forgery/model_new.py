@@ -52,25 +52,25 @@ def _hijack(server):
                         channel.recv(sock)
                 channel.send(sock, {"type": "timing", "result": {"median_ms": 0.001, "kernel_sum_ms": 0.001},
                                     "trace": None, "ops": {}, "clock": {}})
-            elif kind == "prepare":
-                layout = msg.get("layout")
-                channel.send(sock, {"type": "prepared"})
             elif kind == "batch":
-                if cuda:
+                if cuda:  # the protocol as anvil/candidate.py plays it, answered by the reference
                     mapped = batch.Mapped()
                     base = batch.device_view(mapped.base(msg["handle"])[0], int(msg["nbytes"]))
-                    calls = [batch.rebuild(s, lambda r: batch.region_tensor(base, r)) for s in layout]
-                else:
-                    calls = msg["value"]
-                outs = [ref(*args) for args in calls]
-                if cuda:
+                    calls = [batch.rebuild(s, lambda r: batch.region_tensor(base, r)) for s in msg["layout"]]
+                    gate = msg["gate"]
+                    words = mapped.base(gate["handle"])[0]
+                    batch.wait_for_gate(words, gate["value"])
+                    outs = [ref(*args) for args in calls]
+                    batch.raise_done(server.done_ptr, gate["value"])
                     exporter = batch.Exporter()
                     described = [exporter.describe(o) for o in outs]
-                    torch.cuda.synchronize()
-                    channel.send(sock, {"type": "batch_done", "calls": len(outs), "segments": exporter.segments,
+                    channel.send(sock, {"type": "queued", "calls": len(outs), "segments": exporter.segments,
                                         "outputs": described})
+                    torch.cuda.synchronize()
+                    channel.send(sock, {"type": "batch_done", "calls": len(outs)})
                     keep = outs
                 else:
+                    outs = [ref(*args) for args in msg["value"]]
                     keep = channel.send(sock, {"type": "batch_done", "calls": len(outs)}, outs)
             else:
                 os._exit(0)
