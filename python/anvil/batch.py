@@ -805,10 +805,13 @@ class Mapped:
         if handle not in self.maps:
             from anvil import cuda_ipc
 
-            self.rt = self.rt or _runtime()
-            raw = bytes.fromhex(handle)
+            try:
+                raw = bytes.fromhex(handle)
+            except (TypeError, ValueError):
+                raise BatchError("a CUDA IPC handle that is not hexadecimal text")
             if len(raw) != 64:
                 raise BatchError("a CUDA IPC handle of %d bytes" % len(raw))
+            self.rt = self.rt or _runtime()
             h = cuda_ipc._Handle()
             ctypes.memmove(ctypes.addressof(h), raw, 64)
             ptr = ctypes.c_void_p()

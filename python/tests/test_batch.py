@@ -94,3 +94,9 @@ def test_a_batch_is_sized_by_its_target_the_cap_and_the_room_it_may_reuse(monkey
     assert batch.calls_for(1.0, 100, cpu) == 5                         # half of 1000 bytes free, 100 a call
     assert batch.calls_for(1.0, 100, cpu, held_bytes=1000) == 10       # the judge's room counts as free
     assert batch.calls_for(1.0, 10 ** 6, cpu) == 1                     # too large for two: one call
+
+
+def test_a_malformed_handle_is_a_batch_error_not_a_crash():
+    for handle in (None, 7, "zz", "ab" * 10):
+        with pytest.raises(batch.BatchError, match="CUDA IPC handle"):
+            batch.Mapped().base(handle)
