@@ -42,6 +42,12 @@ MAX_CALLS = 256      # the judge draws, and runs the reference on, every call's 
 # 3% at TARGET_MS). At EAGER_TARGET_MS that share is under 1%; where eager's batch is capped at
 # MAX_CALLS the candidate's is too, and can be no longer. Eager's batch runs once per task (cached).
 EAGER_TARGET_MS = 40.0
+
+
+def target_ms(kind):
+    """How long a batch of `kind` ("eager" or "candidate") is sized to last."""
+    return EAGER_TARGET_MS if kind == "eager" else TARGET_MS
+
 MAX_SPEEDUP = 50     # a batch is sized for a candidate at most this much faster than the reference
 SAMPLES = 1024       # elements read from each output tensor of every call
 FULL_CHECKS = 2      # calls whose outputs are compared in full, chosen after the batch
@@ -310,9 +316,6 @@ class DonePage:
     def write(self, value):
         ctypes.c_uint32.from_address(self.host).value = value
 
-    def read(self):
-        return ctypes.c_uint32.from_address(self.host).value
-
 
 class FlagWords:
     """The judge's flags of a batch: the gate, a word of a small cudaMalloc of its own (exported once
@@ -342,9 +345,10 @@ class GpuClock:
     non-blocking stream of the judge's (a stream waiting for the done flag must not hold up the
     judge's other work; the legacy default stream would). open() lets the inputs in; close(reads)
     waits for the done flag, reads the samples (reads.launch(): kernel launches only) and records
-    the end; finish() waits for that end, raising the done flag itself when the candidate's never
-    came (BatchError), so no stream of the judge's is left waiting. Always finish() (or release())
-    a clock that was opened: a device-wide synchronize while the stream waits would never return."""
+    the end; finish() waits for that end, and raises BatchError when the done flag never came; the
+    caller then ends the candidate's processes and release()s the clock, so no stream of the
+    judge's is left waiting. A clock that was closed must be finished or released: a device-wide
+    synchronize while its stream waits would never return."""
 
     def __init__(self, flags, value):
         import torch
@@ -473,7 +477,8 @@ class CopyRate:
 def gate_ms(said, scale):
     """How long the gate waits at most for "queued": the host time the candidate's process said its
     last batch took to map the pool and enqueue its calls (scaled to this batch's size), with room
-    to spare, at most MAX_GATE_MS (MAX_GATE_MS for a first batch). The deadline matters only when
+    to spare, at most MAX_GATE_MS (a first batch, with nothing said yet, waits MAX_GATE_MS:
+    one_batch's default). The deadline matters only when
     "queued" does not come (a launch queue so full that the host waits for the GPU): any figure is
     safe, as a short one leaves host work before the clock's read of the outputs and a long one
     only delays the batch."""
@@ -524,17 +529,16 @@ def raise_done(address, value):
 # ---------------------------------------------------------------------------------------------
 # Sizing
 
-def calls_for(per_call_ms, call_bytes, device, reference_ms=None, target_ms=TARGET_MS, max_calls=MAX_CALLS,
-              held_bytes=0):
-    """How many calls make a batch of target_ms, within MIN_CALLS..max_calls, the memory a batch
+def calls_for(per_call_ms, call_bytes, device, reference_ms=None, target_ms=TARGET_MS, held_bytes=0):
+    """How many calls make a batch of target_ms, within MIN_CALLS..MAX_CALLS, the memory a batch
     may take (call_bytes: what one call holds: its inputs twice, the pool and the judge's pristine
     copy, and its outputs; held_bytes: what the judge's Room already holds, which the batch reuses)
     and, given the reference's time per call, a candidate at most MAX_SPEEDUP times faster (a
     claim of less buys a shorter batch, never a longer one)."""
     if reference_ms and reference_ms > 0:
         per_call_ms = max(per_call_ms or 0, reference_ms / MAX_SPEEDUP)
-    n = max_calls if not per_call_ms or per_call_ms <= 0 else int(math.ceil(target_ms / per_call_ms))
-    n = max(MIN_CALLS, min(max_calls, n))
+    n = MAX_CALLS if not per_call_ms or per_call_ms <= 0 else int(math.ceil(target_ms / per_call_ms))
+    n = max(MIN_CALLS, min(MAX_CALLS, n))
     room = (free_memory(device) + held_bytes) * MEMORY_SHARE
     if call_bytes > 0:
         n = min(n, max(1, int(room // call_bytes)))

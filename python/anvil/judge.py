@@ -317,10 +317,16 @@ class Judge(Harness):
         self.expected = {trial: first}  # one trial's reference alive at a time
         return first
 
-    def call_reference(self, pristine, where):
-        """The reference on clones of `pristine`, synchronised."""
+    def call_reference(self, pristine, where, events=None):
+        """The reference on clones of `pristine`, synchronised; with `events` (two CUDA events),
+        those recorded around the call alone."""
         self.pin_flags()
-        out = self.reference_on(map_tensors(pristine, lambda t: t.clone()), where)
+        args = map_tensors(pristine, lambda t: t.clone())
+        if events:
+            events[0].record()
+        out = self.reference_on(args, where)
+        if events:
+            events[1].record()
         try:
             self.sync()
         except BaseException as e:  # noqa: BLE001
@@ -350,23 +356,11 @@ class Judge(Harness):
         bad = compare.nonfinite(first)
         if bad:
             raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
+        # on a GPU the GPU's time of the call (a wall clock would count its launch and synchronise)
+        events = [self.torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.device.type == "cuda" else None
         start = time.perf_counter()
-        if self.device.type == "cuda":  # the GPU's time of one call (a wall clock would count its launch and sync)
-            self.pin_flags()
-            args = map_tensors(pristine, lambda t: t.clone())
-            events = [self.torch.cuda.Event(enable_timing=True) for _ in range(2)]
-            events[0].record()
-            second = self.reference_on(args, where)
-            events[1].record()
-            try:
-                events[1].synchronize()
-            except BaseException as e:  # noqa: BLE001
-                raise Outcome("task_error", "%s: %s" % (where, raised(e, "the reference Model")), trace(e))
-            self.ref_ms = events[0].elapsed_time(events[1])
-            del args
-        else:
-            second = self.call_reference(pristine, where)
-            self.ref_ms = (time.perf_counter() - start) * 1e3
+        second = self.call_reference(pristine, where, events)
+        self.ref_ms = events[0].elapsed_time(events[1]) if events else (time.perf_counter() - start) * 1e3
         lines = compare.compare(second, first, self.req["tolerance"])
         if lines:
             raise Outcome("task_error", "the reference is non-deterministic: two runs on the inputs of seed %d "
@@ -549,14 +543,12 @@ class Judge(Harness):
         in_bytes = tensor_bytes(self.pristine0)
         out_bytes = sum(t.numel() * t.element_size() for _n, n, t in self.signature if n is not None)
         room = getattr(self, "room", None)
-        eager = kind == "eager"
         return batch.calls_for(per_call_ms, 2 * in_bytes + out_bytes, self.device, self.ref_ms,
-                               target_ms=batch.EAGER_TARGET_MS if eager else batch.TARGET_MS,
-                               held_bytes=room.held_bytes() if room is not None else 0)
+                               target_ms=batch.target_ms(kind), held_bytes=room.held_bytes() if room is not None else 0)
 
     def run_batch(self, kind, per_call_ms):
         """The judge's clock over `kind` ("eager": the reference, in the candidate's process before
-        its import; "candidate"), sized to about batch.TARGET_MS by the time per call given (the
+        its import; "candidate"), sized to about batch.target_ms(kind) by the time per call given (the
         claim, or the judge's reference call: any figure will do, as a wrong one only makes the
         batch longer, shorter or capped, and the judge's clock stays the only thing believed). The
         candidate's batch is checked, and timed again while the fastest would hold its claim down.
@@ -565,8 +557,7 @@ class Judge(Harness):
         result = self.one_batch(kind, n)
         times = [result["per_call_ms"]]
         resized = self.batch_size(kind, result["per_call_ms"])
-        target = batch.EAGER_TARGET_MS if kind == "eager" else batch.TARGET_MS
-        if result["per_call_ms"] * n < target / 2 and resized > n:
+        if result["per_call_ms"] * n < batch.target_ms(kind) / 2 and resized > n:
             # Sized by a figure that was too long (one reference call with its launch, a claim with
             # its flushes): the clock's fixed cost weighs on so short a batch. Again, sized by it.
             n = resized
@@ -684,7 +675,7 @@ class Judge(Harness):
             self.sync()
         wall_ms = (time.perf_counter() - start) * 1e3
         result = {"calls": n, "wall_ms": round(wall_ms, 6), "answer_ms": round((answered - start) * 1e3, 6),
-                  "target_ms": batch.TARGET_MS, "candidate_says": reply.get("phases")}
+                  "target_ms": batch.target_ms(kind), "candidate_says": reply.get("phases")}
         if clock is not None:  # any copy-in time beyond the judge's own copy rate is the candidate's (batch.CopyRate)
             excess = self.copy_rate.excess_ms(clock.copied_bytes, clock.copy_ms())
             result.update(per_call_ms=round(max(clock.ms() + excess, 1e-6) / n, 6), clock="gpu",
