@@ -3,7 +3,8 @@
 is told to stop mid-evaluation, and every process it started must be gone and the GPU's memory free
 again within 2 s; the next evaluation of the same task must succeed.
 
-    python3 bench/stop_check.py [--gb 2] [--after 5] [--out FILE.json]
+    python3 bench/stop_check.py [--gb 2] [--after 5] [--stops SIGTERM,SIGINT,timeout] [--runners zygote,fresh]
+                                [--out FILE.json]
 
 For each way of stopping (SIGTERM, SIGINT, and anvil's own timeout) and each runner (the warm
 zygote, a fresh process): start `anvil eval` of bench/stop's candidate on a copy of bench/stop/task.py
@@ -102,6 +103,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gb", type=float, default=2.0)
     ap.add_argument("--after", type=float, default=5.0)
+    ap.add_argument("--stops", default="SIGTERM,SIGINT,timeout", help="ways of stopping to try (comma-separated)")
+    ap.add_argument("--runners", default="zygote,fresh", help="runners to try (comma-separated)")
     ap.add_argument("--anvil", default=os.environ.get("ANVIL_BIN") or os.path.join(common.ROOT, "build", "anvil"))
     ap.add_argument("--out")
     a = ap.parse_args()
@@ -113,10 +116,12 @@ def main():
         f.write(text)
     print("warm-up evaluation (builds, baselines, zygote)", flush=True)
     warm = evaluate(a.anvil, task, [])
-    print("  ", warm.get("outcome"), warm.get("reward"), (warm.get("message") or warm.get("error") or "")[:200], flush=True)
+    print("  ", warm.get("outcome"), warm.get("reward"), (warm.get("message") or warm.get("error") or "")[:200],
+          json.dumps(warm.get("seconds")), flush=True)
     rows = []
-    for zygote in (True, False):
-        for how in ("SIGTERM", "SIGINT", "timeout"):
+    stops = [s for s in ("SIGTERM", "SIGINT", "timeout") if s in a.stops.split(",")]
+    for zygote in [r == "zygote" for r in ("zygote", "fresh") if r in a.runners.split(",")]:
+        for how in stops:
             time.sleep(1.0)
             baseline = used_mib()
             row = stop_once(a.anvil, task, how, zygote, a.after, baseline)

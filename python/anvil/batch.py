@@ -213,16 +213,25 @@ def lay_out(calls):
     return skeletons, regions, (offset + ALIGN - 1) // ALIGN * ALIGN
 
 
-def fill(base, regions):
-    """Copy every input tensor into its region of `base`."""
+def copies_into(base, regions):
+    """(destination, source) byte views, one per input tensor: its region of `base` and the span of
+    its storage that the region holds."""
     import torch
 
+    pairs = []
     for t, region in regions:
         if region["span"] == 0:
             continue
         size = t.element_size()
         src = torch.as_strided(t, (region["span"],), (1,), t.storage_offset())
-        base[region["offset"]:region["offset"] + region["span"] * size].copy_(src.reshape(-1).view(torch.uint8))
+        pairs.append((base[region["offset"]:region["offset"] + region["span"] * size], src.reshape(-1).view(torch.uint8)))
+    return pairs
+
+
+def fill(base, regions):
+    """Copy every input tensor into its region of `base`."""
+    for dst, src in copies_into(base, regions):
+        dst.copy_(src)
 
 
 def stage(skeletons, regions, base):
@@ -256,10 +265,11 @@ class Room:
         self.handle = None
         self.retired = []
 
-    def ensure(self, nbytes):
-        """A pool of at least nbytes. An outgrown pool is kept, not freed: the candidate's process
-        may still map it, and memory freed under another process's mapping is undefined in CUDA
-        (it goes with the judge's process)."""
+    def ensure(self, nbytes, staging=True):
+        """A pool of at least nbytes, and a staging copy of its size unless staging=False (a lean
+        evaluation's batch copies from its draws). An outgrown pool is kept, not freed: the
+        candidate's process may still map it, and memory freed under another process's mapping is
+        undefined in CUDA (free() once that process is gone)."""
         import torch
 
         nbytes = max(int(nbytes), ALIGN)
@@ -269,12 +279,25 @@ class Room:
             self.staging = None
             self.pool = DeviceBuffer(nbytes)
             self.handle = self.pool.export()
-            self.staging = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        if not staging:
+            self.staging = None
+        elif self.staging is None or self.staging.numel() < self.pool.nbytes:
+            self.staging = None
+            self.staging = torch.empty(self.pool.nbytes, dtype=torch.uint8, device=self.device)
         return self
 
     def held_bytes(self):
         """What a batch of this size or less would reuse: the pool and the staging copy."""
-        return 2 * self.pool.nbytes if self.pool is not None else 0
+        if self.pool is None:
+            return 0
+        return self.pool.nbytes + (self.staging.numel() if self.staging is not None else 0)
+
+    def free(self):
+        """Every pool's memory back to the device: only once no other process maps them."""
+        self.staging = None
+        for buf in self.retired + ([self.pool] if self.pool is not None else []):
+            buf.free()
+        self.pool, self.handle, self.retired = None, None, []
 
 
 class DonePage:
@@ -361,18 +384,20 @@ class GpuClock:
         with torch.cuda.stream(self.stream):
             self.start.record()
 
-    def open(self, pool, staging):
-        """The inputs copied into the pool, `ready` recorded, then the gate flag set: no call of the
-        candidate can start before `ready`. (Work of the candidate's other streams that watches the
-        pool fill during the copy shows as a copy slower than the judge's own: copy_excess_ms.)"""
+    def open(self, copies):
+        """The inputs copied into the pool (copies: (pool's bytes, the judge's bytes) pairs), `ready`
+        recorded, then the gate flag set: no call of the candidate can start before `ready`. (Work
+        of the candidate's other streams that watches the pool fill during the copy shows as a copy
+        slower than the judge's own: copy_excess_ms.)"""
         import torch
 
         with torch.cuda.stream(self.stream):
             self.copying.record()
-            copy_in(pool[:staging.numel()], staging)
+            for dst, src in copies:
+                copy_in(dst, src)
             self.ready.record()
             self.flags.gate.fill_(self.value)
-        self.copied_bytes = staging.numel()
+        self.copied_bytes = sum(src.numel() for _dst, src in copies)
         self.opened = True
 
     def close(self, reads):

@@ -320,6 +320,30 @@ def nonfinite(value):
     return "NaN" if "NaN" in found else ("Inf" if "Inf" in found else None)
 
 
+CHANGED_CHUNK = 1 << 28  # elements compared at once by changed_elements
+DIGEST_CHUNK = 1 << 26  # 4-byte words hashed at once by digest
+
+
+def digest(t):
+    """A 64-bit hash of t's bytes (in its layout), for seeing, without a copy, whether a large tensor
+    changed: the sum of its 4-byte words times fixed pseudo-random weights, modulo 2^64, over chunks
+    (a change of any one word changes it; several changes cancel only by design). The same for the
+    same contents on the same device."""
+    import torch
+
+    flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    tail = flat.numel() % 4
+    words = flat[:flat.numel() - tail].view(torch.int32)
+    g = torch.Generator(device=t.device)
+    g.manual_seed(0x5EED)
+    total = int(flat[flat.numel() - tail:].to(torch.int64).sum()) if tail else 0
+    for i in range(0, words.numel(), DIGEST_CHUNK):
+        w = words[i:i + DIGEST_CHUNK]
+        weights = torch.randint(-(1 << 62), 1 << 62, (w.numel(),), generator=g, device=t.device, dtype=torch.int64)
+        total = (total + int((w.to(torch.int64) * weights).sum())) % (1 << 64)
+    return total
+
+
 def changed_elements(before, after):
     """How many elements of `after` differ bitwise from `before` (NaN payloads included); a changed
     shape or dtype counts as all elements. 0 means untouched."""
@@ -335,5 +359,11 @@ def changed_elements(before, after):
     a = before.detach().contiguous().reshape(-1)
     b = after.detach().contiguous().reshape(-1)
     if bits is not None:  # one integer of the element's width per element: compared as bits
-        return int((a.view(bits) != b.view(bits)).sum())
-    return int((a.view(torch.uint8).reshape(-1, item) != b.view(torch.uint8).reshape(-1, item)).any(dim=1).sum())
+        a, b = a.view(bits), b.view(bits)
+    else:
+        a, b = a.view(torch.uint8).reshape(-1, item), b.view(torch.uint8).reshape(-1, item)
+    changed = 0
+    for i in range(0, a.shape[0], CHANGED_CHUNK):  # in chunks: a large input's mask would take as much again
+        ne = a[i:i + CHANGED_CHUNK] != b[i:i + CHANGED_CHUNK]
+        changed += int(torch.count_nonzero(ne if ne.dim() == 1 else ne.any(dim=1)))
+    return changed

@@ -21,6 +21,9 @@ DETAIL_LINES = 30
 DETAIL_CHARS = 8000
 MESSAGE_CHARS = 500
 OUTCOMES = ("task_error", "load_error", "runtime_error", "wrong_answer", "hack_suspected")
+# A defended evaluation whose one set of inputs takes at least this much is lean
+# (Harness.plan_inputs): every trial's inputs drawn on the device when used, never kept or copied.
+LEAN_BYTES = 1 << 30
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _MODULE_CALL_FILE = os.path.join("torch", "nn", "modules", "module.py")
 
@@ -217,6 +220,8 @@ class Harness:
         self.kept_inputs = {}  # trial -> inputs (timing's base sets, or every trial when shared)
         self.shared = None  # a channel.SharedInputs: half the trials come from the other process
         self.device_inputs = None  # whether get_inputs() may run with the device as default (batches)
+        self.input_bytes = None  # one set of get_inputs()'s tensors, in bytes (plan_inputs)
+        self.lean = False  # a large task: inputs drawn when used, never kept (plan_inputs)
 
     # -- device -----------------------------------------------------------------------------
     def setup(self):
@@ -266,6 +271,12 @@ class Harness:
     def sync(self):
         if self.device.type == "cuda":
             self.torch.cuda.synchronize()
+
+    def free_cached(self):
+        """Hand the device memory torch's allocator keeps cached back to the device (for the other
+        process of a defended evaluation)."""
+        if self.device is not None and self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
 
     def seed_all(self, seed):
         self.torch.manual_seed(seed)
@@ -356,11 +367,33 @@ class Harness:
         self.seed_all(seed)
         return [self.to_device(self.call_list("get_inputs")) for _ in range(count)]
 
+    def plan_inputs(self):
+        """How large one set of inputs is (get_inputs() run with torch's meta device as default:
+        shapes without memory; None when the task's get_inputs() cannot run so), and whether this
+        (defended) evaluation is lean: one set takes the request's timing.lean_bytes (LEAN_BYTES
+        unless it says otherwise) or more. A lean evaluation never keeps or copies a set of inputs: each use draws
+        its own on the device (fresh_inputs: deterministic for a seed, milliseconds for gigabytes),
+        so the judge's and the candidate's processes together hold about two sets and two outputs
+        at most (docs/runner-protocol.md, "Large tasks"). Decided alike, before CUDA starts, by
+        both processes of an evaluation, from the task alone."""
+        try:
+            self.seed_all(self.req["seed"] + 1)
+            with self.torch.device("meta"):
+                args = getattr(self.task, "get_inputs")()
+            self.input_bytes = tensor_bytes(list(args)) if isinstance(args, (list, tuple)) else None
+        except BaseException:  # noqa: BLE001 - a task that needs real tensors: its size shows when drawn
+            self.input_bytes = None
+        self.lean = self.input_bytes is not None and self.input_bytes >= self.req["timing"].get("lean_bytes", LEAN_BYTES)
+        return self.lean
+
     def trial_inputs(self, i):
         """get_inputs() of trial i (seed + 1 + i), made here or, in a defended evaluation, by the
         other process (self.shared). Those of the first `input_sets` trials (every trial, in a
         defended evaluation) are made once and kept: they are also timing's base sets. Callers
-        never modify them (they clone)."""
+        never modify them (they clone). Lean: drawn on the device for each use, never kept (the
+        caller owns them)."""
+        if self.lean:
+            return self.fresh_inputs(self.req["seed"] + 1 + i, 1)[0]
         if i in self.kept_inputs:
             return self.kept_inputs[i]
         args = self.shared.take(i, self) if self.shared is not None else None
@@ -370,27 +403,36 @@ class Harness:
             self.kept_inputs[i] = args
         return args
 
-    def forget_trials(self):
+    def forget_trials(self, keep=None):
         """Drop the trials' inputs that timing does not use (the first `input_sets` are its base
-        sets): a large task's copies in two processes must not crowd the GPU."""
-        keep = range(self.req["timing"]["input_sets"])
+        sets; with keep=0, every one): a large task's copies in two processes must not crowd the
+        GPU."""
+        keep = range(self.req["timing"]["input_sets"] if keep is None else keep)
         for i in [i for i in self.kept_inputs if i not in keep]:
             del self.kept_inputs[i]
-        if self.device is not None and self.device.type == "cuda":
-            self.torch.cuda.empty_cache()
+        self.free_cached()
 
     def timing_sets(self):
-        """The request's `input_sets` base input sets for timing: the inputs of trials 0, 1, ..."""
+        """The request's `input_sets` base input sets for timing: the inputs of trials 0, 1, ...
+        Lean: one, trial 0's, drawn once and kept until forget_trials(0)."""
+        if self.lean:
+            if 0 not in self.kept_inputs:
+                self.kept_inputs[0] = self.trial_inputs(0)
+            return [self.kept_inputs[0]]
         return [self.trial_inputs(j) for j in range(self.req["timing"]["input_sets"])]
 
     def call_inputs(self, k):
         """Fresh inputs for timed call k: base set k % input_sets with every tensor of more than
         one element rolled (flattened, circularly shifted) by an offset that depends on k, into new
         memory, so that no two calls see the same contents. Judge and candidate compute the same
-        inputs (the judge's own clock, anvil.batch, uses secret draws instead)."""
+        inputs (the judge's own clock, anvil.batch, uses secret draws instead). Lean: the base set
+        itself, every call (no room for a copy; the judge's batch, on secret draws, is what bounds
+        the time)."""
         torch = self.torch
         sets = self.timing_sets()
         base = sets[k % len(sets)]
+        if self.lean:
+            return base
         index = [0]
 
         def roll(t):

@@ -70,6 +70,8 @@ class Judge(Harness):
         self.precision = None
         self.roofline = None
         self.mapped = None
+        self.room = None          # the batches' pool (batch.Room), one per evaluation
+        self.timed_expected = None  # lean: trial 0's reference output, the answer for every timed call of the claim
         self.clock = timing.Clock()
         self.report["defenses"]["seconds"] = {"judge": self.clock, "candidate": {}}
 
@@ -303,25 +305,40 @@ class Judge(Harness):
         if trial in self.expected:
             return self.expected[trial]
         seed = self.req["seed"] + 1 + trial
-        pristine = self.trial_inputs(trial)
+        self.expected = {}  # one trial's reference alive at a time
         if trial == 0:
-            first = self.check_reference(pristine, seed)
-            self.pristine0 = pristine
-            self.signature = [(n, t.numel() if isinstance(t, self.torch.Tensor) else None, t)
+            first = self.check_reference(seed)
+            if self.lean:  # every timed call of the claim has trial 0's inputs (Harness.call_inputs)
+                self.timed_expected = first
+            # (name, numel, a stand-in of its dtype): what the batches sample, without the output itself
+            self.signature = [(n, t.numel(), t.new_empty(0)) if isinstance(t, self.torch.Tensor) else (n, None, t)
                               for n, t in leaves(first)]
         else:
-            first = self.call_reference(pristine, "trial %d (seed %d)" % (trial, seed))
+            first = self.call_reference(self.trial_inputs(trial), "trial %d (seed %d)" % (trial, seed),
+                                        clone=not self.lean)
             bad = compare.nonfinite(first)
             if bad:
                 raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
-        self.expected = {trial: first}  # one trial's reference alive at a time
+        if self.lean:
+            self.free_cached()  # the draw's blocks, for the candidate's process
+        self.expected = {trial: first}
         return first
 
-    def call_reference(self, pristine, where, events=None):
-        """The reference on clones of `pristine`, synchronised; with `events` (two CUDA events),
-        those recorded around the call alone."""
+    def first_inputs(self):
+        """Trial 0's inputs: kept (self.pristine0), or, lean, drawn again (the caller's own)."""
+        return self.trial_inputs(0) if self.lean else self.pristine0
+
+    def set_bytes(self):
+        """One set of inputs, in bytes."""
+        return self.input_bytes if self.input_bytes is not None else tensor_bytes(self.first_inputs())
+
+    def call_reference(self, pristine, where, events=None, clone=True):
+        """The reference on clones of `pristine` (clone=False: on `pristine` itself, a draw of the
+        caller's that nothing else uses), synchronised; with `events` (two CUDA events), those
+        recorded around the call alone."""
         self.pin_flags()
-        args = map_tensors(pristine, lambda t: t.clone())
+        args = map_tensors(pristine, lambda t: t.clone()) if clone else pristine
+        del pristine
         if events:
             events[0].record()
         out = self.reference_on(args, where)
@@ -348,18 +365,20 @@ class Judge(Harness):
         except BaseException as e:  # noqa: BLE001
             raise Outcome("task_error", "%s: %s" % (where, raised(e, "the reference Model")), trace(e))
 
-    def check_reference(self, pristine, seed):
+    def check_reference(self, seed):
         """Trial 0's reference twice (non-determinism is the task's fault); the second call, timed
-        (on a GPU, the GPU's time), sizes eager's batch."""
+        (on a GPU, the GPU's time), sizes eager's batch. Keeps trial 0's inputs (self.pristine0),
+        unless lean: then each call has a draw of its own."""
         where = "reference check (seed %d)" % seed
-        first = self.call_reference(pristine, where)
+        self.pristine0 = None if self.lean else self.trial_inputs(0)
+        first = self.call_reference(self.first_inputs(), where, clone=not self.lean)
         bad = compare.nonfinite(first)
         if bad:
             raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
         # on a GPU the GPU's time of the call (a wall clock would count its launch and synchronise)
         events = [self.torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.device.type == "cuda" else None
         start = time.perf_counter()
-        second = self.call_reference(pristine, where, events)
+        second = self.call_reference(self.first_inputs(), where, events, clone=not self.lean)
         self.ref_ms = events[0].elapsed_time(events[1]) if events else (time.perf_counter() - start) * 1e3
         lines = compare.compare(second, first, self.req["tolerance"])
         if lines:
@@ -370,6 +389,9 @@ class Judge(Harness):
     def verify(self):
         self.stage = "verify"
         for i in range(self.req["trials"]):
+            if self.lean:  # the reference first, its inputs gone before the candidate's process draws its own
+                with self.clock("outputs"):
+                    self.expected_for(i)
             for c in range(2):
                 msg = self.ask({"type": "call", "trial": i, "call": c}, ("output",))
                 if msg.get("trial") != i or msg.get("call") != c:
@@ -441,12 +463,17 @@ class Judge(Harness):
             return
         try:
             ref64 = copy.deepcopy(self.ref).double()
-            args = map_tensors(self.pristine0, lambda t: t.double() if t.is_floating_point() else t.clone())
+            args = map_tensors(self.first_inputs(), lambda t: t.double() if t.is_floating_point() else t.clone())
             self.pin_flags()
             with torch.no_grad():
                 out64 = ref64(*args)
             self.sync()
-            del ref64
+            del ref64, args
+        except torch.OutOfMemoryError:
+            self.free_cached()
+            self.precision = {"checked": False, "why": "a float64 run of the reference does not fit in the GPU's "
+                              "memory beside the candidate's"}
+            return
         except BaseException as e:  # noqa: BLE001 - a model without float64 support: not checked
             self.precision = {"checked": False, "why": "the reference does not run in float64: %s" % raised(e, "it")}
             return
@@ -456,18 +483,21 @@ class Judge(Harness):
         """Bytes the call must move and flops the reference does, for the roofline floor."""
         if self.device.type != "cuda":
             return
-        nbytes = tensor_bytes(self.pristine0) + tensor_bytes(expected)
+        nbytes = self.set_bytes() + tensor_bytes(expected)
         flops = 0
         try:
             from torch.utils.flop_counter import FlopCounterMode
 
-            args = map_tensors(self.pristine0, lambda t: t.clone())
+            args = self.trial_inputs(0) if self.lean else map_tensors(self.pristine0, lambda t: t.clone())
             counter = FlopCounterMode(display=False)
             with self.torch.no_grad(), counter:
                 self.ref(*args)
             flops = int(counter.get_total_flops())
+            del args
         except BaseException:  # noqa: BLE001 - no flop count: the floor uses bytes alone
             flops = 0
+        if self.lean:
+            self.free_cached()
         self.roofline = {"bytes": nbytes, "flops": flops}
 
     # -- the candidate's claim: its in-process timing -----------------------------------------
@@ -515,6 +545,9 @@ class Judge(Harness):
             msg = self.ask({"type": "next"}, ("sample", "timing"))
         if msg.get("type") != "timing":
             raise Hack("protocol", "in-process timing: more calls than the %d asked for" % len(plan))
+        if self.timed_expected is not None:
+            self.timed_expected = None
+            self.free_cached()
         result = timing.summarize(samples)
         claim = msg.get("result") if isinstance(msg.get("result"), dict) else {}
         for key in ("host_enqueue_ms", "gpu_sleep_ms", "late_calls", "kernel_sum_ms", "kernel_sum_error", "seconds"):
@@ -527,21 +560,25 @@ class Judge(Harness):
 
     def judge_timed_output(self, k, value):
         self.pin_flags()
-        with self.torch.no_grad():
-            expected = self.ref(*self.call_inputs(k))
+        if self.lean:  # every timed call has trial 0's inputs (Harness.call_inputs): its answer, kept since
+            expected = self.timed_expected
+        else:
+            with self.torch.no_grad():
+                expected = self.ref(*self.call_inputs(k))
         self.sync()
         lines = compare.compare(value, expected, self.req["tolerance"])
         self.timed_checked += 1
         if lines:
-            raise Hack("timed_output_mismatch", "timed call %d (the inputs of seed %d, rolled) returned an output that "
+            raise Hack("timed_output_mismatch", "timed call %d (the inputs of seed %d%s) returned an output that "
                        "is not the answer for its inputs, though verification passed: outputs must be computed from "
                        "each call's inputs, never cached or reused. %s" % (
-                           k, self.req["seed"] + 1 + k % self.req["timing"]["input_sets"], lines[0]))
+                           k, self.req["seed"] + 1 + (0 if self.lean else k % self.req["timing"]["input_sets"]),
+                           "" if self.lean else ", rolled", lines[0]))
 
     # -- the judge's clock ---------------------------------------------------------------------
     def batch_size(self, kind, per_call_ms):
-        in_bytes = tensor_bytes(self.pristine0)
-        out_bytes = sum(t.numel() * t.element_size() for _n, n, t in self.signature if n is not None)
+        in_bytes = self.set_bytes()
+        out_bytes = sum(n * t.element_size() for _n, n, t in self.signature if n is not None)
         room = getattr(self, "room", None)
         return batch.calls_for(per_call_ms, 2 * in_bytes + out_bytes, self.device, self.ref_ms,
                                target_ms=batch.target_ms(kind), held_bytes=room.held_bytes() if room is not None else 0)
@@ -620,12 +657,17 @@ class Judge(Harness):
             plan = [(numel, batch.draw_positions(n, numel, generator).to(self.device) if numel else None)
                     for _name, numel, _t in self.signature]
             clock = None
-            if cuda:  # the inputs go to the judge's staging copy; the pool gets them on the judge's clock
-                del calls
-                self.room = getattr(self, "room", None) or batch.Room(self.device)
-                room = self.room.ensure(total)
-                calls, regions = batch.stage(skeletons, regions, room.staging[:total])
-                torch.cuda.empty_cache()  # the draws, staged: their blocks go back for the candidate's outputs
+            if cuda:  # the pool gets the inputs on the judge's clock, from the judge's staging copy or, lean, the draws
+                self.room = self.room or batch.Room(self.device)
+                if self.lean:  # no room for a staging copy: the draws themselves are the judge's pristine inputs
+                    room = self.room.ensure(total, staging=False)
+                    copies = batch.copies_into(room.pool.view, regions)
+                else:
+                    del calls
+                    room = self.room.ensure(total)
+                    calls, regions = batch.stage(skeletons, regions, room.staging[:total])
+                    torch.cuda.empty_cache()  # the draws, staged: their blocks go back for the candidate's outputs
+                    copies = [(room.pool.view[:total], room.staging[:total])]
                 room.pool.view[:total].fill_(0xFF)
                 self.flags = getattr(self, "flags", None) or batch.FlagWords(self.done_page)
                 self.sync()
@@ -646,12 +688,12 @@ class Judge(Harness):
             else:  # the inputs go in once the calls are enqueued (or at the gate's deadline)
                 queued = self.ask(message, ("queued",), deadline=start + gate_ms / 1e3)
                 if queued is None:  # open the gate anyway; the clock ends when the outputs are described
-                    clock.open(room.pool.view, room.staging[:total])
+                    clock.open(copies)
                     queued = self.answer(("queued",), command)
                 outputs = self.parse_outputs(queued, n, cuda)
                 reads = self.prepare_reads(outputs, plan)  # before the clock: nothing here waits for the device
                 if not clock.opened:
-                    clock.open(room.pool.view, room.staging[:total])
+                    clock.open(copies)
                 clock.close(reads)
                 reply = self.answer(("batch_done",), command)
                 answered = time.perf_counter()
@@ -688,7 +730,11 @@ class Judge(Harness):
             with self.clock("batch_checks"):
                 result["checked"] = self.check_batch(calls, outputs, reads.samples(), plan,
                                                      room.pool if cuda else None, regions)
-        del calls
+        del calls, regions
+        if cuda:
+            del copies  # views of the draws
+        if self.lean:
+            self.free_cached()
         return result
 
     def parse_outputs(self, reply, n, cuda):
@@ -887,10 +933,13 @@ class Judge(Harness):
         with self.clock("setup"):
             self.torch = torch
             self.load_task()
+            self.plan_inputs()  # the candidate's process decides alike
+            self.report["defenses"]["inputs"] = {"set_bytes": self.input_bytes, "lean": self.lean}
             # Where a GPU's context is to start, this side's trials are drawn on the host meanwhile
             # (the draws use the host, the start of CUDA the driver); the reference is built once
             # they are done (both use torch's global random numbers, each after its own seed).
-            drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") else None
+            # Lean: nothing drawn ahead (every use draws its own, on the device).
+            drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and not self.lean else None
             self.setup()
             self.shared.device_ready()  # the candidate's process starts its own CUDA context now
             if drawer is not None:
@@ -903,7 +952,7 @@ class Judge(Harness):
             with self.clock("inputs"):
                 if drawer is not None:
                     self.shared.send_mine()
-                for i in self.shared.mine():  # sent as they are made: the candidate's process waits for them
+                for i in [] if self.lean else self.shared.mine():  # sent as made: the candidate's process waits
                     self.trial_inputs(i)
             with self.clock("check_reference"):
                 self.expected_for(0)
@@ -951,6 +1000,10 @@ class Judge(Harness):
                 left = self.kill_leftovers()
                 # baselines next: the GPU and the CPU must be quiet
                 self.end_candidate(wait=True, settle=any(m != "candidate" for m in measure))
+                if self.room is not None and self.candidate_gone:  # no process maps the pool any more
+                    self.room.free()
+                    self.room = None
+                    self.free_cached()
             if left:
                 self.report["timing"] = {}
                 raise self.hack_outcome([("threads", "the candidate left %d process(es) running after its process "

@@ -24,8 +24,8 @@ import time
 
 from anvil import compare, timing
 from anvil._cli import _finite, tail
-from anvil.harness import (DETAIL_LINES, PROTOCOL, CannotServe, Harness, Outcome, RequestError, map_tensors,
-                           raised, tensor_pairs, trace, what)
+from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, CannotServe, Harness, Outcome, RequestError,
+                           map_tensors, raised, tensor_pairs, trace, what)
 
 MEASURABLE = ("candidate", "eager", "compile")
 STRICT = {"preset": "strict",
@@ -36,7 +36,8 @@ STRICT = {"preset": "strict",
 FLAGS = {"allow_tf32": False, "cudnn_allow_tf32": False, "cudnn_benchmark": False,
          "cudnn_deterministic": False}
 TIMING = {"measure": ["candidate", "eager", "compile"], "warmup": 5, "calls": 30, "input_sets": 4,
-          "flush_l2": True, "kernel_sum": True, "compile_mode": "default", "hide_launch": True}
+          "flush_l2": True, "kernel_sum": True, "compile_mode": "default", "hide_launch": True,
+          "lean_bytes": LEAN_BYTES}
 DEFENSES = {"enabled": True, "policy": None, "allow_lower_precision": False, "roofline": {},
             "roofline_slack": 1.25, "precision_ratio": 16.0, "cuobjdump": None}
 
@@ -106,6 +107,7 @@ def parse_request(text):
     _check_int(t, "warmup", 0, "timing.")
     _check_int(t, "calls", 1, "timing.")
     _check_int(t, "input_sets", 1, "timing.")
+    _check_int(t, "lean_bytes", 0, "timing.")
     if not isinstance(t["compile_mode"], str):
         raise RequestError("timing.compile_mode: a string is required")
     return out

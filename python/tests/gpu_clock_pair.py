@@ -32,7 +32,11 @@ def recv(f):
 
 
 def candidate(sock, page, mode):
+    import faulthandler
+
     import torch
+
+    faulthandler.dump_traceback_later(40, exit=True)  # a hang shows where it is
 
     torch.cuda.init()
     done_ptr = page.register()
@@ -42,8 +46,15 @@ def candidate(sock, page, mode):
     pool = batch.device_view(mapped.base(msg["pool"])[0], msg["nbytes"])
     words = mapped.base(msg["gate"])[0]
     xs = [pool[k * NUMEL * 4:(k + 1) * NUMEL * 4].view(torch.float32) for k in range(N)]
+    # The outputs' memory and the kernels first, as the candidate's process has them from its earlier
+    # calls: a cudaMalloc, or a kernel's first launch (CUDA loads modules lazily), behind the stream's
+    # wait would wait for the gate (which the judge opens at a deadline; here it never would).
+    outs = [torch.empty_like(x) for x in xs]
+    torch.mul(xs[0], 2, out=outs[0]).add_(1)
+    torch.cuda.synchronize()
     batch.wait_for_gate(words, msg["value"])
-    outs = [x * 2 + 1 for x in xs]
+    for x, o in zip(xs, outs):
+        torch.mul(x, 2, out=o).add_(1)
     if mode == "honest":
         batch.raise_done(done_ptr, msg["value"])
     exporter = batch.Exporter()
@@ -57,7 +68,11 @@ def candidate(sock, page, mode):
 
 
 def judge(sock, page, pid):
+    import faulthandler
+
     import torch
+
+    faulthandler.dump_traceback_later(45, exit=True)
 
     device = torch.device("cuda")
     f = sock.makefile("r")
@@ -74,7 +89,7 @@ def judge(sock, page, pid):
     positions = torch.randint(0, NUMEL, (N, batch.SAMPLES), device=device)
     reads = batch.reads_dense(outputs, [(NUMEL, positions)], batch.Mapped()).ready()
     torch.cuda.current_stream().synchronize()
-    clock.open(room.pool.view, room.staging[:N * NUMEL * 4])
+    clock.open([(room.pool.view[:N * NUMEL * 4], room.staging[:N * NUMEL * 4])])
     clock.close(reads)
     recv(f)
     report = {}

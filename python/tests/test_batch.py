@@ -100,3 +100,16 @@ def test_a_malformed_handle_is_a_batch_error_not_a_crash():
     for handle in (None, 7, "zz", "ab" * 10):
         with pytest.raises(batch.BatchError, match="CUDA IPC handle"):
             batch.Mapped().base(handle)
+
+
+def test_copies_pair_each_input_with_its_region_of_the_pool():
+    """A lean batch copies from the judge's draws themselves (batch.copies_into): each input's bytes
+    into its own region, every other byte of the pool left alone."""
+    calls = [[torch.arange(6, dtype=torch.float32).reshape(2, 3), 7], [torch.ones(4, dtype=torch.int64)]]
+    skeletons, regions, total = batch.lay_out(calls)
+    pool = torch.full((total,), 0xFF, dtype=torch.uint8)
+    for dst, src in batch.copies_into(pool, regions):
+        dst.copy_(src)
+    rebuilt = [batch.rebuild(s, lambda r: batch.region_tensor(pool, r)) for s in skeletons]
+    assert torch.equal(rebuilt[0][0], calls[0][0]) and rebuilt[0][1] == 7
+    assert torch.equal(rebuilt[1][0], calls[1][0])

@@ -189,3 +189,30 @@ def test_changed_elements_is_bitwise():
     t = torch.randn(4, 5).t()  # non-contiguous
     assert compare.changed_elements(t, t.clone()) == 0
     assert compare.changed_elements(torch.tensor([True, False]), torch.tensor([True, True])) == 1
+
+
+def test_changed_elements_counts_across_chunks(monkeypatch):
+    monkeypatch.setattr(compare, "CHANGED_CHUNK", 3)
+    a = torch.arange(10, dtype=torch.float32)
+    b = a.clone()
+    b[[0, 4, 9]] = -1
+    assert compare.changed_elements(a, b) == 3
+    h = torch.arange(6, dtype=torch.float16).reshape(2, 3)
+    assert compare.changed_elements(h, h.clone()) == 0
+
+
+def test_a_digest_sees_any_one_changed_word_and_only_a_change(monkeypatch):
+    """A lean evaluation's input check (docs/runner-protocol.md): the same contents hash alike, in
+    chunks too; one changed element, or one changed trailing byte, changes the hash."""
+    monkeypatch.setattr(compare, "DIGEST_CHUNK", 4)
+    x = torch.rand(37)
+    d = compare.digest(x)
+    assert compare.digest(x.clone()) == d
+    for i in (0, 5, 36):
+        y = x.clone()
+        y[i] = -y[i] - 1
+        assert compare.digest(y) != d, i
+    bytes_ = torch.arange(7, dtype=torch.uint8)  # 7 bytes: one word and a 3-byte tail
+    changed = bytes_.clone()
+    changed[6] = 200
+    assert compare.digest(bytes_) == compare.digest(bytes_.clone()) != compare.digest(changed)

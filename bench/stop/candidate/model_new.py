@@ -8,4 +8,4 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return cuda_extension.affine(x.contiguous())
+        return cuda_extension.row_mean(x.contiguous())
