@@ -339,6 +339,7 @@ class Harness:
         try:
             return map_tensors(args, lambda t: t.to(self.device))
         except BaseException as e:  # noqa: BLE001
+            self.out_of_memory(e, "moving the task's inputs to it")
             raise Outcome("task_error", raised(e, "moving get_inputs() to %s" % self.device), trace(e))
 
     def inputs(self, seed):
@@ -349,8 +350,10 @@ class Harness:
         """`count` calls' get_inputs(), drawn one after another after seeding once with `seed`, made
         with the device as torch's default device where the task allows it (its tensors are then
         drawn on the GPU: fast for large inputs), else on the host; tensors on the device.
-        Deterministic for a seed. For the judge's batches, whose seeds are secret; the trials keep
-        the task's own host draws."""
+        Deterministic for a seed. For the judge's batches, whose seeds are secret, and a lean
+        evaluation's trials (the same in both processes: a task that cannot draw on the device
+        fails alike in both; running out of memory is no such failure, but anvil's limit, raised
+        as CannotServe); other trials keep the task's own host draws."""
         if self.device.type == "cuda" and self.device_inputs is not False:
             try:
                 self.seed_all(seed)
@@ -358,14 +361,22 @@ class Harness:
                     calls = [self.call_list("get_inputs") for _ in range(count)]
                 self.device_inputs = True
                 return [self.to_device(args) for args in calls]
-            except Outcome:
-                if self.device_inputs:  # it drew on the device before: the task's own failure
+            except BaseException as e:  # noqa: BLE001 - the task needs the host: draw there from now on
+                self.out_of_memory(e, "drawing the task's inputs")
+                if isinstance(e, Outcome) and self.device_inputs:  # it drew on the device before: the task's own failure
                     raise
-                self.device_inputs = False
-            except BaseException:  # noqa: BLE001 - the task needs the host: draw there from now on
                 self.device_inputs = False
         self.seed_all(seed)
         return [self.to_device(self.call_list("get_inputs")) for _ in range(count)]
+
+    def out_of_memory(self, e, doing):
+        """Raise CannotServe when `e` is (or was raised while handling) the GPU running out of memory."""
+        seen = 0
+        while e is not None and seen < 8:
+            if isinstance(e, self.torch.OutOfMemoryError):
+                raise CannotServe("the GPU ran out of memory %s (%s): the task's inputs and anvil's copies of them do "
+                                  "not fit here" % (doing, str(e).splitlines()[0][:200]))
+            e, seen = e.__cause__ or e.__context__, seen + 1
 
     def plan_inputs(self):
         """How large one set of inputs is (get_inputs() run with torch's meta device as default:

@@ -456,3 +456,63 @@ def test_plan_inputs_sizes_a_task_without_memory_and_makes_a_large_one_lean(tmp_
     assert plan("def get_inputs():\n    return [torch.rand(1 << 30), 3]\n") == (True, 4 << 30)
     assert plan("def get_inputs():\n    return [torch.rand(1 << 20)]\n") == (False, 4 << 20)
     assert plan("def get_inputs():\n    return [torch.from_numpy(torch.rand(4).numpy())]\n") == (False, None)
+
+
+def test_running_out_of_gpu_memory_drawing_inputs_is_anvils_limit_not_the_tasks(tmp_path):
+    """An out-of-memory while drawing a task's inputs on the device or moving them there (or
+    raised while handling one) is CannotServe, anvil's limit, not a task_error the task would be
+    blamed for; the task's own failures stay task_error. (The device is named cuda here; the
+    task fails before any tensor is made.)"""
+    import json
+
+    import torch
+
+    from anvil.harness import CannotServe, Harness, Outcome
+    from anvil.runner import parse_request
+
+    task = tmp_path / "task.py"
+    task.write_text(textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+    MODE = ["oom"]
+    class Model(nn.Module):
+        def forward(self, x):
+            return x
+    def get_init_inputs():
+        return []
+    def get_inputs():
+        if MODE[0] == "oom":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 30.00 GiB")
+        if MODE[0] == "wrapped":
+            try:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            except torch.OutOfMemoryError:
+                raise ValueError("the task's own wrapper")
+        raise ValueError("the task's own bug")
+    """))
+    h = Harness(parse_request(json.dumps({"protocol": "anvil.runner/1", "task_file": str(task),
+                                          "candidate_dir": str(tmp_path), "device": "cpu"})))
+    h.torch = torch
+    h.load_task()
+    h.device = torch.device("cuda")
+    with pytest.raises(CannotServe, match="ran out of memory drawing the task's inputs .*30.00 GiB"):
+        h.fresh_inputs(7, 1)
+    h.task.MODE[0] = "wrapped"
+    with pytest.raises(CannotServe, match="2.00 GiB"):
+        h.fresh_inputs(7, 1)
+    h.task.MODE[0] = "bug"
+    with pytest.raises(Outcome) as failed:
+        h.fresh_inputs(7, 1)
+    assert failed.value.outcome == "task_error" and "the task's own bug" in failed.value.message
+
+    import anvil.harness as harness_module
+
+    def oom_move(args, fn):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+    saved, harness_module.map_tensors = harness_module.map_tensors, oom_move
+    try:
+        with pytest.raises(CannotServe, match="moving the task's inputs to it .*8.00 GiB"):
+            h.to_device([torch.zeros(1)])
+    finally:
+        harness_module.map_tensors = saved
