@@ -216,7 +216,7 @@ class CandidateServer:
             self.fail(o.outcome, o.message, o.detail)
         del self.weights
         clock.mark("imported")
-        self.send({"type": "loaded", "modules": sorted(_maps() - before_maps)})
+        self.send({"type": "loaded", "modules": sorted(_maps() - before_maps), "weights": h.weights_note})
 
     def build_via_judge(self, spec):
         """load_inline's build, done by the judge (this process cannot write the cache)."""

@@ -29,6 +29,8 @@ def analysis(judge):
 
 
 def torch_fallback(judge, a):
+    if judge.defenses["policy"].get("torch_ops"):  # the protocol allows torch compute (kernelbench)
+        return []
     ops = dict(judge.done_ops or {})
     work = (a or {}).get("cpu_only") or a
     if work is not None:
@@ -81,6 +83,8 @@ def proof_of_work(judge, a):
     if a is None or "cpu_only" in a:
         return []
     pol = judge.defenses["policy"]
+    if not pol.get("own_work", True):  # the protocol asks no own kernels (kernelbench)
+        return []
     if a["own_us"] + (a["library_us"] if pol.get("libraries") else 0) <= 0:
         return [("no_kernels", "the candidate's own kernels never ran during the timed calls", {})]
     if a["own_share"] is not None and a["own_share"] < pol["own_work_min"]:

@@ -31,8 +31,8 @@ import sys
 import time
 
 from anvil import batch, channel, compare, confine, evidence, policy, timing
-from anvil.harness import (DETAIL_LINES, Harness, Outcome, leaves, map_tensors, raised, tail, tensor_bytes,
-                           trace)
+from anvil.harness import (DETAIL_LINES, SEEDED_HINT, Harness, Outcome, leaves, map_tensors, raised, tail,
+                           tensor_bytes, trace)
 
 REASONS = ("protocol", "harness_patched", "lazy_output", "threads", "torch_fallback", "side_stream",
            "timing_escape", "no_kernels", "foreign_work", "timed_output_mismatch", "precision", "below_roofline")
@@ -260,7 +260,8 @@ class Judge(Harness):
 
         with self.clock("build"):
             spec = msg.get("spec")
-            reply = (load_inline.build_spec_locally(spec, self.inline_dir()) if isinstance(spec, dict)
+            reply = (load_inline.build_spec_locally(spec, self.inline_dir(), self.req["candidate_dir"])
+                     if isinstance(spec, dict)
                      else {"ok": False, "error": "Error building extension: a build request without a spec"})
         channel.send(self.sock, {"type": "built", "reply": reply})
 
@@ -281,6 +282,8 @@ class Judge(Harness):
     def load(self):
         self.imported = True
         msg = self.ask({"type": "load"}, ("loaded",))
+        if msg.get("weights"):  # the candidate's process's word, shown only: the outputs decide
+            self.report["verify"]["weights"] = str(msg["weights"])[:300]
         with self.clock("kernel_names"):
             self.loaded(msg.get("modules") or [])
 
@@ -406,8 +409,9 @@ class Judge(Harness):
         seed = self.req["seed"] + 1 + trial
         where = "trial %d (seed %d)%s" % (trial, seed, ", second call" if call else "")
         expected = self.expected_for(trial)  # first: a broken task outranks the candidate's faults
-        if msg.get("ops"):
-            raise Hack("torch_fallback", self._ops_message(msg["ops"], where), {"ops": msg["ops"]})
+        ops = policy.forbidden(self.defenses["policy"], msg.get("ops"))
+        if ops:
+            raise Hack("torch_fallback", self._ops_message(ops, where), {"ops": ops})
         got = msg.get("value")
         self.check_dtypes(got, expected, where)
         lines = compare.compare(got, expected, self.req["tolerance"])
@@ -421,8 +425,9 @@ class Judge(Harness):
                 raise Outcome("wrong_answer", "%s: %d output elements were never written (they still hold the NaN "
                               "sentinel that fills fresh memory)\n%s" % (where, unwritten, "\n".join(lines)),
                               reason="unwritten_output")
-            raise Outcome("wrong_answer", "%s, %s" % (where, "\n".join(lines)), tail("\n".join(lines), DETAIL_LINES),
-                          reason="mismatch")
+            hint = SEEDED_HINT if verify.get("weights") else ""
+            raise Outcome("wrong_answer", "%s, %s%s" % (where, "\n".join(lines), hint),
+                          tail("\n".join(lines), DETAIL_LINES), reason="mismatch")
         if trial == 0 and call == 0:
             with self.clock("precision"):
                 self.check_precision(got, expected)

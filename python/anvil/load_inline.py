@@ -12,7 +12,8 @@ object and module cache with workdir candidates.
 
 The anvil binary is $ANVIL_BIN, else `anvil` on PATH, else build/anvil of this checkout.
 ANVIL_PYTHON is set to this interpreter, so anvil builds against the torch that will load the
-module. install() routes torch.utils.cpp_extension.load_inline here.
+module. install() routes torch.utils.cpp_extension.load_inline (and load(), for source files next
+to the candidate) here.
 """
 import importlib.util
 import json
@@ -38,24 +39,90 @@ def set_builder(builder):
     _builder = builder
 
 
-def build_spec_locally(spec, out_dir):
+def build_spec_locally(spec, out_dir, root=None):
     """Build a set_builder() spec with `anvil build-sources` into out_dir; returns the reply, whose
-    "error" is the whole message load_inline raises."""
+    "error" is the whole message load_inline (or load) raises. A load_inline spec carries source
+    texts; a load() spec names files by their paths under `root` (the candidate's directory, as
+    the judge holds it: never a file the candidate's process names outside it)."""
     anvil = find_anvil()
     if anvil is None:
         return {"ok": False, "error": "Error building extension '%s':\nanvil.load_inline: the anvil binary was not "
                                       "found" % spec["name"]}
-    source_dir = tempfile.mkdtemp(prefix="anvil_inline_%s_" % spec["name"])
-    os.makedirs(out_dir, exist_ok=True)
-    sources = write_sources(source_dir, spec["cpp_text"], spec.get("cuda_text"))
-    argv = build_command(anvil, spec["name"], out_dir, sources, spec.get("extra_cflags"),
-                         spec.get("extra_cuda_cflags"), spec.get("extra_ldflags"), spec.get("extra_include_paths"))
+    source_dir = None
     try:
+        headers = ()
+        includes = spec.get("extra_include_paths")
+        if spec.get("sources") is not None:
+            sources = [inside(root, path, "source") for path in _as_list(spec["sources"])]
+            headers, includes = load_headers(sources, includes, root)
+        else:
+            source_dir = tempfile.mkdtemp(prefix="anvil_inline_%s_" % spec["name"])
+            sources = write_sources(source_dir, spec["cpp_text"], spec.get("cuda_text"))
+        os.makedirs(out_dir, exist_ok=True)
+        argv = build_command(anvil, spec["name"], out_dir, sources, spec.get("extra_cflags"),
+                             spec.get("extra_cuda_cflags"), spec.get("extra_ldflags"),
+                             includes, headers)
         return {"ok": True, "module": run_build(argv, spec["name"], False)}
-    except RuntimeError as e:
-        return {"ok": False, "error": str(e)}
+    except (RuntimeError, ValueError) as e:
+        return {"ok": False, "error": str(e) if str(e).startswith("Error building") else
+                "Error building extension '%s':\n%s" % (spec["name"], e)}
     finally:
-        shutil.rmtree(source_dir, ignore_errors=True)
+        if source_dir is not None:
+            shutil.rmtree(source_dir, ignore_errors=True)
+
+
+SIBLINGS = ("anvil copies the C/C++/CUDA sources and headers next to a single-file candidate (its directory and "
+            "two levels below), docs/protocols.md")
+
+
+HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc")
+
+
+def headers_beside(sources, include_dirs=()):
+    """The headers in the sources' directories and in `include_dirs` (not below), which a source
+    includes by name (`#include "kernel.cuh"`): build-sources stages them beside the sources."""
+    found, seen = [], set()
+    directories = [os.path.dirname(os.path.abspath(s)) for s in sources] + [os.path.abspath(d) for d in include_dirs]
+    for directory in directories:
+        if directory in seen:
+            continue
+        seen.add(directory)
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            if name.endswith(HEADER_SUFFIXES) and os.path.isfile(path) and not os.path.islink(path):
+                found.append(path)
+    return found
+
+
+def load_headers(sources, include_paths, root):
+    """(headers to stage, include paths to pass) for a load() of `sources`: the headers beside the
+    sources and in the relative include paths (resolved in `root`, the candidate's own), which the
+    stage puts where a source's `#include "name.h"` finds them; absolute include paths (the
+    toolchain's) pass as given. root=None (a local build): relative paths from the working
+    directory, wherever they lead."""
+    relative = [inside(root, p, "include path") if root is not None else os.path.abspath(str(p))
+                for p in _as_list(include_paths) if not os.path.isabs(str(p))]
+    absolute = [p for p in _as_list(include_paths) if os.path.isabs(str(p))]
+    return headers_beside(sources, relative), absolute
+
+
+def inside(root, path, what):
+    """The real path of `path` (relative to `root`, or absolute) when it lies inside `root`; else
+    ValueError naming it. A load() spec's files must be the candidate's own."""
+    if root is None:
+        raise ValueError("anvil.load: no candidate directory to take the %s %s from" % (what, path))
+    base = os.path.realpath(root)
+    full = os.path.realpath(os.path.join(base, str(path)))
+    if full != base and not full.startswith(base.rstrip("/") + "/"):
+        raise ValueError("anvil.load: the %s %s is not inside the candidate's directory: load() builds the "
+                         "candidate's own files (%s)" % (what, path, SIBLINGS))
+    if what == "source" and not os.path.isfile(full):
+        raise ValueError("anvil.load: the source %s was not found beside the candidate (%s)" % (path, SIBLINGS))
+    return full
 
 
 def find_anvil():
@@ -121,9 +188,11 @@ def write_sources(directory, cpp_text, cuda_text=None):
 
 
 def build_command(anvil, name, out_dir, sources, extra_cflags=None, extra_cuda_cflags=None,
-                  extra_ldflags=None, extra_include_paths=None):
-    """The argv of `anvil build-sources` for these sources and flags."""
+                  extra_ldflags=None, extra_include_paths=None, headers=()):
+    """The argv of `anvil build-sources` for these sources, headers (staged beside them) and flags."""
     argv = [anvil, "build-sources", "--name", name, "--out", out_dir]
+    for header in headers:
+        argv += ["--header", header]
     for option, values in (("--cflag", extra_cflags), ("--cuda-cflag", extra_cuda_cflags),
                            ("--ldflag", extra_ldflags), ("--include", extra_include_paths)):
         for value in _as_list(values):
@@ -202,14 +271,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cfla
                           "extra_cflags": _as_list(extra_cflags), "extra_cuda_cflags": _as_list(extra_cuda_cflags),
                           "extra_ldflags": _as_list(extra_ldflags),
                           "extra_include_paths": _as_list(extra_include_paths)})
-        if not reply.get("ok") or not reply.get("module"):
-            raise RuntimeError(str(reply.get("error") or "Error building extension '%s':\nbuild failed" % name))
-        import torch  # noqa: F401 - the module's libtorch dependencies resolve against the loaded torch
-
-        if not is_python_module:
-            torch.ops.load_library(reply["module"])
-            return reply["module"]
-        return import_module(name, reply["module"])
+        return _built(name, reply, is_python_module)
     anvil = find_anvil()
     if anvil is None:
         raise RuntimeError("anvil.load_inline: the anvil binary was not found (set ANVIL_BIN, put "
@@ -226,6 +288,48 @@ def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cfla
         if not keep_intermediates:
             for source in sources:
                 os.remove(source)
+    return _loaded(name, path, is_python_module)
+
+
+def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+         build_directory=None, verbose=False, with_cuda=None, is_python_module=True, keep_intermediates=True,
+         **ignored):
+    """torch.utils.cpp_extension.load, built by `anvil build-sources`: the sources are files (a
+    path or a list; relative ones from the working directory, a candidate's own), built as given.
+    In an evaluation the judge builds them from its copy of the candidate's directory."""
+    if ignored.get("is_standalone") or ignored.get("sycl_sources"):
+        raise ValueError("anvil.load: is_standalone and sycl_sources are not supported")
+    paths = _as_list(sources)
+    if not paths:
+        raise ValueError("anvil.load: no sources given")
+    if _builder is not None:
+        cwd = os.getcwd()
+        spec = {"name": name, "sources": [os.path.relpath(inside(cwd, p, "source"), os.path.realpath(cwd))
+                                          for p in paths],
+                "extra_cflags": _as_list(extra_cflags), "extra_cuda_cflags": _as_list(extra_cuda_cflags),
+                "extra_ldflags": _as_list(extra_ldflags), "extra_include_paths": _as_list(extra_include_paths)}
+        return _built(name, _builder(spec), is_python_module)
+    anvil = find_anvil()
+    if anvil is None:
+        raise RuntimeError("anvil.load: the anvil binary was not found (set ANVIL_BIN, put anvil on PATH, or build "
+                           "it into %s)" % os.path.normpath(_CHECKOUT_BIN))
+    out_dir = build_directory or tempfile.mkdtemp(prefix="anvil_load_%s_" % name)
+    os.makedirs(out_dir, exist_ok=True)
+    sources = [os.path.abspath(p) for p in paths]
+    headers, includes = load_headers(sources, extra_include_paths, None)
+    argv = build_command(anvil, name, out_dir, sources, extra_cflags, extra_cuda_cflags, extra_ldflags, includes,
+                         headers)
+    return _loaded(name, run_build(argv, name, verbose), is_python_module)
+
+
+def _built(name, reply, is_python_module):
+    """The module (or library path) a builder's reply names; RuntimeError with its message."""
+    if not reply.get("ok") or not reply.get("module"):
+        raise RuntimeError(str(reply.get("error") or "Error building extension '%s':\nbuild failed" % name))
+    return _loaded(name, reply["module"], is_python_module)
+
+
+def _loaded(name, path, is_python_module):
     import torch  # the module's libtorch dependencies resolve against the loaded torch
 
     if not is_python_module:
@@ -235,11 +339,13 @@ def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cfla
 
 
 def install():
-    """Replace torch.utils.cpp_extension.load_inline with anvil's; return torch's original."""
+    """Replace torch.utils.cpp_extension's load_inline and load with anvil's; return torch's
+    original load_inline."""
     global _original
     from torch.utils import cpp_extension
 
     if _original is None:
         _original = cpp_extension.load_inline
     cpp_extension.load_inline = load_inline
+    cpp_extension.load = load
     return _original

@@ -5,8 +5,11 @@ The torch-op policy is data: a dict with
                     metadata, and data movement (a copy computes nothing);
     "libraries":    library kernels the candidate may launch from its own C++ ("cublas", "cudnn"),
                     which count as its own work;
-    "own_work_min": the least share of GPU time its own (and allowed library) kernels must take.
-DEFAULT_POLICY is CUDA-Agent's rule: no torch compute at all, cuBLAS and cuDNN from C++ only.
+    "own_work_min": the least share of GPU time its own (and allowed library) kernels must take;
+    "torch_ops":    true: any torch op may compute (KernelBench's rule): nothing is forbidden;
+    "own_work":     false: the candidate's own kernels need not run nor take own_work_min.
+DEFAULT_POLICY is CUDA-Agent's rule: no torch compute at all, cuBLAS and cuDNN from C++ only. The
+protocol (src/anvil/env/protocol.h) sets torch_ops and own_work.
 
 OpRecorder is a TorchDispatchMode that records every ATen op reaching the dispatcher while the
 candidate runs (from Python or from its C++ extension) and lets it run; the verdict is made later,
@@ -44,6 +47,8 @@ DEFAULT_POLICY = {
     "allowed_ops": sorted(set(VIEW_OPS + CREATION_OPS + MOVEMENT_OPS + METADATA_OPS)),
     "libraries": ["cublas", "cudnn"],
     "own_work_min": 0.9,
+    "torch_ops": False,
+    "own_work": True,
 }
 
 # Kernel names that mark torch's own kernels (ATen, c10, inductor's Triton), never the candidate's.
@@ -63,6 +68,11 @@ def op_name(func):
 
 def bare(name):
     return name.split("::", 1)[-1]
+
+
+def forbidden(pol, ops):
+    """The ops of `ops` ({name: count}) that the policy forbids: none when torch ops are allowed."""
+    return {} if pol.get("torch_ops") else dict(ops or {})
 
 
 def make_recorder(allowed):

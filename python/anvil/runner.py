@@ -24,8 +24,8 @@ import time
 
 from anvil import compare, timing
 from anvil._cli import _finite, tail
-from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, CannotServe, Harness, Outcome, RequestError,
-                           map_tensors, raised, tensor_pairs, trace, what)
+from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, SEEDED_HINT, CannotServe, Harness, Outcome,
+                           RequestError, map_tensors, raised, tensor_pairs, trace, what)
 
 MEASURABLE = ("candidate", "eager", "compile")
 STRICT = {"preset": "strict",
@@ -38,6 +38,8 @@ FLAGS = {"allow_tf32": False, "cudnn_allow_tf32": False, "cudnn_benchmark": Fals
 TIMING = {"measure": ["candidate", "eager", "compile"], "warmup": 5, "calls": 30, "input_sets": 4,
           "flush_l2": True, "kernel_sum": True, "compile_mode": "default", "hide_launch": True,
           "lean_bytes": LEAN_BYTES}
+RULES = {"name": "cuda-agent", "torch_ops": False, "own_work": True, "weights": "by_name"}
+WEIGHTS = ("by_name", "by_name_or_seed")
 DEFENSES = {"enabled": True, "policy": None, "allow_lower_precision": False, "roofline": {},
             "roofline_slack": 1.25, "precision_ratio": 16.0, "cuobjdump": None}
 
@@ -70,6 +72,9 @@ def parse_request(text):
     out.setdefault("trials", 5)
     out["tolerance"] = request.get("tolerance") if request.get("tolerance") is not None else dict(STRICT)
     out["flags"] = dict(FLAGS, **(request.get("flags") or {}))
+    out["rules"] = dict(RULES, **(request.get("rules") or {}))
+    if out["rules"]["weights"] not in WEIGHTS:
+        raise RequestError("rules.weights %r, expected one of %s" % (out["rules"]["weights"], ", ".join(WEIGHTS)))
     out["timing"] = dict(TIMING, **(request.get("timing") or {}))
     defenses = request.get("defenses")
     if defenses is False:
@@ -284,7 +289,8 @@ class Evaluation(Harness):
         del keep
         if failures:
             detail = "\n".join(failures)
-            raise Outcome("wrong_answer", failures[0], tail(detail, DETAIL_LINES))
+            raise Outcome("wrong_answer", failures[0] + (SEEDED_HINT if self.weights_note else ""),
+                          tail(detail, DETAIL_LINES))
 
     def trial(self, i, seed, pristine):
         prefix = "trial %d (seed %d)" % (i, seed)
@@ -352,6 +358,8 @@ class Evaluation(Harness):
         self.build_reference()
         self.import_candidate()
         self.build_candidate(self.ref.state_dict())
+        if self.weights_note:
+            self.report["verify"]["weights"] = self.weights_note
         seconds["import"] = time.perf_counter() - started
         mark = time.perf_counter()
         try:

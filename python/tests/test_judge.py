@@ -516,3 +516,80 @@ def test_running_out_of_gpu_memory_drawing_inputs_is_anvils_limit_not_the_tasks(
             h.to_device([torch.zeros(1)])
     finally:
         harness_module.map_tensors = saved
+
+
+KERNELBENCH = {"rules": {"name": "kernelbench", "torch_ops": True, "own_work": False, "weights": "by_name_or_seed"}}
+
+
+def kernelbench(request):
+    """The request as the kernelbench protocol makes it (src/anvil/env/protocol.cpp)."""
+    request.update(KERNELBENCH)
+    request["defenses"]["policy"] = {"torch_ops": True, "own_work": False}
+    return request
+
+
+@LEAN_OR_NOT
+def test_kernelbench_protocol_allows_torch_compute_with_every_defense_on(make, timing):
+    """What cuda-agent calls torch_fallback is KernelBench's rule: torch ops may compute. The
+    judge's own checks still hold: a wrong torch answer is wrong, an input changed is caught."""
+    report = evaluate(kernelbench(make(CORRECT, timing=timing))).report
+    assert report["outcome"] is None, report["message"]
+    assert report["verify"]["passed"] == 3 and report["timing"]["candidate"]["median_ms"] > 0
+    wrong = """
+    def forward(self, x, shift):
+        return self.reference(x, shift) * 1.001
+    """
+    assert outcome(evaluate(kernelbench(make(wrong, timing=timing))).report) == ("wrong_answer", "mismatch")
+    mutates = """
+    def forward(self, x, shift):
+        y = self.reference(x, shift)
+        x.zero_()
+        return y
+    """
+    assert evaluate(kernelbench(make(mutates, timing=timing))).report["outcome"] == "wrong_answer"
+
+
+RENAMED = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n, scale=2.0):
+        super().__init__()
+        lin = nn.Linear(n, n)  # made as Model makes it, after the same seed
+        self.weight, self.bias = lin.weight, lin.bias
+        self.scale = scale
+
+    def forward(self, x, shift):
+        return torch.addmm(self.bias, x, self.weight.t()) * self.scale + shift
+"""
+
+
+def test_renamed_parameters_keep_their_seeded_weights_under_kernelbench_only(make):
+    """KernelBench builds both models after the same seed and lets the outputs decide; cuda-agent
+    loads Model's weights by name and refuses other names."""
+    def renamed(body):
+        request = make(CORRECT)
+        with open(os.path.join(request["candidate_dir"], "model_new.py"), "w") as f:
+            f.write(textwrap.dedent(body))
+        return request
+
+    report = evaluate(renamed(RENAMED)).report
+    assert outcome(report)[0] == "load_error" and "differ" in report["message"]
+    report = evaluate(kernelbench(renamed(RENAMED))).report
+    assert report["outcome"] is None, report["message"]
+    assert report["verify"]["weights"].startswith("seeded: ModelNew's parameters and buffers differ")
+    # Parameters made in another order draw other values: the outputs decide, and say why.
+    other_order = RENAMED.replace("lin = nn.Linear(n, n)", "torch.rand(3)\n        lin = nn.Linear(n, n)")
+    report = evaluate(kernelbench(renamed(other_order))).report
+    assert outcome(report) == ("wrong_answer", "mismatch")
+    assert "its parameters differing from Model's in name or shape" in report["message"]
+
+
+def test_a_request_with_unknown_weights_rule_is_refused(make):
+    from test_runner import run_runner
+
+    request = make(CORRECT)
+    request["rules"] = {"weights": "by_guess"}
+    run = run_runner(request)
+    assert run.returncode == 2 and "rules.weights 'by_guess'" in run.report["message"]

@@ -366,7 +366,7 @@ def test_constructor_signature_differs(make):
 
 
 def test_parameter_names_differ(make):
-    renamed = CORRECT.replace("self.lin = nn.Linear(n, n)", "self.fc = nn.Linear(n, n)")
+    renamed = CORRECT.replace("self.lin", "self.fc")
     report = failed(make(renamed), "load_error")
     assert report["message"] == (
         "ModelNew's parameters and buffers differ from Model's: "
@@ -377,6 +377,12 @@ def test_parameter_names_differ(make):
     assert report["message"] == (
         "ModelNew's parameters and buffers differ from Model's: shape mismatches: "
         "lin.weight (ModelNew [17, 16], Model [16, 16]), lin.bias (ModelNew [17], Model [16])")
+    # Under the kernelbench rules both keep the weights the same seed gave them; the outputs decide.
+    kernelbench = {"name": "kernelbench", "weights": "by_name_or_seed"}
+    report = evaluate(make(renamed, rules=kernelbench)).report
+    assert report["outcome"] is None and report["verify"]["weights"].startswith("seeded"), report["message"]
+    report = failed(make(reshaped, rules=kernelbench), "wrong_answer")
+    assert "(ModelNew kept the weights its constructor made" in report["message"]
 
 
 def test_candidate_import_and_constructor_errors(make):

@@ -523,6 +523,12 @@ int cmd_bench(const BenchArgs& a) {
     std::fprintf(stderr, "anvil bench: --tasks DIR|DATASET is required\n");
     return 2;
   }
+  try {
+    tolerance_preset(effective_preset(o.eval.preset, protocol_named(o.eval.protocol)));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "anvil bench: %s\n", e.what());
+    return 2;
+  }
   if (a.agent == !o.solutions.empty()) {
     std::fprintf(stderr, "anvil bench: give one of --solutions DIR or --agent (with --endpoint and --model)\n");
     return 2;

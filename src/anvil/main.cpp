@@ -17,7 +17,13 @@ struct EvalFlags {
 };
 
 void add_eval_options(CLI::App* cmd, anvil::EvalOptions& o, EvalFlags& f) {
-  cmd->add_option("--preset", o.preset, "tolerances: strict (default) or paper (atol=rtol=1e-2)");
+  cmd->add_option("--protocol", o.protocol,
+                  "the rules judged by: cuda-agent (default: no torch compute in the forward, weights by name) or "
+                  "kernelbench (torch ops allowed, seeded weights where names differ, KernelBench's tolerances); "
+                  "docs/protocols.md");
+  cmd->add_option("--preset", o.preset,
+                  "tolerances: strict (cuda-agent's default), paper (atol=rtol=1e-2) or kernelbench (allclose, fp32 "
+                  "1e-4, fp16/bf16 1e-2; kernelbench's default)");
   cmd->add_option("--trials", o.trials, "input sets checked (default 5)");
   f.seed_opt = cmd->add_option("--seed", f.seed, "base seed (default: random, recorded in the result)");
   cmd->add_option("--warmup", o.warmup, "warm-up calls before timing (default 10)");
@@ -146,12 +152,16 @@ int main(int argc, char** argv) {
   bs_cmd->add_option("--cuda-cflag", bs.spec.cuda_cflags, "extra nvcc flag")->allow_extra_args(false);
   bs_cmd->add_option("--ldflag", bs.spec.ldflags, "extra link flag")->allow_extra_args(false);
   bs_cmd->add_option("--include", bs.spec.include_dirs, "extra include directory")->allow_extra_args(false);
+  std::vector<std::string> headers;
+  bs_cmd->add_option("--header", headers, "a header staged beside the sources (by file name), not compiled")
+      ->allow_extra_args(false);
   bs_cmd->add_option("--arch", bs.opts.arch, "target architecture");
   bs_cmd->add_option("sources", sources, "sources (.cpp, .cu)")->required();
   bs_cmd->add_option("--memory-limit", bs_gib, "GiB of address space each compiler process may use (default 8)");
   bs_cmd->callback([&] {
     bs.opts.memory_limit = static_cast<uint64_t>(bs_gib) << 30;
     for (const auto& s : sources) bs.spec.sources.emplace_back(s);
+    for (const auto& h : headers) bs.spec.headers.emplace_back(h);
     status = anvil::cmd_build_sources(bs);
   });
 
@@ -185,7 +195,8 @@ int main(int argc, char** argv) {
   vet_cmd->add_option("target", vet.target, "a task (FILE or DATASET#ROW), a directory of task files, or a dataset")
       ->required();
   vet_cmd->add_option("--device", vet.device, "cuda or cpu (default: cuda when a GPU is present)");
-  vet_cmd->add_option("--preset", vet.preset, "tolerances: strict (default) or paper (atol=rtol=1e-2)");
+  vet_cmd->add_option("--preset", vet.preset,
+                      "tolerances: strict (default), paper (atol=rtol=1e-2) or kernelbench (allclose, fp32 1e-4)");
   vet_cmd->add_option("--seed", vet.seed, "base seed: the task's inputs of seed+1 and seed+2 (default 0)");
   vet_cmd->add_option("--timeout", vet.timeout_s, "wall-clock limit per task, seconds (default 600)");
   vet_cmd->add_flag("--no-cache", vet_no_cache, "vet again instead of using cached reports");
@@ -210,7 +221,10 @@ int main(int argc, char** argv) {
   add_agent_options(agent_cmd, ag, agf, "--seed");
   agent_cmd->add_option("--gpus", ag.gpus, "GPU indices for evaluations (default: all)");
   agent_cmd->add_option("--device", ag.run.episode.tools.eval.device, "evaluate on cuda or cpu (default: the candidate's)");
-  agent_cmd->add_option("--preset", ag.run.episode.tools.eval.preset, "tolerances: strict (default) or paper");
+  agent_cmd->add_option("--protocol", ag.run.episode.tools.eval.protocol,
+                        "the rules judged by: cuda-agent (default) or kernelbench (docs/protocols.md)");
+  agent_cmd->add_option("--preset", ag.run.episode.tools.eval.preset,
+                        "tolerances: strict, paper or kernelbench (default: the protocol's)");
   agent_cmd->add_option("--timing", ag.run.episode.tools.eval.timing, "what the reward uses: events (default) or kernel-sum");
   agent_cmd->add_option("--compile-mode", ag.run.episode.tools.eval.compile_mode,
                         "torch.compile mode of the baseline, or none");

@@ -77,8 +77,8 @@ Json compare_results(const Json& a, const Json& b) {
   Json diff = Json::object();
   const Json& fa = a.value("fingerprint", Json::object());
   const Json& fb = b.value("fingerprint", Json::object());
-  for (const char* k : {"gpu", "driver", "cuda", "torch", "triton", "device", "compile_mode", "tf32", "preset",
-                        "timing", "defenses"}) {
+  for (const char* k : {"gpu", "driver", "cuda", "torch", "triton", "device", "compile_mode", "tf32", "protocol",
+                        "preset", "timing", "defenses"}) {
     if (fa.value(k, Json()) != fb.value(k, Json())) diff[k] = {{"a", fa.value(k, Json())}, {"b", fb.value(k, Json())}};
   }
   c["setup_differences"] = diff;

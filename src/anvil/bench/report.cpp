@@ -220,6 +220,7 @@ std::vector<Item> fingerprint_items(const Json& r) {
       {"device", text(at(fp, "device"))},
       {"compile mode", text(at(fp, "compile_mode"))},
       {"TF32", "matmul " + on_off(at(tf32, "matmul")) + ", cuDNN " + on_off(at(tf32, "cudnn"))},
+      {"protocol", fp.contains("protocol") ? text(at(fp, "protocol")) : "cuda-agent"},
       {"tolerance preset", text(at(fp, "preset"))},
       {"timing", text(at(fp, "timing"))},
   };

@@ -1144,23 +1144,31 @@ BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const
   SourcesSpec checked;
   if (!check_spec_flags(env, spec, &checked, &report)) return report;
   auto torch_flags = torch_compile_flags(env, spec.name);
-  for (const auto& src : spec.sources) {
-    // Staged like a workdir's kernels (read-only in the compiler's jail), by file name, so
-    // messages read "main.cpp:3: ..." and nothing beside the sources is in view.
-    std::string rel = src.filename().string();
+  // Sources and headers are staged like a workdir's kernels (read-only in the compiler's jail), by
+  // file name, so messages read "main.cpp:3: ..." and nothing beside them is in view.
+  auto stage = [&](const fs::path& file, const char* what) {
+    std::string rel = file.filename().string();
     std::error_code ec;
-    auto st = fs::status(src, ec);
+    auto st = fs::status(file, ec);
     if (ec || !fs::is_regular_file(st)) {
       report.error_kind = "workdir_error";
-      report.error = "source " + src.string() + (ec ? " does not exist" : " is not a regular file");
-      return report;
+      report.error = std::string(what) + " " + file.string() + (ec ? " does not exist" : " is not a regular file");
+      return false;
     }
-    if (std::string e = candidate_file_too_large(rel, fs::file_size(src, ec)); !e.empty() || plan.overlay.count(rel)) {
+    if (std::string e = candidate_file_too_large(rel, fs::file_size(file, ec)); !e.empty() || plan.overlay.count(rel)) {
       report.error_kind = "workdir_error";
-      report.error = !e.empty() ? e : "two sources are named " + rel + "; give them different names";
-      return report;
+      report.error = !e.empty() ? e : "two sources or headers are named " + rel + "; give them different names";
+      return false;
     }
-    plan.overlay[rel] = fs::absolute(src);
+    plan.overlay[rel] = fs::absolute(file);
+    return true;
+  };
+  for (const auto& h : spec.headers) {
+    if (!stage(h, "header")) return report;
+  }
+  for (const auto& src : spec.sources) {
+    if (!stage(src, "source")) return report;
+    std::string rel = src.filename().string();
     Unit u;
     u.rel = rel;
     u.read_path = fs::absolute(src);

@@ -75,6 +75,7 @@ BuildReport build_workdir(const Environment& env, const std::filesystem::path& d
 struct SourcesSpec {
   std::string name;  // module name
   std::vector<std::filesystem::path> sources;
+  std::vector<std::filesystem::path> headers;  // staged beside the sources by file name, not compiled
   std::filesystem::path out_dir;  // receives NAME.so
   std::vector<std::string> cflags, cuda_cflags, ldflags, include_dirs;
 };

@@ -94,21 +94,6 @@ std::string clean_tail(const std::string& text, const fs::path& private_dir) {
 
 }  // namespace
 
-nlohmann::json tolerance_preset(const std::string& preset) {
-  if (preset == "strict") {
-    return {{"preset", "strict"},
-            {"float32", {{"atol", 1e-4}, {"rtol", 1e-4}, {"norm", 1e-5}}},
-            {"float16", {{"atol", 1e-2}, {"rtol", 1e-2}, {"norm", 1e-3}}},
-            {"bfloat16", {{"atol", 1e-2}, {"rtol", 1e-2}, {"norm", 1e-2}}},
-            {"float64", {{"atol", 1e-7}, {"rtol", 1e-7}, {"norm", 1e-9}}}};
-  }
-  if (preset == "paper") {  // CUDA-Agent's verification: assert_close(atol=1e-2, rtol=1e-2)
-    nlohmann::json loose = {{"atol", 1e-2}, {"rtol", 1e-2}, {"norm", nullptr}};
-    return {{"preset", "paper"}, {"float32", loose}, {"float16", loose}, {"bfloat16", loose}, {"float64", loose}};
-  }
-  throw std::invalid_argument("unknown tolerance preset '" + preset + "' (use strict or paper)");
-}
-
 std::string EvalResult::summary() const {
   if (!evaluated) return "could not evaluate: " + error + "\n";
   const auto& j = json;
@@ -176,11 +161,17 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   };
 
   nlohmann::json tolerance;
+  Protocol protocol;
+  std::string preset;
   try {
-    tolerance = tolerance_preset(opts.preset);
+    protocol = protocol_named(opts.protocol);
+    preset = effective_preset(opts.preset, protocol);
+    tolerance = tolerance_preset(preset);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
+  j["protocol"] = protocol.rules();
+
   if (opts.timing != "events" && opts.timing != "kernel-sum") {
     return fail("unknown timing method '" + opts.timing + "' (use events or kernel-sum)");
   }
@@ -220,8 +211,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   if (is_dir) {
     if (!copy_candidate(cand, work, &err)) return fail("cannot copy the candidate: " + err);
   } else {
-    fs::create_directories(work, ec);
-    if (!copy_file_atomic(cand, work / "model_new.py", &err)) return fail("cannot copy the candidate: " + err);
+    if (!copy_single_file_candidate(cand, work, &err)) return fail("cannot copy the candidate: " + err);
   }
   if (!write_file_atomic(harness / "model.py", task->code, &err, 0444)) return fail(err);
 
@@ -262,7 +252,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     VetOptions vo;
     vo.device = device;
     vo.gpu = opts.gpu;
-    vo.preset = opts.preset;
+    vo.preset = preset;
     VetResult v = vet_task(env, *task, vo);
     if (v.ok) {
       j["task"]["flags"] = v.report.value("flags", nlohmann::json::array());
@@ -288,6 +278,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
       {"device", device},
       {"seed", seed},
       {"trials", opts.trials},
+      {"rules", protocol.rules()},
       {"tolerance", tolerance},
       {"flags",
        {{"allow_tf32", opts.allow_tf32}, {"cudnn_allow_tf32", opts.allow_tf32}, {"cudnn_benchmark", false},
@@ -304,6 +295,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   if (opts.defenses) {
     fs::path cuobjdump = env.cuda_home / "bin" / "cuobjdump";
     request["defenses"] = {{"enabled", true},
+                           {"policy", protocol.policy()},
                            {"allow_lower_precision", opts.allow_lower_precision},
                            {"roofline", roofline_request(env, opts, device)},
                            {"cuobjdump", fs::exists(cuobjdump, ec) ? nlohmann::json(cuobjdump.string())
@@ -403,7 +395,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     if (report.contains("seconds") && report["seconds"].is_object()) j["seconds"]["runner"] = report["seconds"];
     j["verify"] = report.value("verify", nlohmann::json());
     if (j["verify"].is_object()) {
-      j["verify"]["preset"] = opts.preset;
+      j["verify"]["preset"] = preset;
       j["verify"]["seed"] = seed;
       j["verify"]["trials"] = opts.trials;
       j["verify"]["tolerance"] = tolerance;

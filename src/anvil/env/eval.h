@@ -21,6 +21,7 @@
 
 #include "anvil/env/build.h"
 #include "anvil/env/launch.h"
+#include "anvil/env/protocol.h"
 #include "anvil/env/reward.h"
 #include "anvil/env/toolchain.h"
 
@@ -31,7 +32,8 @@ struct EvalOptions {
   std::string candidate;  // a workdir, or a KernelBench single file (model_new.py)
   std::string device;     // "cuda", "cpu"; empty: cuda for CUDA candidates, cpu for CPU variants
   int gpu = 0;            // which GPU (CUDA_VISIBLE_DEVICES for the runner)
-  std::string preset = "strict";  // tolerance preset: strict | paper
+  std::string protocol = "cuda-agent";  // the rules judged by: cuda-agent | kernelbench (env/protocol.h)
+  std::string preset;     // tolerance preset: strict | paper | kernelbench; empty: the protocol's
   int trials = 5;
   std::optional<uint32_t> seed;   // default: a fresh random seed, recorded in the result
   // Timing.
@@ -81,9 +83,5 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts);
 // (nothing to build ahead); a failed build is reported, and evaluate() then
 // reports it again as the candidate's compile_error.
 std::optional<BuildReport> prebuild(const Environment& env, const std::string& candidate, const BuildOptions& opts);
-
-// Tolerances of a preset, as the runner protocol's "tolerance" object; throws
-// std::invalid_argument for an unknown preset.
-nlohmann::json tolerance_preset(const std::string& preset);
 
 }  // namespace anvil

@@ -128,7 +128,7 @@ std::map<std::string, std::string> runner_environment(const Environment& env) {
   out["PYTHONUNBUFFERED"] = "1";
   out["PYTHONDONTWRITEBYTECODE"] = "1";
   std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  fs::path self = env.anvil_program.empty() ? fs::read_symlink("/proc/self/exe", ec) : env.anvil_program;
   if (!ec) out["ANVIL_BIN"] = self.string();
   return out;
 }

@@ -13,7 +13,9 @@ namespace anvil {
 inline Environment& test_environment() {
   static Environment e = [] {
     if (!std::getenv("ANVIL_CACHE")) setenv("ANVIL_CACHE", ANVIL_TEST_CACHE_DIR, 1);
-    return load_environment();
+    Environment env = load_environment();
+    env.anvil_program = ANVIL_BINARY;  // not the test executable: the runner calls anvil back
+    return env;
   }();
   return e;
 }

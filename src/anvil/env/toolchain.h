@@ -64,6 +64,9 @@ struct Environment {
   std::vector<Gpu> gpus;
   std::string driver;
   std::string probe_error;  // why torch/Python could not be probed, if so
+  // The anvil program the runner calls back (load_inline's `anvil build-sources`); empty: this
+  // process's own executable (tests, which are another executable, name the real one).
+  fs::path anvil_program;
   // Hash over everything above that shapes a build, plus anvil's own shipped
   // headers and fixed sources.
   std::string fingerprint;

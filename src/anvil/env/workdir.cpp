@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <regex>
 
 #include "anvil/util/fs.h"
@@ -75,6 +76,51 @@ bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string*
   fs::create_directories(dst, ec);
   for (const auto& rel : files) {
     // Bounded again while copying: a file that became something else is refused, not read.
+    if (!copy_regular_atomic(src / rel, dst / rel, kMaxCandidateFileBytes, err)) return false;
+  }
+  return true;
+}
+
+bool copy_single_file_candidate(const fs::path& file, const fs::path& dst, std::string* err) {
+  static const std::vector<std::string> kSuffixes = {".c",   ".cc", ".cpp", ".cxx", ".cu",  ".h",
+                                                     ".hh",  ".hpp", ".hxx", ".cuh", ".inl", ".inc"};
+  std::error_code ec;
+  fs::path src = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  std::vector<fs::path> files;
+  uint64_t total = 0;
+  for (auto it = fs::recursive_directory_iterator(src, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    fs::path rel = it->path().lexically_relative(src);
+    auto st = it->symlink_status(ec);
+    if (fs::is_directory(st)) {
+      std::string name = rel.filename().string();
+      if (it.depth() >= 2 || left_out(rel, true) || (!name.empty() && name[0] == '.')) it.disable_recursion_pending();
+      continue;
+    }
+    std::string ext = rel.extension().string();
+    if (!fs::is_regular_file(st) || std::find(kSuffixes.begin(), kSuffixes.end(), ext) == kSuffixes.end()) continue;
+    uint64_t size = fs::file_size(it->path(), ec);
+    if (ec) continue;
+    if (std::string e = candidate_file_too_large(rel.generic_string(), size); !e.empty()) {
+      *err = e;
+      return false;
+    }
+    total += size;
+    files.push_back(rel);
+    if (files.size() > kMaxSiblingFiles || total > kMaxCandidateBytes) {
+      *err = "the directory of " + file.filename().string() + " holds more than " +
+             std::to_string(kMaxSiblingFiles) + " C/C++/CUDA files (or 256 MiB of them), which anvil copies for its "
+             "load() calls: put the candidate in a directory of its own";
+      return false;
+    }
+  }
+  if (ec) {
+    *err = "cannot list " + src.string() + ": " + ec.message();
+    return false;
+  }
+  fs::create_directories(dst, ec);
+  if (!copy_regular_atomic(file, dst / "model_new.py", kMaxCandidateFileBytes, err)) return false;
+  for (const auto& rel : files) {
     if (!copy_regular_atomic(src / rel, dst / rel, kMaxCandidateFileBytes, err)) return false;
   }
   return true;

@@ -55,6 +55,14 @@ std::string candidate_file_too_large(const std::string& rel, uint64_t bytes);
 // 10000 files) is refused before anything is read, with a message naming it. False with *err.
 bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string* err);
 
+// Copies a single-file candidate (`file`, as dst/model_new.py) and the C, C++ and CUDA sources
+// and headers beside it (its directory and two levels below it, hidden directories, build/ and
+// __pycache__ aside), which its torch.utils.cpp_extension.load() calls may name. Regular files
+// only, bounded: at most kMaxSiblingFiles of them and kMaxCandidateBytes in all, else refused
+// with a message. False with *err.
+constexpr size_t kMaxSiblingFiles = 200;
+bool copy_single_file_candidate(const fs::path& file, const fs::path& dst, std::string* err);
+
 // The fixed files of a compat workdir; anvil builds with its pristine copies.
 const std::vector<std::string>& fixed_compat_files();
 

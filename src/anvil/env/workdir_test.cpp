@@ -167,5 +167,33 @@ TEST_F(WorkdirTest, ACopyTakesRegularFilesOnlyAndBoundsTheTree) {
   remove_tree(copy);
 }
 
+TEST_F(WorkdirTest, ASingleFileTakesTheSourcesBesideItTwoLevelsDown) {
+  write("solution.py", "class ModelNew: pass\n");
+  write("ext.cpp", "// ext\n");
+  write("csrc/k.cu", "// k\n");
+  write("csrc/inc/k.cuh", "// header\n");
+  write("a/b/c/deep.cu", "// three levels down: not copied\n");
+  write(".git/x.cpp", "// hidden: not copied\n");
+  write("build/y.cpp", "// build output: not copied\n");
+  write("notes.txt", "not a source\n");
+  write("model_new.py", "# another Python file: not the candidate\n");
+  fs::create_symlink("/etc/passwd", dir_ / "passwd.h");
+  fs::path copy = dir_.string() + "-copy";
+  std::string err;
+  ASSERT_TRUE(copy_single_file_candidate(dir_ / "solution.py", copy, &err)) << err;
+  EXPECT_EQ(*read_file(copy / "model_new.py"), "class ModelNew: pass\n");
+  EXPECT_EQ(*read_file(copy / "ext.cpp"), "// ext\n");
+  EXPECT_EQ(*read_file(copy / "csrc" / "k.cu"), "// k\n");
+  EXPECT_EQ(*read_file(copy / "csrc" / "inc" / "k.cuh"), "// header\n");
+  for (const char* absent : {"a/b/c/deep.cu", ".git/x.cpp", "build/y.cpp", "notes.txt", "passwd.h", "solution.py"})
+    EXPECT_FALSE(fs::exists(fs::symlink_status(copy / absent))) << absent;
+  remove_tree(copy);
+  for (size_t i = 0; i <= kMaxSiblingFiles; ++i) write("many/f" + std::to_string(i) + ".h", "\n");
+  EXPECT_FALSE(copy_single_file_candidate(dir_ / "solution.py", copy, &err));
+  EXPECT_EQ(err, "the directory of solution.py holds more than 200 C/C++/CUDA files (or 256 MiB of them), which "
+                 "anvil copies for its load() calls: put the candidate in a directory of its own");
+  remove_tree(copy);
+}
+
 }  // namespace
 }  // namespace anvil
