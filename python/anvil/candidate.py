@@ -29,7 +29,7 @@ import sys
 import time
 
 from anvil import channel, policy, timing
-from anvil.harness import Outcome, leaves, map_tensors, raised, tensor_pairs, trace
+from anvil.harness import CannotServe, Outcome, leaves, map_tensors, raised, tensor_pairs, trace
 
 POISONED_OPS = frozenset(["empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                           "empty_permuted"])
@@ -119,6 +119,9 @@ class CandidateServer:
                             h.timing_sets()
         except Outcome as o:
             self.fail(o.outcome, o.message, o.detail)
+        except CannotServe as e:  # anvil's limit (the GPU too small for its plan): no candidate code exists yet
+            self.send({"type": "cannot_serve", "message": str(e)})
+            raise Stop()
         clock.mark("set_up")
         self.send({"type": "hello", "sandbox": confinement})
 

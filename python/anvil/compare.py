@@ -333,12 +333,15 @@ def digest(t):
 
     flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
     tail = flat.numel() % 4
-    words = flat[:flat.numel() - tail].view(torch.int32)
     g = torch.Generator(device=t.device)
     g.manual_seed(0x5EED)
     total = int(flat[flat.numel() - tail:].to(torch.int64).sum()) if tail else 0
-    for i in range(0, words.numel(), DIGEST_CHUNK):
-        w = words[i:i + DIGEST_CHUNK]
+    step = 4 * DIGEST_CHUNK
+    for i in range(0, flat.numel() - tail, step):
+        chunk = flat[i:min(i + step, flat.numel() - tail)]
+        if chunk.data_ptr() % 4:  # a view at an odd offset (fp16 x[1:], bool): its words copied, a chunk at a time
+            chunk = chunk.clone()
+        w = chunk.view(torch.int32)
         weights = torch.randint(-(1 << 62), 1 << 62, (w.numel(),), generator=g, device=t.device, dtype=torch.int64)
         total = (total + int((w.to(torch.int64) * weights).sum())) % (1 << 64)
     return total

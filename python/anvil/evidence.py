@@ -183,6 +183,7 @@ def precision_against(leaves, out64, ratio):
         r = by_name.get(name)
         if r is None or tuple(r.shape) != tuple(g.shape):
             continue
+        r = r.to(g.device)  # a deferred check holds the candidate's output on the host
         norm = r.double().norm().item()
         if not norm or not math.isfinite(norm):
             continue

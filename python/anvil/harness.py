@@ -12,6 +12,7 @@ import os
 import random
 import re
 import sys
+import time
 import traceback
 
 from anvil._cli import one_line, tail
@@ -132,6 +133,69 @@ def tensor_bytes(value):
     import torch
 
     return sum(t.numel() * t.element_size() for _n, t in leaves(value) if isinstance(t, torch.Tensor))
+
+
+ALLOCATION_FAILURES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                       "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE", "cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY")
+
+
+def memory_error(e, torch):
+    """The exception of `e`'s chain (itself, its cause or context) that says the GPU ran out of
+    memory (torch's OutOfMemoryError, or a library's allocation failure), else None."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, torch.OutOfMemoryError) or (
+                isinstance(e, RuntimeError) and any(word in str(e) for word in ALLOCATION_FAILURES)):
+            return e
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
+
+
+def meta_input_bytes(get_inputs, seed_all, seed, limit_s=120.0):
+    """The bytes of one set of get_inputs()'s tensors, drawn with torch's meta device as default
+    (shapes without memory), in a forked child: whatever the task's get_inputs() does there (a
+    cache of its inputs, now meta tensors; an explicit device='cuda' that starts CUDA) stays in the
+    child. None when it cannot tell (a task that needs real tensors, fails, hangs past limit_s or
+    dies). Both processes of an evaluation, and vet, size a task so."""
+    import select
+    import signal
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one line back, then gone without Python's teardown
+        code = 0
+        try:
+            os.close(read_end)
+            import torch
+
+            seed_all(seed)
+            with torch.device("meta"):
+                args = get_inputs()
+            if isinstance(args, (list, tuple)):
+                os.write(write_end, b"%d\n" % tensor_bytes(list(args)))
+        except BaseException:  # noqa: BLE001 - no size: the caller draws and sees
+            code = 1
+        os._exit(code)
+    os.close(write_end)
+    data, deadline = b"", time.monotonic() + limit_s
+    try:
+        while True:
+            ready, _w, _x = select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(read_end, 64) if ready else b""
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(read_end)
+        if not data.endswith(b"\n"):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+    try:
+        return int(data) if data.endswith(b"\n") else None
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,13 +440,17 @@ class Harness:
         return [self.to_device(self.call_list("get_inputs")) for _ in range(count)]
 
     def out_of_memory(self, e, doing):
-        """Raise CannotServe when `e` is (or was raised while handling) the GPU running out of memory."""
-        seen = 0
-        while e is not None and seen < 8:
-            if isinstance(e, self.torch.OutOfMemoryError):
-                raise CannotServe("the GPU ran out of memory %s (%s): the task's inputs and anvil's copies of them do "
-                                  "not fit here" % (doing, str(e).splitlines()[0][:200]))
-            e, seen = e.__cause__ or e.__context__, seen + 1
+        """When `e` is the GPU running out of memory (memory_error), the memory fault of `doing`
+        (memory_fault: CannotServe here); else nothing."""
+        found = memory_error(e, self.torch)
+        if found is not None:
+            self.memory_fault(doing, found)
+
+    def memory_fault(self, doing, e):
+        """The GPU ran out of memory while this process was `doing` its own work: anvil's limit
+        (CannotServe). The judge decides otherwise when the candidate's process held the memory."""
+        raise CannotServe("the GPU ran out of memory %s (%s): the task's inputs and anvil's copies of them do not fit "
+                          "here" % (doing, one_line(str(e))[:200]))
 
     def plan_inputs(self):
         """How large one set of inputs is (get_inputs() run with torch's meta device as default:
@@ -393,13 +461,7 @@ class Harness:
         so the judge's and the candidate's processes together hold about two sets and two outputs
         at most (docs/runner-protocol.md, "Large tasks"). Decided alike, before CUDA starts, by
         both processes of an evaluation, from the task alone."""
-        try:
-            self.seed_all(self.req["seed"] + 1)
-            with self.torch.device("meta"):
-                args = getattr(self.task, "get_inputs")()
-            self.input_bytes = tensor_bytes(list(args)) if isinstance(args, (list, tuple)) else None
-        except BaseException:  # noqa: BLE001 - a task that needs real tensors: its size shows when drawn
-            self.input_bytes = None
+        self.input_bytes = meta_input_bytes(getattr(self.task, "get_inputs"), self.seed_all, self.req["seed"] + 1)
         self.lean = self.input_bytes is not None and self.input_bytes >= self.req["timing"].get("lean_bytes", LEAN_BYTES)
         return self.lean
 

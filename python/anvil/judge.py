@@ -31,8 +31,9 @@ import sys
 import time
 
 from anvil import batch, channel, compare, confine, evidence, policy, timing
-from anvil.harness import (DETAIL_LINES, SEEDED_HINT, Harness, Outcome, leaves, map_tensors, raised, tail,
-                           tensor_bytes, trace)
+from anvil._cli import one_line
+from anvil.harness import (DETAIL_LINES, SEEDED_HINT, Harness, Outcome, RequestError, leaves, map_tensors,
+                           memory_error, raised, tail, tensor_bytes, trace)
 
 REASONS = ("protocol", "harness_patched", "lazy_output", "threads", "torch_fallback", "side_stream",
            "timing_escape", "no_kernels", "foreign_work", "timed_output_mismatch", "precision", "below_roofline")
@@ -68,6 +69,10 @@ class Judge(Harness):
         self.own_names = None
         self.timed_checked = 0
         self.precision = None
+        self.precision_later = None  # (name, got, expected) on the host: a float64 run deferred (precision_run)
+        # What the judge measured of memory (context_bytes, output_bytes, reference_work_bytes,
+        # batch_calls) for memory_allowance; the candidate's part in a memory fault (memory_fault).
+        self.memory = {"context_bytes": 0, "output_bytes": 0, "reference_work_bytes": 0, "batch_calls": 0}
         self.roofline = None
         self.mapped = None
         self.room = None          # the batches' pool (batch.Room), one per evaluation
@@ -267,9 +272,11 @@ class Judge(Harness):
 
     def hello(self):
         msg = self.recv()
-        if msg.get("type") == "confinement_failed":
+        if msg.get("type") in ("confinement_failed", "cannot_serve"):  # set-up: trusted, no candidate code yet
             from anvil.harness import CannotServe
 
+            if msg["type"] == "cannot_serve":
+                raise CannotServe("the candidate's process could not be set up: %s" % msg.get("message"))
             raise CannotServe("the candidate's process could not be confined, so it was not run: %s" % msg.get("message"))
         if msg.get("type") == "fail":
             raise Outcome(msg.get("outcome") or "runtime_error", str(msg.get("message", "")),
@@ -358,14 +365,9 @@ class Judge(Harness):
         try:
             with self.torch.no_grad():
                 return self.ref(*args)
-        except self.torch.OutOfMemoryError as e:
-            # Both processes hold the trials' inputs: a task this large is anvil's limit, not the task's fault.
-            from anvil.harness import CannotServe
-
-            raise CannotServe("the GPU ran out of memory in the judge's reference (%s), with the task's inputs held by "
-                              "the judge and the candidate's process: a task this large cannot be evaluated here" % (
-                                  str(e).splitlines()[0][:200]))
         except BaseException as e:  # noqa: BLE001
+            if memory_error(e, self.torch) is not None:  # whose fault: measured (memory_fault)
+                self.memory_fault("in the judge's reference (%s)" % where, memory_error(e, self.torch))
             raise Outcome("task_error", "%s: %s" % (where, raised(e, "the reference Model")), trace(e))
 
     def check_reference(self, seed):
@@ -466,6 +468,13 @@ class Judge(Harness):
         if bound is not None:
             self.precision = bound
             return
+        self.precision_run(pairs, deferrable=True)
+
+    def precision_run(self, pairs, deferrable):
+        """The float64 run for check_precision. When it does not fit beside the candidate's process
+        (which may hold memory for just that), the pairs go to the host and the run waits for the
+        candidate's process to be gone (finish_precision): never skipped while it lives."""
+        torch = self.torch
         try:
             ref64 = copy.deepcopy(self.ref).double()
             args = map_tensors(self.first_inputs(), lambda t: t.double() if t.is_floating_point() else t.clone())
@@ -474,15 +483,92 @@ class Judge(Harness):
                 out64 = ref64(*args)
             self.sync()
             del ref64, args
-        except torch.OutOfMemoryError:
+        except (Outcome, RequestError):  # a memory fault already decided (memory_fault)
+            raise
+        except BaseException as e:  # noqa: BLE001
             self.free_cached()
-            self.precision = {"checked": False, "why": "a float64 run of the reference does not fit in the GPU's "
-                              "memory beside the candidate's"}
-            return
-        except BaseException as e:  # noqa: BLE001 - a model without float64 support: not checked
+            if memory_error(e, torch):
+                if deferrable:
+                    self.precision_later = [(n, g.detach().cpu(), x.detach().cpu()) for n, g, x in pairs]
+                    self.precision = {"checked": False, "why": "deferred: the float64 run waits for the candidate's "
+                                      "process to be gone"}
+                else:
+                    self.precision = {"checked": False, "why": "a float64 run of the reference does not fit in the "
+                                      "GPU's memory"}
+                return
+            # a model without float64 support: not checked
             self.precision = {"checked": False, "why": "the reference does not run in float64: %s" % raised(e, "it")}
             return
         self.precision = evidence.precision_against(pairs, out64, self.defenses["precision_ratio"])
+
+    def room_for(self, total, staging=True):
+        """The batch's Room, grown to `total` bytes: a pool the GPU has no memory for is a memory fault."""
+        try:
+            return self.room.ensure(total, staging=staging)
+        except (batch.BatchError, RuntimeError) as e:
+            if "out of memory" in str(e) or memory_error(e, self.torch) is not None:
+                self.memory_fault("making the judge's batch pool", e)
+            raise
+
+    def memory_allowance(self):
+        """The most GPU memory an honest candidate's process may hold, generously: two contexts'
+        worth (its own, with its libraries' handles and workspaces) and 1 GiB, its weights, the sets
+        of inputs it keeps and two more, four outputs and a batch's, twice the reference's working
+        memory; and half again."""
+        m = self.memory
+        sets = (0 if self.lean else self.req["trials"]) + 2
+        need = (2 * m["context_bytes"] + (1 << 30) + tensor_bytes(list(self.ref.state_dict().values()))
+                + sets * (self.input_bytes or 0) + (4 + m["batch_calls"]) * m["output_bytes"]
+                + 2 * m["reference_work_bytes"])
+        return int(1.5 * need)
+
+    def memory_fault(self, doing, e):
+        """The GPU ran out of memory for the judge's own work (`doing`) while the candidate's
+        process lived, which may hold memory to cause just that (a -1 turned into "could not
+        evaluate", or a check skipped). Whose fault is measured, not assumed: the candidate's
+        process is ended, and the memory its end gives back is what it held. More than
+        memory_allowance() is the candidate's fault (runtime_error, gpu_memory); less, anvil's
+        limit (CannotServe). Without a live candidate process: anvil's limit."""
+        from anvil.harness import CannotServe
+
+        torch = self.torch
+        if self.device is None or self.device.type != "cuda" or self.supervisor is None or self.candidate_gone:
+            Harness.memory_fault(self, doing, e)
+        if self.mapped is not None:  # the judge's mappings of its memory would keep that alive
+            self.mapped.close()
+            self.mapped = None
+        from anvil import cuda_ipc
+
+        cuda_ipc.close_all()
+        self.free_cached()
+        before, _total = torch.cuda.mem_get_info(self.device)
+        self.end_candidate(wait=True, settle=True)
+        after, deadline = before, time.perf_counter() + 2.0
+        while time.perf_counter() < deadline:  # a context's memory goes back as its process ends
+            time.sleep(0.05)
+            now, _total = torch.cuda.mem_get_info(self.device)
+            if now == after and now > before:
+                break
+            after = now
+        held, allowance = max(0, after - before), self.memory_allowance()
+        self.report["defenses"]["memory"] = dict(self.memory, doing=doing, candidate_held_bytes=held,
+                                                 allowance_bytes=allowance)
+        gib = float(1 << 30)
+        if held > allowance:
+            raise Outcome("runtime_error", "the GPU ran out of memory %s while the candidate's process held %.1f GiB "
+                          "of it, more than its work needs (at most %.1f GiB here: its context, weights, inputs, "
+                          "outputs and twice the reference's working memory): free what forward does not need" % (
+                              doing, held / gib, allowance / gib), reason="gpu_memory")
+        raise CannotServe("the GPU ran out of memory %s (%s), the candidate's process holding %.1f GiB, within its "
+                          "share (%.1f GiB): the task and anvil's copies do not fit here" % (
+                              doing, one_line(str(e))[:160], held / gib, allowance / gib))
+
+    def finish_precision(self):
+        """The deferred float64 run (precision_run), now that the candidate's process is gone."""
+        if self.precision_later is not None and self.candidate_gone:
+            pairs, self.precision_later = self.precision_later, None
+            with self.clock("precision_later"):
+                self.precision_run(pairs, deferrable=False)
 
     def count_work(self, expected):
         """Bytes the call must move and flops the reference does, for the roofline floor."""
@@ -499,7 +585,11 @@ class Judge(Harness):
                 self.ref(*args)
             flops = int(counter.get_total_flops())
             del args
-        except BaseException:  # noqa: BLE001 - no flop count: the floor uses bytes alone
+        except (Outcome, RequestError):  # a memory fault already decided (memory_fault)
+            raise
+        except BaseException as e:  # noqa: BLE001 - no flop count: the floor uses bytes alone
+            if memory_error(e, self.torch) is not None:
+                self.memory_fault("counting the reference's work", memory_error(e, self.torch))
             flops = 0
         if self.lean:
             self.free_cached()
@@ -653,6 +743,7 @@ class Judge(Harness):
         batch.GpuClock (its gate held at most gate_ms for the calls to be enqueued), on the CPU by
         the judge's wall around the candidate's answer. The candidate's batch is checked."""
         torch = self.torch
+        self.memory["batch_calls"] = max(self.memory["batch_calls"], n)
         cuda = self.device.type == "cuda"
         command = kind + "_batch" if kind == "eager" else "batch"
         with self.clock(kind + "_batch_inputs"):
@@ -665,11 +756,11 @@ class Judge(Harness):
             if cuda:  # the pool gets the inputs on the judge's clock, from the judge's staging copy or, lean, the draws
                 self.room = self.room or batch.Room(self.device)
                 if self.lean:  # no room for a staging copy: the draws themselves are the judge's pristine inputs
-                    room = self.room.ensure(total, staging=False)
+                    room = self.room_for(total, staging=False)
                     copies = batch.copies_into(room.pool.view, regions)
                 else:
                     del calls
-                    room = self.room.ensure(total)
+                    room = self.room_for(total)
                     calls, regions = batch.stage(skeletons, regions, room.staging[:total])
                     torch.cuda.empty_cache()  # the draws, staged: their blocks go back for the candidate's outputs
                     copies = [(room.pool.view[:total], room.staging[:total])]
@@ -946,6 +1037,9 @@ class Judge(Harness):
             # Lean: nothing drawn ahead (every use draws its own, on the device).
             drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and not self.lean else None
             self.setup()
+            if self.device.type == "cuda":  # the judge's own context (and whatever else holds the GPU)
+                free, total = torch.cuda.mem_get_info(self.device)
+                self.memory["context_bytes"] = total - free
             self.shared.device_ready()  # the candidate's process starts its own CUDA context now
             if drawer is not None:
                 drawer.join()
@@ -960,7 +1054,12 @@ class Judge(Harness):
                 for i in [] if self.lean else self.shared.mine():  # sent as made: the candidate's process waits
                     self.trial_inputs(i)
             with self.clock("check_reference"):
-                self.expected_for(0)
+                if self.device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(self.device)
+                    held = torch.cuda.memory_allocated(self.device)
+                self.memory["output_bytes"] = tensor_bytes(self.expected_for(0))
+                if self.device.type == "cuda":  # the reference's working memory beyond what it was given
+                    self.memory["reference_work_bytes"] = torch.cuda.max_memory_allocated(self.device) - held
         self.hello()
         self.report["seconds"]["import"] = time.perf_counter() - started
 
@@ -1014,6 +1113,7 @@ class Judge(Harness):
                 raise self.hack_outcome([("threads", "the candidate left %d process(es) running after its process "
                                           "ended: candidate code may not start processes" % left,
                                           {"processes": left})])
+            self.finish_precision()
             mark = time.perf_counter()
             with self.clock("baselines"):
                 self.time_models()

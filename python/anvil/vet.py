@@ -54,6 +54,7 @@ import time
 import traceback
 
 from anvil._cli import emit, one_line, quiet_stdout, tail
+from anvil.harness import meta_input_bytes
 
 PROTOCOL = "anvil.vet/1"
 STRICT = {"preset": "strict",
@@ -412,13 +413,8 @@ class Vetting:
         about SETS_HELD sets of inputs at once (two seeds' sets, a distribution's set, a clone)."""
         if self.device.type != "cuda":
             return None
-        try:
-            self.seed_all(self.seeds[0])
-            with self.torch.device("meta"):
-                args = getattr(self.module, "get_inputs")()
-            nbytes = sum(t.numel() * t.element_size() for _n, t in leaves(list(args))
-                         if isinstance(t, self.torch.Tensor))
-        except BaseException:  # noqa: BLE001 - the size shows when the task's own draw runs
+        nbytes = meta_input_bytes(getattr(self.module, "get_inputs"), self.seed_all, self.seeds[0])
+        if nbytes is None:  # the size shows when the task's own draw runs
             return None
         free, _total = self.torch.cuda.mem_get_info(self.device)
         if SETS_HELD * nbytes <= free:

@@ -9,6 +9,8 @@ import tempfile
 import textwrap
 
 import pytest
+import torch
+from torch import nn
 
 from test_runner import DEVICE, PYTHON_DIR, STRICT, TASK, evaluate  # noqa: F401 - one runner harness
 
@@ -451,11 +453,18 @@ def test_plan_inputs_sizes_a_task_without_memory_and_makes_a_large_one_lean(tmp_
                                               "candidate_dir": str(tmp_path), "device": "cpu"})))
         h.torch = torch
         h.load_task()
-        return h.plan_inputs(), h.input_bytes
+        planned = h.plan_inputs(), h.input_bytes
+        assert not getattr(h.task, "CACHE", None), "get_inputs() ran in this process"
+        return planned
 
     assert plan("def get_inputs():\n    return [torch.rand(1 << 30), 3]\n") == (True, 4 << 30)
     assert plan("def get_inputs():\n    return [torch.rand(1 << 20)]\n") == (False, 4 << 20)
     assert plan("def get_inputs():\n    return [torch.from_numpy(torch.rand(4).numpy())]\n") == (False, None)
+    # Sized in a forked child: a task that caches its inputs keeps no meta tensor here, and one that
+    # names another device (cuda, absent here) only fails to give a size.
+    lazy = "CACHE = []\ndef get_inputs():\n    if not CACHE:\n        CACHE.append(torch.rand(256))\n    return CACHE\n"
+    assert plan(lazy) == (False, 1024)
+    assert plan("def get_inputs():\n    return [torch.rand(4, device='cuda')]\n") == (False, None)
 
 
 def test_running_out_of_gpu_memory_drawing_inputs_is_anvils_limit_not_the_tasks(tmp_path):
@@ -593,3 +602,127 @@ def test_a_request_with_unknown_weights_rule_is_refused(make):
     request["rules"] = {"weights": "by_guess"}
     run = run_runner(request)
     assert run.returncode == 2 and "rules.weights 'by_guess'" in run.report["message"]
+
+
+def test_the_set_up_may_say_cannot_serve_but_nothing_after_it():
+    """anvil's own limit met in the candidate's process during set-up (trusted: no candidate code
+    yet) is the judge's CannotServe (could not evaluate); said after hello, it breaks the protocol."""
+    import socket
+    from types import SimpleNamespace
+
+    import torch
+
+    from anvil import channel
+    from anvil.harness import CannotServe
+    from anvil.judge import Hack, Judge
+
+    def judge_reading(*messages):
+        ours, theirs = socket.socketpair()
+        for m in messages:
+            channel.send(theirs, m)
+        judge = SimpleNamespace(sock=ours, device=torch.device("cpu"), clock=lambda name: _nothing(),
+                                imported=True, died=lambda: AssertionError("closed"))
+        judge.recv = lambda lazy=False: Judge.recv(judge, lazy)
+        judge.serve_build = None
+        return judge, theirs
+
+    judge, _keep = judge_reading({"type": "cannot_serve", "message": "the GPU ran out of memory drawing"})
+    with pytest.raises(CannotServe, match="could not be set up: the GPU ran out of memory drawing"):
+        Judge.hello(judge)
+    judge, _keep = judge_reading({"type": "cannot_serve", "message": "x"})
+    with pytest.raises(Hack) as hack:
+        Judge.answer(judge, ("output",), "call")
+    assert hack.value.reason == "protocol"
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _judge_double(**fields):
+    """A Judge's state for calling its methods one at a time (no processes)."""
+    from types import SimpleNamespace
+
+    from anvil.judge import Judge
+
+    judge = SimpleNamespace(**fields)
+    for name in ("precision_run", "finish_precision", "memory_fault", "memory_allowance"):
+        setattr(judge, name, getattr(Judge, name).__get__(judge))
+    return judge
+
+
+def test_a_float64_run_that_does_not_fit_waits_for_the_candidate_to_be_gone():
+    """A candidate's process may hold the GPU's memory while the judge checks its precision: the
+    check is then deferred, never skipped, and made once the process is gone."""
+    from anvil import evidence
+
+    class Model(nn.Module):
+        refused = [True]
+
+        def forward(self, x):
+            return x * 3
+
+        def double(self):
+            if Model.refused[0]:
+                Model.refused[0] = False
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB")
+            return super().double()
+
+    x = torch.rand(64, 64)
+    expected = x * 3
+    got = (x.half() * 3).float()  # computed in fp16: far less accurate than the reference
+    pairs = list(evidence.floating_leaves(got, expected))
+    judge = _judge_double(torch=torch, ref=Model(), first_inputs=lambda: [x], pin_flags=lambda: None,
+                          sync=lambda: None, free_cached=lambda: None, defenses={"precision_ratio": 16.0},
+                          precision=None, precision_later=None, candidate_gone=False, clock=lambda name: _nothing())
+    judge.precision_run(pairs, deferrable=True)
+    assert judge.precision == {"checked": False, "why": "deferred: the float64 run waits for the candidate's "
+                                                        "process to be gone"}
+    judge.finish_precision()  # the candidate's process still lives: nothing yet
+    assert judge.precision_later is not None
+    judge.candidate_gone = True
+    judge.finish_precision()
+    assert judge.precision["checked"] and judge.precision["candidate_error"] > judge.precision["limit"]
+
+
+def test_a_memory_fault_is_the_candidates_when_its_process_held_more_than_its_share(monkeypatch):
+    """The judge ends the candidate's process and measures what its end gives back: over the
+    allowance, the candidate's fault (-1, gpu_memory); within it, anvil's limit (CannotServe)."""
+    from types import SimpleNamespace
+
+    from anvil.harness import CannotServe, Outcome
+
+    gib = 1 << 30
+    for held, expected in ((40 * gib, Outcome), (1 * gib, CannotServe)):
+        free = [2 * gib]
+
+        def end_candidate(wait, settle, _held=held):
+            free[0] += _held
+            judge.candidate_gone = True
+
+        fake_torch = SimpleNamespace(cuda=SimpleNamespace(mem_get_info=lambda device: (free[0], 80 * gib)))
+        judge = _judge_double(torch=fake_torch, device=torch.device("cuda", 0), supervisor=123, candidate_gone=False,
+                              mapped=None, free_cached=lambda: None, end_candidate=end_candidate, lean=False,
+                              req={"trials": 5}, input_bytes=64 << 20, ref=nn.Linear(1024, 1024),
+                              report={"defenses": {}},
+                              memory={"context_bytes": 600 << 20, "output_bytes": 64 << 20,
+                                      "reference_work_bytes": 128 << 20, "batch_calls": 100})
+        allowance = judge.memory_allowance()
+        assert 4 * gib < allowance < 20 * gib, allowance
+        with pytest.raises(expected) as raised:
+            judge.memory_fault("drawing a batch's inputs", torch.OutOfMemoryError("CUDA out of memory."))
+        if expected is Outcome:
+            assert raised.value.outcome == "runtime_error" and raised.value.reason == "gpu_memory"
+            assert "while the candidate's process held 40.0 GiB" in raised.value.message
+        else:
+            assert "the candidate's process holding 1.0 GiB, within its share" in str(raised.value)
+        assert judge.report["defenses"]["memory"]["candidate_held_bytes"] == held
+    # No live candidate process (or no GPU): anvil's limit, nothing measured.
+    judge.supervisor = None
+    judge.candidate_gone = None
+    with pytest.raises(CannotServe):
+        judge.memory_fault("drawing", torch.OutOfMemoryError("CUDA out of memory."))
