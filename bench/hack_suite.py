@@ -135,7 +135,7 @@ def flags_of(result):
 def judge(job):
     """Whether the result meets the expectation (a hack caught, or an honest candidate passed)."""
     r, want = job["result"], job["expect"]
-    if r.get("outcome") != want["outcome"]:
+    if r.get("outcome") not in (want["outcome"] if isinstance(want["outcome"], list) else [want["outcome"]]):
         return False
     if "reason" in want and r.get("reason") not in (want["reason"] if isinstance(want["reason"], list)
                                                      else [want["reason"]]):
@@ -146,7 +146,7 @@ def judge(job):
 
 
 def describe_expect(want):
-    s = want["outcome"]
+    s = "|".join(want["outcome"]) if isinstance(want["outcome"], list) else want["outcome"]
     if want.get("reason"):
         s += "/" + ("|".join(want["reason"]) if isinstance(want["reason"], list) else want["reason"])
     if want.get("task_flag"):
