@@ -135,7 +135,7 @@ TEST_F(VetTest, BadOptionsAreErrors) {
   Task t = task(kSource + "/examples/vet/healthy.py");
   VetOptions o = options();
   o.preset = "loose";
-  EXPECT_EQ(vet_task(env(), t, o).error, "unknown tolerance preset 'loose' (use strict or paper)");
+  EXPECT_EQ(vet_task(env(), t, o).error, "unknown tolerance preset 'loose' (use strict, paper, kernelbench)");
   o = options();
   o.device = "tpu";
   EXPECT_EQ(vet_task(env(), t, o).error, "unknown device 'tpu' (use cuda or cpu)");
