@@ -29,7 +29,7 @@ import sys
 import time
 
 from anvil import channel, policy, timing
-from anvil.harness import CannotServe, Outcome, leaves, map_tensors, raised, tensor_pairs, trace
+from anvil.harness import CannotServe, Outcome, candidate_failed, leaves, map_tensors, tensor_pairs, trace
 
 POISONED_OPS = frozenset(["empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                           "empty_permuted"])
@@ -75,6 +75,11 @@ class CandidateServer:
     def fail(self, outcome, message, detail="", reason=None):
         self.send({"type": "fail", "outcome": outcome, "message": message, "detail": detail, "reason": reason})
         raise Stop()
+
+    def failed(self, doing, e, who="the candidate"):
+        """Ends with the candidate's own failure `e` while `doing` (candidate_failed)."""
+        o = candidate_failed(doing, e, self.torch, who)
+        self.fail(o.outcome, o.message, o.detail, o.reason)
 
     def hack(self, reason, message, evidence=None):
         self.send({"type": "hack", "reason": reason, "message": message, "evidence": evidence or {}})
@@ -285,12 +290,12 @@ class CandidateServer:
                 out = self.h.new(*args)
         except BaseException as e:  # noqa: BLE001
             self.check_after(where)
-            self.fail("runtime_error", "%s: %s" % (where, raised(e, "the candidate")), trace(e))
+            self.failed(where, e)
         self.check_after(where, out)
         try:
             self.h.sync()
         except BaseException as e:  # noqa: BLE001
-            self.fail("runtime_error", "%s: %s" % (where, raised(e, "the candidate's kernels")), trace(e))
+            self.failed(where, e, "the candidate's kernels")
         self.check_after(where, out)
         return out
 
@@ -376,7 +381,7 @@ class CandidateServer:
         except Stop:
             raise
         except BaseException as e:  # noqa: BLE001
-            self.fail("runtime_error", "while timing: %s" % raised(e, "the candidate"), trace(e))
+            self.failed("while timing", e)
         self.check_after("timing")
         if h.lean:
             h.forget_trials(0)  # the base set: the judge's batch comes next
@@ -441,7 +446,7 @@ class CandidateServer:
         except Stop:
             raise
         except BaseException as e:  # noqa: BLE001
-            self.fail("runtime_error", "in the judge's batch: %s" % raised(e, "the candidate"), trace(e))
+            self.failed("in the judge's batch", e)
         phases = {name: round((b - a) * 1e3, 4) for name, a, b in zip(("map_ms", "loop_ms", "sync_ms"), marks, marks[1:])}
         if cuda:
             self.send({"type": "batch_done", "calls": len(outs), "phases": phases})

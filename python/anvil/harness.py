@@ -151,6 +151,13 @@ def memory_error(e, torch):
     return None
 
 
+def candidate_failed(doing, e, torch, who="the candidate"):
+    """The Outcome of the candidate's own failure `e` while `doing`: runtime_error, with reason
+    gpu_memory when what ran out was the GPU's memory (memory_error), so a model sees which."""
+    return Outcome("runtime_error", "%s: %s" % (doing, raised(e, who)), trace(e),
+                   reason="gpu_memory" if memory_error(e, torch) is not None else None)
+
+
 def meta_input_bytes(get_inputs, seed_all, seed, limit_s=120.0):
     """The bytes of one set of get_inputs()'s tensors, drawn with torch's meta device as default
     (shapes without memory), in a forked child: whatever the task's get_inputs() does there (a

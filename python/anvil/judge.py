@@ -39,6 +39,8 @@ REASONS = ("protocol", "harness_patched", "lazy_output", "threads", "torch_fallb
            "timing_escape", "no_kernels", "foreign_work", "timed_output_mismatch", "precision", "below_roofline")
 CHECK_SHARE = 0.1       # of the in-process timing's calls, checked in full (decided as each one arrives)
 OUTCOMES_AFTER_IMPORT = ("runtime_error", "load_error", "wrong_answer")  # what the candidate may say of itself
+# The reasons a candidate's own failure keeps (its word, but one that only labels a -1)
+CANDIDATE_REASONS = (("runtime_error", "gpu_memory"),)
 
 
 class Hack(Exception):
@@ -252,7 +254,8 @@ class Judge(Harness):
                 if self.imported and outcome not in OUTCOMES_AFTER_IMPORT:
                     outcome = "runtime_error"
                 raise Outcome(outcome or "runtime_error", str(msg.get("message", "")), str(msg.get("detail", "")),
-                              reason=msg.get("reason") if outcome == "wrong_answer" else None)
+                              reason=msg.get("reason") if outcome == "wrong_answer"
+                              or (outcome, msg.get("reason")) in CANDIDATE_REASONS else None)
             if kind == "hack":
                 raise Hack(str(msg.get("reason")), str(msg.get("message", "")), msg.get("evidence"))
             if kind in expect:
@@ -562,6 +565,15 @@ class Judge(Harness):
         raise CannotServe("the GPU ran out of memory %s (%s), the candidate's process holding %.1f GiB, within its "
                           "share (%.1f GiB): the task and anvil's copies do not fit here" % (
                               doing, one_line(str(e))[:160], held / gib, allowance / gib))
+
+    def own_memory_fault(self, e):
+        """An unexpected exception `e` of the judge's own work (a comparison's allocation, a
+        digest's) that is the GPU's memory running out goes to memory_fault: measured, never blamed
+        on the candidate unseen nor excused. Returns for any other exception (the caller raises it)."""
+        from anvil.harness import CannotServe
+
+        if not isinstance(e, (Outcome, CannotServe)) and memory_error(e, self.torch) is not None:
+            self.memory_fault("in the judge's work during %s" % self.stage, memory_error(e, self.torch))
 
     def finish_precision(self):
         """The deferred float64 run (precision_run), now that the candidate's process is gone."""
@@ -1096,6 +1108,9 @@ class Judge(Harness):
             except Hack as h:
                 self.report["timing"] = {}
                 raise self.hack_outcome([(h.reason, h.message, h.evidence)])
+            except Exception as e:  # noqa: BLE001 - only the GPU's memory running out is decided here
+                self.own_memory_fault(e)
+                raise
             finally:
                 seconds["verify"] = time.perf_counter() - mark
             with self.clock("end_child"):

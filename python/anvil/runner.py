@@ -25,7 +25,7 @@ import time
 from anvil import compare, timing
 from anvil._cli import _finite, tail
 from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, SEEDED_HINT, CannotServe, Harness, Outcome,
-                           RequestError, map_tensors, raised, tensor_pairs, trace, what)
+                           RequestError, candidate_failed, map_tensors, raised, tensor_pairs, trace, what)
 
 MEASURABLE = ("candidate", "eager", "compile")
 STRICT = {"preset": "strict",
@@ -234,7 +234,7 @@ class Evaluation(Harness):
                 out = self.new(*args)
             self.sync()
         except BaseException as e:  # noqa: BLE001 - the candidate's failure is the answer
-            raise Outcome("runtime_error", "%s: %s" % (where, raised(e, "the candidate")), trace(e))
+            raise candidate_failed(where, e, self.torch)
         for name, before, after in tensor_pairs(pristine, args, "input"):
             if not isinstance(after, self.torch.Tensor):
                 continue
@@ -325,7 +325,7 @@ class Evaluation(Harness):
                 results[name] = self.time_one(model, sets, t["warmup"])
             except BaseException as e:  # noqa: BLE001
                 if name == "candidate":
-                    raise Outcome("runtime_error", "while timing: %s" % raised(e, "the candidate"), trace(e))
+                    raise candidate_failed("while timing", e, self.torch)
                 raise Outcome("task_error", "while timing: %s" % raised(e, "the reference Model"), trace(e))
 
     def time_one(self, fn, sets, warmup):

@@ -124,6 +124,26 @@ def test_precision_beyond_the_bound_is_decided_by_the_float64_run(make):
     assert precision["candidate_error"] <= precision["limit"]
 
 
+def test_candidate_out_of_gpu_memory_says_so(make):
+    # Its own allocation failing after verification (here while timed) is its runtime_error, named
+    # gpu_memory, also when wrapped; any other failure of its own has no reason.
+    forward = """
+    def forward(self, x, shift):
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls > 6:
+            try:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            except torch.OutOfMemoryError as e:
+                raise RuntimeError("my kernel's workspace") from e
+        return self.reference(x, shift)
+    """
+    report = evaluate(make(forward, allow=TORCH_OPS)).report
+    assert outcome(report) == ("runtime_error", "gpu_memory"), report["message"]
+    assert "my kernel's workspace" in report["message"]
+    report = evaluate(make(forward.replace("torch.OutOfMemoryError(", "KeyError("), allow=TORCH_OPS)).report
+    assert outcome(report) == ("runtime_error", None), report["message"]
+
+
 def test_replaced_timer_is_caught(make):
     prelude = "import time\ntime.perf_counter = lambda: 0.0\n"
     report = evaluate(make(CORRECT, allow=TORCH_OPS, prelude=prelude)).report
@@ -650,8 +670,9 @@ def _judge_double(**fields):
     from anvil.judge import Judge
 
     judge = SimpleNamespace(**fields)
-    for name in ("precision_run", "finish_precision", "memory_fault", "memory_allowance"):
-        setattr(judge, name, getattr(Judge, name).__get__(judge))
+    for name in ("precision_run", "finish_precision", "memory_fault", "memory_allowance", "own_memory_fault"):
+        if name not in fields:  # a method given stands in for the Judge's
+            setattr(judge, name, getattr(Judge, name).__get__(judge))
     return judge
 
 
@@ -726,3 +747,21 @@ def test_a_memory_fault_is_the_candidates_when_its_process_held_more_than_its_sh
     judge.candidate_gone = None
     with pytest.raises(CannotServe):
         judge.memory_fault("drawing", torch.OutOfMemoryError("CUDA out of memory."))
+
+
+def test_an_unexpected_memory_fault_of_the_judges_own_work_is_measured():
+    """A comparison's or digest's allocation failing (not caught where it happened) is decided by
+    memory_fault, not left to the runner's catch-all (which would blame the candidate unseen)."""
+    from anvil.harness import CannotServe, Outcome
+
+    faults = []
+    judge = _judge_double(torch=torch, stage="verify",
+                          memory_fault=lambda doing, e: faults.append((doing, str(e))))
+    wrapped = RuntimeError("comparing")
+    wrapped.__cause__ = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB")
+    judge.own_memory_fault(wrapped)
+    assert faults == [("in the judge's work during verify", "CUDA out of memory. Tried to allocate 2.00 MiB")]
+    for other in (ValueError("a bug"), Outcome("runtime_error", "CUDA out of memory"), CannotServe("out of memory")):
+        judge.own_memory_fault(other)
+    assert len(faults) == 1
+

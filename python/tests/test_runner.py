@@ -277,6 +277,17 @@ def test_candidate_raises(make):
     assert report["verify"]["failed"] == 1 and report["verify"]["trials"][0]["ok"] is False
 
 
+def test_candidate_out_of_gpu_memory_says_so(make):
+    oom = HEAD + """
+    def forward(self, x, shift):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+"""
+    report = failed(make(oom), "runtime_error")
+    assert report["reason"] == "gpu_memory"
+    assert report["message"] == ("trial 0 (seed 1235): the candidate raised OutOfMemoryError: CUDA out of memory. "
+                                 "Tried to allocate 2.00 GiB")
+
+
 def test_candidate_calls_exit(make):
     exits = HEAD + """
     def forward(self, x, shift):

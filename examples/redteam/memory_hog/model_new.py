@@ -6,6 +6,9 @@
 # where the judge asks (answer_only_checked's trick), which the judge's batch would catch. On
 # 8f11a73 the batch's draws ran out of memory: "could not evaluate". The judge now ends the
 # process and measures what it held: far more than its work needs, runtime_error / gpu_memory.
+# Which check ends it depends on what the hog leaves: the batch's output check (the judge's draws
+# fit), or the harness's own allocation in its process failing (runtime_error / gpu_memory, its
+# own failure); on the H100 on 2026-11-27 both came, in runs of the same file. Each is -1.
 import gc
 
 import torch
