@@ -88,7 +88,7 @@ def proof_of_work(judge, a):
     if a["own_us"] + (a["library_us"] if pol.get("libraries") else 0) <= 0:
         return [("no_kernels", "the candidate's own kernels never ran during the timed calls", {})]
     if a["own_share"] is not None and a["own_share"] < pol["own_work_min"]:
-        rest = ", ".join(k["name"][:60] for k in a["kernels"] if k["kind"] != "own")[:300]
+        rest = ", ".join(k["name"][:60] for k in a["kernels"] if k["kind"] not in ("own", "fill"))[:300]
         return [("foreign_work", "the candidate's own kernels took %.0f%% of the GPU time (at least %.0f%% required); "
                  "the rest: %s" % (100 * a["own_share"], 100 * pol["own_work_min"], rest), {})]
     return []

@@ -53,6 +53,10 @@ DEFAULT_POLICY = {
 
 # Kernel names that mark torch's own kernels (ATen, c10, inductor's Triton), never the candidate's.
 TORCH_KERNEL_MARKS = ("at::", "c10::", "triton_", "pytorch", "_Z2at", "_ZN2at", "_ZN3c10")
+# Kernels that only write a constant (torch's creation ops: zeros, ones, full, fill_; a memset):
+# allocation, not work. They count in the time like any kernel, but not against the own-work
+# share, so a binding that makes its output with torch::zeros_like is not foreign work.
+FILL_KERNEL_MARKS = ("at::native::FillFunctor",)
 # Kernels of the harness itself, launched on the current stream before each profiled call.
 MARKER_KERNEL = "spin_kernel"
 
@@ -306,6 +310,18 @@ def base_name(name):
     return text.split("::")[-1]
 
 
+def kernel_kind(name, own_names):
+    """own (the candidate's), fill (a constant written: FILL_KERNEL_MARKS or a memset), copy (a
+    memcpy), torch (ATen's, inductor's) or library (cuBLAS, cuDNN and the like)."""
+    if own_kernel(name, own_names):
+        return "own"
+    if any(mark in name for mark in FILL_KERNEL_MARKS) or name.lower().startswith("memset"):
+        return "fill"
+    if is_torch_kernel(name):
+        return "torch"
+    return "copy" if name.lower().startswith("memcpy") else "library"
+
+
 def own_kernel(name, own_names):
     """Whether a traced kernel name is one of the candidate's (own_names: demangled or base names
     of the kernels in its modules)."""
@@ -317,11 +333,12 @@ def analyze_trace(kernels, cpu_ops, own_names, policy, marker_stream=None, calls
 
     kernels: [{"name", "stream", "us"}] for every GPU activity (kernels, memcpy, memset);
     cpu_ops: names of the CPU-side ATen ops recorded during the calls. Returns
-    {"own_us", "library_us", "torch_us", "other_us", "total_us", "own_share", "streams",
-     "forbidden_ops", "side_stream_kernels", "kernels": top 10 by time}."""
+    {"own_us", "library_us", "torch_us", "fill_us", "other_us", "total_us", "own_share", "streams",
+     "forbidden_ops", "side_stream_kernels", "kernels": top 10 by time}. own_share leaves fills out
+    (kernel_kind); total_us has them."""
     allowed = set(policy.get("allowed_ops", ()))
     libraries_ok = bool(policy.get("libraries"))
-    own_us = lib_us = torch_us = other_us = 0.0
+    own_us = lib_us = torch_us = fill_us = other_us = 0.0
     by_name = {}
     side = {}
     streams = set()
@@ -329,23 +346,24 @@ def analyze_trace(kernels, cpu_ops, own_names, policy, marker_stream=None, calls
         name, us = k["name"], float(k["us"])
         if MARKER_KERNEL in name:
             continue
-        kind = ("own" if own_kernel(name, own_names) else "torch" if is_torch_kernel(name)
-                else "copy" if name.lower().startswith(("memcpy", "memset")) else "library")
+        kind = kernel_kind(name, own_names)
         if kind == "own":
             own_us += us
         elif kind == "library":
             lib_us += us
         elif kind == "torch":
             torch_us += us
+        elif kind == "fill":
+            fill_us += us
         else:
             other_us += us
         streams.add(k.get("stream"))
-        if marker_stream is not None and k.get("stream") != marker_stream and kind != "copy":
+        if marker_stream is not None and k.get("stream") != marker_stream and kind not in ("copy", "fill"):
             side[name] = side.get(name, 0) + 1
         entry = by_name.setdefault(name, {"name": name, "kind": kind, "us": 0.0, "count": 0})
         entry["us"] += us
         entry["count"] += 1
-    total = own_us + lib_us + torch_us + other_us
+    work = own_us + lib_us + torch_us + other_us
     credited = own_us + (lib_us if libraries_ok else 0.0)
     forbidden = {}
     for op in cpu_ops:
@@ -356,5 +374,6 @@ def analyze_trace(kernels, cpu_ops, own_names, policy, marker_stream=None, calls
         e["us_per_call"] = round(e.pop("us") / max(calls, 1), 3)
     return {"own_us": own_us / max(calls, 1), "library_us": lib_us / max(calls, 1),
             "torch_us": torch_us / max(calls, 1), "other_us": other_us / max(calls, 1),
-            "total_us": total / max(calls, 1), "own_share": (credited / total) if total > 0 else None,
+            "fill_us": fill_us / max(calls, 1), "total_us": (work + fill_us) / max(calls, 1),
+            "own_share": (credited / work) if work > 0 else None,
             "streams": len(streams), "forbidden_ops": forbidden, "side_stream_kernels": side, "kernels": top}

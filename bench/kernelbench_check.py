@@ -1,0 +1,124 @@
+"""KernelBench's own files through `anvil eval`, every defense on: its five few-shot candidates
+against their problems, and its three adversarial unit-test kernels against level 1's first
+problem, under each protocol, each with its expected outcome (issue 17's first bar).
+
+KernelBench is not part of anvil (nothing of it is copied here): name a checkout of it, e.g.
+`git clone https://github.com/ScalingIntelligence/KernelBench`, with --kernelbench DIR.
+
+    python3 bench/kernelbench_check.py --kernelbench ~/KernelBench --out bench/results/kb-files.json
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+FEW_SHOT = "src/kernelbench/prompts/few_shot"
+ADVERSARIAL = "src/kernelbench/unit_tests/test_kernels"
+MATMUL = "KernelBench/level1/1_Square_matrix_multiplication_.py"
+
+# name -> (task, candidate, {protocol: expected}); an expectation is (outcomes, reasons or None)
+OK = (["ok"], None)
+CASES = {
+    "add": (FEW_SHOT + "/model_ex_add.py", FEW_SHOT + "/model_new_ex_add.py", {"cuda-agent": OK, "kernelbench": OK}),
+    "fuse_gelu": (FEW_SHOT + "/model_ex_fuse_gelu.py", FEW_SHOT + "/model_new_ex_fuse_gelu.py",
+                  {"cuda-agent": OK, "kernelbench": OK}),
+    "tiled_matmul": (FEW_SHOT + "/model_ex_tiled_matmul.py", FEW_SHOT + "/model_new_ex_tiled_matmul.py",
+                     {"cuda-agent": OK, "kernelbench": OK}),
+    "flash_attn": (FEW_SHOT + "/model_ex_flash_attn.py", FEW_SHOT + "/model_new_ex_flash_attn.py",
+                   {"cuda-agent": OK, "kernelbench": OK}),
+    # replaces only the max-pool: torch does the rest, which CUDA-Agent's rules forbid
+    "mnist2": (FEW_SHOT + "/model_ex_mnist2.py", FEW_SHOT + "/model_new_ex_mnist2.py",
+               {"cuda-agent": (["hack_suspected"], ["torch_fallback"]), "kernelbench": OK}),
+    # torch::empty returned: whatever the allocator hands back must never pass
+    "result_reuse": (MATMUL, ADVERSARIAL + "/result_reuse_kernel.py",
+                     {p: (["wrong_answer", "hack_suspected"], None) for p in ("cuda-agent", "kernelbench")}),
+    "zero_out": (MATMUL, ADVERSARIAL + "/zero_out_kernel.py",
+                 {p: (["wrong_answer"], ["input_mutated"]) for p in ("cuda-agent", "kernelbench")}),
+    # cuBLAS on a stream of its own, never joined: its time must not be credited
+    "non_default_stream": (MATMUL, ADVERSARIAL + "/non_default_stream_kernel.py",
+                           {p: (["hack_suspected", "wrong_answer"], None) for p in ("cuda-agent", "kernelbench")}),
+}
+
+
+def evaluate(kernelbench, name, protocol, extra):
+    task, candidate, expected = CASES[name]
+    cmd = [common.ANVIL, "eval", "--json", "--protocol", protocol, "--task", os.path.join(kernelbench, task),
+           "--candidate", os.path.join(kernelbench, candidate), *extra]
+    t0 = time.perf_counter()
+    r = common.sh(cmd, timeout=900)
+    wall = time.perf_counter() - t0
+    try:
+        result = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        result = {"error": (r.stderr or r.stdout).strip()[-400:]}
+    outcome = result.get("outcome") or ("ok" if result.get("status") == "ok" else result.get("status"))
+    outcomes, reasons = expected[protocol]
+    met = outcome in outcomes and (reasons is None or result.get("reason") in reasons)
+    timing = result.get("timing") or {}
+    return {"name": name, "protocol": protocol, "expected": {"outcome": outcomes, "reason": reasons},
+            "outcome": outcome, "reason": result.get("reason"), "reward": result.get("reward"), "met": met,
+            "exit": r.returncode, "message": (result.get("message") or result.get("error") or "")[:400],
+            "candidate_ms": timing.get("candidate_ms"), "eager_ms": timing.get("eager_ms"),
+            "seconds": round(wall, 1)}
+
+
+def markdown(fp, rows, kernelbench_rev):
+    lines = ["Device: %s, driver %s, torch %s (CUDA %s), anvil %s, KernelBench %s, %s." % (
+        fp.get("device", "cpu"), fp.get("driver", "-"), fp["torch"], fp["torch_cuda"], fp["anvil_rev"],
+        kernelbench_rev, fp["date"]), "",
+        "# KernelBench's own files, every defense on", "",
+        "| file | protocol | expected | got | reward | met | candidate ms | eager ms | seconds |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        want = "|".join(r["expected"]["outcome"]) + ("/" + "|".join(r["expected"]["reason"])
+                                                      if r["expected"]["reason"] else "")
+        got = (r["outcome"] or "-") + ("/" + r["reason"] if r["reason"] else "")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["name"], r["protocol"], want, got, r["reward"], "yes" if r["met"] else "**no**",
+            r["candidate_ms"], r["eager_ms"], r["seconds"]))
+    lines += ["", "met: %d of %d" % (sum(r["met"] for r in rows), len(rows)), ""]
+    misses = [r for r in rows if not r["met"]]
+    if misses:
+        lines += ["## Not as expected", ""] + ["- %s (%s): %s" % (r["name"], r["protocol"], r["message"])
+                                               for r in misses] + [""]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernelbench", required=True, help="a checkout of KernelBench")
+    ap.add_argument("--protocol", action="append", choices=["cuda-agent", "kernelbench"],
+                    help="the protocols to judge under (default: both)")
+    ap.add_argument("--only", help="comma-separated case names (default: all): " + ",".join(CASES))
+    ap.add_argument("--out", required=True, help="the results' JSON file (a .md is written beside it)")
+    ap.add_argument("extra", nargs="*", help="more `anvil eval` arguments, after --")
+    a = ap.parse_args()
+    if not os.path.isdir(os.path.join(a.kernelbench, FEW_SHOT)):
+        sys.exit("%s is not a KernelBench checkout (no %s)" % (a.kernelbench, FEW_SHOT))
+    names = a.only.split(",") if a.only else list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        sys.exit("unknown case %s (known: %s)" % (", ".join(unknown), ", ".join(CASES)))
+    rows = []
+    for name in names:
+        for protocol in a.protocol or ["cuda-agent", "kernelbench"]:
+            row = evaluate(a.kernelbench, name, protocol, a.extra)
+            rows.append(row)
+            print("%-20s %-12s %-40s %s (%.1f s)" % (name, protocol, "%s/%s reward %s" % (
+                row["outcome"], row["reason"], row["reward"]), "met" if row["met"] else "NOT MET: " + row["message"][:200],
+                row["seconds"]), flush=True)
+    rev = os.environ.get("KERNELBENCH_REV", "unknown")
+    fp = common.fingerprint()
+    json.dump({"fingerprint": fp, "kernelbench": rev, "rows": rows}, open(a.out, "w"), indent=1)
+    md = markdown(fp, rows, rev)
+    open(os.path.splitext(a.out)[0] + ".md", "w").write(md)
+    print(md)
+    return 0 if all(r["met"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
