@@ -29,7 +29,9 @@ would pass every trial drawn from that distribution:
 
     zero_output        every output element is exactly 0
     tiny_output        max |output| < 10 * atol of the output's dtype (float outputs)
-    constant_output    an output of more than one element equals its mean within tolerance
+    constant_output    an output of more than one element equals its mean within tolerance; or
+                       (task inputs only, scalars included) one number, the mean of an output
+                       over the trials' input sets, passes every trial (seeds seed+1..seed+5)
     equals_input       an output equals an input of the same shape and dtype within tolerance
     input_independent  the outputs of two input sets are equal within tolerance (a replayed
                        output passes)
@@ -65,6 +67,7 @@ STRICT = {"preset": "strict",
 FLAGS = ("zero_output", "tiny_output", "constant_output", "equals_input", "input_independent")
 DISTRIBUTIONS = ("task", "signed", "scaled", "heavy")
 SETS_HELD = 4  # sets of inputs vetting holds at once at most (Vet.too_large)
+TRIALS = 5  # the runner's trials: a constant across the task's sets is confirmed on this many
 SCALES = (1e3, 1e-3)
 TINY_FACTOR = 10.0
 CHUNK = 1 << 24  # elements per float64 temporary
@@ -246,6 +249,28 @@ def constant_of(t, tol):
         return first if bool((t == first).all()) else None
     mean = _wide(t).mean().to(t.dtype).reshape(1)
     return mean if close(mean, t, tol) else None
+
+
+def constant_across(outputs, tolerance):
+    """[(leaf name, value)] of the float leaves for which one number, the mean of every element of
+    that leaf over `outputs` (the reference's outputs of several input sets) rounded to its dtype,
+    passes against each of them within tolerance: a candidate returning it passes every trial.
+    Scalars included (a loss), which constant_of leaves out."""
+    import torch
+
+    found = []
+    for name, t in leaves(outputs[0]):
+        if not t.is_floating_point() or t.numel() == 0:
+            continue
+        same = [dict(leaves(o)).get(name) for o in outputs]
+        if any(x is None or x.shape != t.shape or x.dtype != t.dtype for x in same):
+            continue
+        total = sum(float(_wide(x).sum()) for x in same)
+        value = torch.tensor([total / sum(x.numel() for x in same)], dtype=torch.float64).to(t.dtype).to(t.device)
+        tol = tolerance_for(tolerance, t.dtype)
+        if math.isfinite(float(value[0])) and all(close(value, x, tol) for x in same):
+            found.append((name, float(value[0])))
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,6 +559,23 @@ class Vetting:
             text += " (get_inputs() gives the same inputs for every seed)"
         return text
 
+    def constant_over_trials(self, outputs):
+        """The constant_output detail when one number passes the task's first two input sets
+        (constant_across) and, drawn now, the rest of the runner's TRIALS; else None."""
+        if not constant_across(outputs, self.tolerance):
+            return None
+        first = self.seeds[0]
+        for seed in range(first + len(outputs), first + TRIALS):
+            outputs.append(self._call("Model.forward on the inputs of seed %d" % seed, self.run, self.inputs(seed)))
+        found = constant_across(outputs, self.tolerance)
+        if not found:
+            return None
+        parts = ["%s %s %s: %s" % (n, list(dict(leaves(outputs[0]))[n].shape),
+                                   dtype_name(dict(leaves(outputs[0]))[n].dtype), fmt(v)) for n, v in found]
+        return ("one number, the mean of the reference's outputs over the inputs of seeds %d-%d, passes every one "
+                "of them within tolerance (%s): a candidate that returns it passes every trial" % (
+                    first, first + TRIALS - 1, "; ".join(parts)))
+
     # -- all of it --------------------------------------------------------------------------
     def vet(self):
         self.setup_device()
@@ -564,7 +606,12 @@ class Vetting:
                     {"name": n, "shape": list(t.shape), "dtype": dtype_name(t.dtype),
                      "max_abs": seen[0][2].stats[n]["max_abs"], "std": seen[0][2].stats[n]["std"]}
                     for n, t in seen[0][2].leaves]
-            for flag, detail in self.properties(seen, same_inputs and name == "task").items():
+            found = self.properties(seen, same_inputs and name == "task")
+            if name == "task" and not {"constant_output", "zero_output", "tiny_output"} & set(found):
+                detail = self.constant_over_trials([out for _, _, _, out in seen])
+                if detail:
+                    found["constant_output"] = detail
+            for flag, detail in found.items():
                 holds.setdefault(flag, []).append((name, detail))
             del seen
         for flag in FLAGS:

@@ -124,6 +124,46 @@ def test_same_inputs_for_every_seed_are_input_independent(tmp_path):
     assert "same inputs for every seed" in report["flags"][0]["detail"]
 
 
+SCALAR_NEAR_CONSTANT = """
+    import torch
+    import torch.nn as nn
+    class Model(nn.Module):
+        def forward(self, x):  # a loss whose value hardly moves: 1 + DELTA * (mean(x) - 0.5)
+            return 1.0 + DELTA * (x.mean() - 0.5)
+    def get_inputs():
+        return [torch.rand(N)]
+    def get_init_inputs():
+        return []
+"""
+
+
+def test_a_scalar_one_number_passes_every_trial_is_constant_output(tmp_path):
+    # mean(x) - 0.5 for seeds 1..5 with N=256: .0161, -.0212, -.0035, .0182, -.0071. DELTA = 4e-4:
+    # the two seeds' outputs differ by 1.5e-5, beyond the norm (1e-5: not input_independent), but
+    # their mean over the five trials is within 8.7e-6 of each (a -1 that passes).
+    _, report = vet_source(tmp_path, SCALAR_NEAR_CONSTANT.replace("DELTA", "4e-4").replace("N)", "256)"))
+    assert report["status"] == "done", report["message"]
+    assert names(report["flags"]) == ["constant_output"], report["flags"]
+    detail = report["flags"][0]["detail"]
+    assert "output [] float32: 1" in detail and "seeds 1-5" in detail, detail
+
+
+def test_a_constant_that_passes_two_trials_but_not_five_is_not_flagged(tmp_path):
+    # N=64: the first two seeds' mean is within 7.3e-6 of both, but seed 3 is 1.2e-4 away.
+    _, report = vet_source(tmp_path, SCALAR_NEAR_CONSTANT.replace("DELTA", "1.5e-3").replace("N)", "64)"))
+    assert report["status"] == "done", report["message"]
+    assert report["flags"] == [], report["flags"]
+
+
+def test_constant_across_names_the_leaf_and_its_value():
+    import torch
+
+    outs = [torch.tensor(2.0 + d) for d in (0.0, 1e-5, -1e-5)]
+    assert vet.constant_across(outs, vet.STRICT) == [("output", pytest.approx(2.0))]
+    assert vet.constant_across([torch.tensor(2.0), torch.tensor(2.1)], vet.STRICT) == []
+    assert vet.constant_across([torch.tensor([1, 1]), torch.tensor([1, 1])], vet.STRICT) == []  # integers: exact, elsewhere
+
+
 def test_nested_outputs_and_integer_inputs(tmp_path):
     # A task that writes into its input (the check must use pristine copies), returns a dict with a
     # tuple, and passes an integer tensor through unchanged.
