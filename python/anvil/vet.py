@@ -56,7 +56,7 @@ import time
 import traceback
 
 from anvil._cli import emit, one_line, quiet_stdout, tail
-from anvil.harness import meta_input_bytes
+from anvil.harness import memory_error, meta_input_bytes
 
 PROTOCOL = "anvil.vet/1"
 STRICT = {"preset": "strict",
@@ -385,6 +385,8 @@ class Vetting:
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # noqa: BLE001 - the task's failure is the answer
+            if self.device.type == "cuda" and memory_error(e, self.torch) is not None:
+                raise  # the GPU's size, not the task's fault: vet() decides (out_of_memory)
             raise VetError("%s: %s raised %s" % (self.path, what, _what(e)), _trace(e))
 
     def _call_list(self, name):
@@ -576,6 +578,19 @@ class Vetting:
                 "of them within tolerance (%s): a candidate that returns it passes every trial" % (
                     first, first + TRIALS - 1, "; ".join(parts)))
 
+    def out_of_memory(self, e, doing):
+        """`e` when it is the GPU running out of memory (the task's size against this GPU, not the
+        task's fault): its memory given back and, with `doing`, the task noted not_vetted; any other
+        exception is raised again."""
+        if self.device.type != "cuda" or memory_error(e, self.torch) is None:
+            raise e
+        traceback.clear_frames(e.__traceback__)  # the frames' tensors, so the memory can go back now
+        self.torch.cuda.empty_cache()
+        if doing is not None:
+            self.report["notes"].append({"flag": "not_vetted", "distributions": [], "detail": (
+                "not vetted: the GPU ran out of memory %s (vetting holds about %d sets of inputs and their "
+                "transformations at once): %s" % (doing, SETS_HELD, one_line(str(e))[:160]))})
+
     # -- all of it --------------------------------------------------------------------------
     def vet(self):
         self.setup_device()
@@ -584,7 +599,10 @@ class Vetting:
         if why is not None:
             self.report["notes"].append({"flag": "not_vetted", "detail": why, "distributions": []})
             return
-        base = [(seed, self.inputs(seed)) for seed in self.seeds]
+        try:
+            base = [(seed, self.inputs(seed)) for seed in self.seeds]
+        except Exception as e:  # noqa: BLE001 - only the GPU's memory running out is decided here
+            return self.out_of_memory(e, "drawing the task's inputs")
         same_inputs = _same_output(base[0][1], base[1][1], None)
         holds = {}  # flag -> [(distribution, detail)]
         for name in DISTRIBUTIONS:
@@ -592,10 +610,22 @@ class Vetting:
             self.report["distributions"].append(entry)
             try:
                 seen = self.observe(name, base)
+                found = self.properties(seen, same_inputs and name == "task")
+                if name == "task" and not {"constant_output", "zero_output", "tiny_output"} & set(found):
+                    detail = self.constant_over_trials([out for _, _, _, out in seen])
+                    if detail:
+                        found["constant_output"] = detail
             except VetError as e:
                 if name == "task":
                     raise
                 entry["skipped"] = one_line(e.message)
+                continue
+            except Exception as e:  # noqa: BLE001
+                seen = found = None
+                if name == "task":  # nothing can be said of the task as given
+                    return self.out_of_memory(e, "running its inputs")
+                self.out_of_memory(e, None)
+                entry["skipped"] = "the GPU ran out of memory for this distribution's inputs"
                 continue
             entry["input_sets"] = len(seen)
             bad = [n for _, _, o, _ in seen for n, s in o.stats.items() if s["nonfinite"]]
@@ -606,11 +636,6 @@ class Vetting:
                     {"name": n, "shape": list(t.shape), "dtype": dtype_name(t.dtype),
                      "max_abs": seen[0][2].stats[n]["max_abs"], "std": seen[0][2].stats[n]["std"]}
                     for n, t in seen[0][2].leaves]
-            found = self.properties(seen, same_inputs and name == "task")
-            if name == "task" and not {"constant_output", "zero_output", "tiny_output"} & set(found):
-                detail = self.constant_over_trials([out for _, _, _, out in seen])
-                if detail:
-                    found["constant_output"] = detail
             for flag, detail in found.items():
                 holds.setdefault(flag, []).append((name, detail))
             del seen

@@ -164,6 +164,31 @@ def test_constant_across_names_the_leaf_and_its_value():
     assert vet.constant_across([torch.tensor([1, 1]), torch.tensor([1, 1])], vet.STRICT) == []  # integers: exact, elsewhere
 
 
+def test_the_gpu_running_out_of_memory_is_not_vetted_not_an_error():
+    # KernelBench L1-45 (16 GiB of input) ran an H100 out of memory while vetting: the GPU's size,
+    # not the task's fault, so a note (exit 0), the memory given back; other failures stay errors.
+    from types import SimpleNamespace
+
+    import torch
+
+    emptied = []
+    fake_torch = SimpleNamespace(OutOfMemoryError=torch.OutOfMemoryError,
+                                 cuda=SimpleNamespace(empty_cache=lambda: emptied.append(True)))
+    vetting = SimpleNamespace(device=torch.device("cuda", 0), torch=fake_torch, report={"notes": []})
+    oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+    vet.Vetting.out_of_memory(vetting, oom, "running its inputs")
+    [note] = vetting.report["notes"]
+    assert note["flag"] == "not_vetted" and emptied == [True]
+    assert "ran out of memory running its inputs" in note["detail"] and "16.00 GiB" in note["detail"]
+    vet.Vetting.out_of_memory(vetting, oom, None)  # a distribution other than the task's: skipped, no note
+    assert len(vetting.report["notes"]) == 1
+    with pytest.raises(ValueError):
+        vet.Vetting.out_of_memory(vetting, ValueError("a bug"), "running its inputs")
+    vetting.device = torch.device("cpu")
+    with pytest.raises(torch.OutOfMemoryError):
+        vet.Vetting.out_of_memory(vetting, oom, "running its inputs")
+
+
 def test_nested_outputs_and_integer_inputs(tmp_path):
     # A task that writes into its input (the check must use pristine copies), returns a dict with a
     # tuple, and passes an integer tensor through unchanged.
