@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <cstdio>
@@ -86,11 +87,57 @@ void remember_roofline(const Environment& env, const EvalOptions& opts, const nl
   write_file_atomic(roofline_cache_path(env, opts.gpu), entry.dump(1), &err);
 }
 
-std::string clean_tail(const std::string& text, const fs::path& private_dir) {
-  std::string t = replace_all(text, private_dir.string() + "/candidate", "<candidate>");
-  t = replace_all(t, private_dir.string() + "/harness", "<harness>");
-  return tail_lines(t, kTailLines);
+// Whether `text` at `pos` starts a bare "model_new.py" (not the end of a longer path or name).
+bool bare_model_new_at(const std::string& text, size_t pos) {
+  if (pos == 0) return true;
+  char c = text[pos - 1];
+  return !(std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '_' || c == '.' || c == '-');
 }
+
+}  // namespace
+
+std::string UserPaths::operator()(std::string text) const {
+  for (const auto& [from, to] : map) text = replace_all(std::move(text), from, to);
+  if (single_file.empty()) return text;
+  static constexpr std::string_view kName = "model_new.py";
+  std::string out;
+  size_t pos = 0;
+  for (size_t at; (at = text.find(kName, pos)) != std::string::npos; pos = at + kName.size()) {
+    out.append(text, pos, at - pos);
+    out += bare_model_new_at(text, at) ? single_file : std::string(kName);
+  }
+  out.append(text, pos, std::string::npos);
+  return out;
+}
+
+void UserPaths::apply(nlohmann::json& j) const {
+  if (j.is_string()) {
+    j = (*this)(j.get<std::string>());
+  } else if (j.is_structured()) {
+    for (auto& item : j) apply(item);
+  }
+}
+
+UserPaths user_paths(const fs::path& private_dir, const std::string& candidate, bool single_file,
+                     const std::string& task_file) {
+  UserPaths p;
+  std::string priv = private_dir.string();
+  fs::path cand(candidate);
+  std::string dir = single_file ? (cand.parent_path().empty() ? "." : cand.parent_path().string())
+                                : cand.lexically_normal().string();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  p.map = {{priv + "/candidate/model_new.py", single_file ? candidate : dir + "/model_new.py"},
+           {priv + "/candidate", dir},
+           {priv + "/harness/model.py", task_file.empty() ? std::string("<task>") : task_file},
+           {priv + "/harness", "<harness>"},
+           {priv, "<evaluation>"}};
+  if (single_file) p.single_file = candidate;
+  return p;
+}
+
+namespace {
+
+std::string clean_tail(const std::string& text, const UserPaths& paths) { return tail_lines(paths(text), kTailLines); }
 
 }  // namespace
 
@@ -146,9 +193,11 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
        {"isolation", nullptr},
        {"seconds", nullptr},
        {"output_tail", ""}};
+  UserPaths paths;  // the private copies' names, once made, mapped back to the user's in every answer
   auto fail = [&](const std::string& why) {
     res.evaluated = false;
-    res.error = why;
+    res.error = paths(why);
+    paths.apply(j);
     return res;
   };
   auto finish = [&](const std::string& outcome, const std::string& message) {
@@ -156,6 +205,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     j["message"] = message;
     j["reward"] = outcome == "ok" ? j["reward"].get<int>() : -1;
     if (outcome != "ok") j["correct"] = false;
+    paths.apply(j);
     res.evaluated = true;
     return res;
   };
@@ -208,6 +258,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   } cleanup{private_dir};
   fs::path work = private_dir / "candidate";
   fs::path harness = private_dir / "harness";
+  paths = user_paths(private_dir, opts.candidate, !is_dir, task->row < 0 ? task->spec : std::string());
   if (is_dir) {
     if (!copy_candidate(cand, work, &err)) return fail("cannot copy the candidate: " + err);
   } else {
@@ -374,7 +425,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     j["isolation"]["ended"] = at_report ? "at its report (killed then, its teardown not waited for)" : "at its exit";
   }
   double run_seconds = since(tr);
-  j["output_tail"] = clean_tail(r.output, private_dir);
+  j["output_tail"] = clean_tail(r.output, paths);
   j["seconds"] = {{"build", build_seconds}, {"run", run_seconds}, {"total", since(t0)}};
   if (!r.started) return fail("cannot start the runner (" + env.python.string() + "): " + r.error);
 

@@ -76,6 +76,20 @@ struct EvalResult {
 
 EvalResult evaluate(const Environment& env, const EvalOptions& opts);
 
+// The user's names for the private copies an evaluation works on (DIR/candidate, DIR/harness/model.py):
+// every message, detail and output an evaluation returns names the files the user gave, never
+// anvil's copies. A single-file candidate's bare "model_new.py" (its name in the copy) becomes the
+// file as given.
+struct UserPaths {
+  std::vector<std::pair<std::string, std::string>> map;  // private -> the user's, most specific first
+  std::string single_file;                               // a single-file candidate as given, else empty
+  std::string operator()(std::string text) const;
+  void apply(nlohmann::json& j) const;  // every string in j
+};
+// task_file: the task as given when it is a file ("" for a dataset's row: "<task>").
+UserPaths user_paths(const std::filesystem::path& private_dir, const std::string& candidate, bool single_file,
+                     const std::string& task_file);
+
 // Builds a workdir candidate the way evaluate() does (a private copy, through
 // the build cache), so that evaluating it later compiles nothing: a benchmark
 // builds its candidates on every core before its GPUs time anything. Returns

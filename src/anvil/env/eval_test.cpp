@@ -232,6 +232,67 @@ class ModelNew(nn.Module):
   remove_tree(dir);
 }
 
+TEST(UserPathsTest, PrivateCopiesAreNamedAsTheUserGaveThem) {
+  fs::path priv = "/cache/tmp/eval-AbC";
+  UserPaths file = user_paths(priv, "sub/mine.py", true, "tasks/relu.py");
+  EXPECT_EQ(file("File \"/cache/tmp/eval-AbC/candidate/model_new.py\", line 2"), "File \"sub/mine.py\", line 2");
+  EXPECT_EQ(file("model_new.py:2: syntax error"), "sub/mine.py:2: syntax error");
+  EXPECT_EQ(file("model_new.py defines no class"), "sub/mine.py defines no class");
+  EXPECT_EQ(file("/cache/tmp/eval-AbC/candidate/csrc/a.cu:3: error"), "sub/csrc/a.cu:3: error");
+  EXPECT_EQ(file("File \"/cache/tmp/eval-AbC/harness/model.py\", line 5"), "File \"tasks/relu.py\", line 5");
+  EXPECT_EQ(file("my_model_new.py and x/model_new.py stay"), "my_model_new.py and x/model_new.py stay");
+  UserPaths bare = user_paths(priv, "mine.py", true, "");
+  EXPECT_EQ(bare("/cache/tmp/eval-AbC/candidate/x.h /cache/tmp/eval-AbC/harness/model.py"), "./x.h <task>");
+  UserPaths workdir = user_paths(priv, "work/", false, "t.py");
+  EXPECT_EQ(workdir("/cache/tmp/eval-AbC/candidate/kernels/k.cu:1 and model_new.py"),
+            "work/kernels/k.cu:1 and model_new.py");
+  EXPECT_EQ(workdir("/cache/tmp/eval-AbC/candidate/model_new.py"), "work/model_new.py");
+  nlohmann::json j = {{"message", "model_new.py:1: x"}, {"list", {"/cache/tmp/eval-AbC/other"}}, {"n", 3}};
+  file.apply(j);
+  EXPECT_EQ(j["message"], "sub/mine.py:1: x");
+  EXPECT_EQ(j["list"][0], "<evaluation>/other");
+  EXPECT_EQ(j["n"], 3);
+}
+
+// A broken single file and a broken task: the messages name the user's files, never anvil's copies.
+TEST_F(EvalTest, MessagesNameTheUsersFiles) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-eval-names");
+  std::string e;
+  write_file_atomic(dir / "broken.py", "import torch\ndef oops(:\n", &e);
+  write_file_atomic(dir / "task.py", R"(import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, x):
+        return x.no_such_method()
+def get_inputs():
+    return [torch.rand(4, 4)]
+def get_init_inputs():
+    return []
+)", &e);
+  EvalOptions o = options("");
+  o.candidate = (dir / "broken.py").string();
+  o.device = "cpu";
+  o.vet = false;
+  nlohmann::json j = run(o);
+  EXPECT_EQ(j["outcome"], "load_error") << j.dump(2);
+  std::string all = j.dump();
+  EXPECT_NE(j["message"].get<std::string>().find((dir / "broken.py").string() + ":2: syntax error"), std::string::npos)
+      << j["message"];
+  EXPECT_EQ(all.find("/eval-"), std::string::npos) << all;
+  EXPECT_EQ(all.find("model_new.py"), std::string::npos) << all;
+
+  o.task = (dir / "task.py").string();
+  o.candidate = kSource + "/examples/candidates/01_elementwise_chain/cpu";
+  j = run(o);
+  EXPECT_EQ(j["outcome"], "task_error") << j.dump(2);
+  all = j.dump();
+  EXPECT_NE(j["message"].get<std::string>().find((dir / "task.py").string() + "\", line 5"), std::string::npos)
+      << j["message"];
+  EXPECT_EQ(all.find("/eval-"), std::string::npos) << all;
+  EXPECT_EQ(all.find("harness/model.py"), std::string::npos) << all;
+  remove_tree(dir);
+}
+
 TEST_F(EvalTest, CudaCandidateWithoutAGpuIsNotEvaluated) {
   if (!env().gpus.empty()) GTEST_SKIP() << "this machine has a GPU";
   EvalResult r = evaluate(env(), options("examples/candidates/01_elementwise_chain/cuda"));
