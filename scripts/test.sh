@@ -12,3 +12,5 @@ say "C++ tests (ctest)"
 (cd build && ctest --output-on-failure -j"$(nproc)")
 say "Python tests (pytest)"
 "$ANVIL_PYTHON" -m pytest python/tests -q
+say "the README's first kernel (scripts/first_kernel.sh: init, edit, build, eval, no variable set)"
+scripts/first_kernel.sh

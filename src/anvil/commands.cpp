@@ -97,7 +97,19 @@ int cmd_init(const InitArgs& a) {
     std::fprintf(stderr, "anvil: %s\n", err.c_str());
     return 2;
   }
+  auto starter = write_starter(env, a.dir, &err);
+  if (!starter) {
+    std::fprintf(stderr, "anvil: %s\n", err.c_str());
+    return 2;
+  }
   std::printf("initialized %s for task %s\n", a.dir.c_str(), task->name.c_str());
+  if (!starter->empty()) {
+    std::printf("  %s: a starter kernel (cuda_extension.scale_shift(x, a, b) = x * a + b) to replace\n",
+                join(*starter, ", ").c_str());
+  }
+  std::printf("next: write ModelNew in %s/model_new.py, then `anvil build %s` and "
+              "`anvil eval --task %s --candidate %s`\n",
+              a.dir.c_str(), a.dir.c_str(), task->spec.c_str(), a.dir.c_str());
   return 0;
 }
 

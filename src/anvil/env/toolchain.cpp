@@ -53,11 +53,6 @@ fs::path find_cxx() {
   return find_program("g++");
 }
 
-fs::path find_python() {
-  if (auto v = getenv_str("ANVIL_PYTHON"); !v.empty()) return find_program(v);
-  return find_program("python3");
-}
-
 Tool probe_tool(const fs::path& path, const std::regex& version_line) {
   Tool t;
   if (path.empty()) return t;
@@ -176,6 +171,15 @@ nlohmann::json Environment::to_json() const {
   };
 }
 
+// ANVIL_PYTHON; else the .venv that the README's set-up (scripts/lib.sh) makes beside anvil's
+// sources, when there is one; else python3 on PATH.
+fs::path find_python(const fs::path& home) {
+  if (auto v = getenv_str("ANVIL_PYTHON"); !v.empty()) return find_program(v);
+  fs::path venv = home / ".venv" / "bin" / "python";
+  if (!home.empty() && ::access(venv.c_str(), X_OK) == 0) return venv;
+  return find_program("python3");
+}
+
 fs::path find_anvil_home() {
   auto valid = [](const fs::path& p) {
     std::error_code ec;
@@ -209,7 +213,7 @@ Environment load_environment(const EnvOptions& opts) {
   env.cache = default_cache_dir();
   fs::path nvcc = find_nvcc();
   fs::path cxx = find_cxx();
-  env.python = find_python();
+  env.python = find_python(env.home);
 
   Hasher key;
   key.add("format", kEnvFormat)

@@ -85,6 +85,9 @@ struct EnvOptions {
 // The anvil data directory: $ANVIL_HOME, else the first ancestor of the
 // executable's directory holding include/anvil/binding.h.
 fs::path find_anvil_home();
+// The Python interpreter anvil runs: $ANVIL_PYTHON, else HOME/.venv/bin/python (the README's
+// set-up makes it beside anvil's sources), else python3 on PATH.
+fs::path find_python(const fs::path& home);
 // $ANVIL_CACHE, else $XDG_CACHE_HOME/anvil, else ~/.cache/anvil.
 fs::path default_cache_dir();
 

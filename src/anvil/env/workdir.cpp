@@ -246,7 +246,9 @@ std::string model_new_stub(const std::string& signature) {
          "# parameters and buffers (names and shapes) as Model: the judge copies Model's\n"
          "# weights with load_state_dict(strict=True). forward() may call only\n"
          "# cuda_extension functions, plus tensor creation and metadata (shape, view,\n"
-         "# contiguous). Build kernels/ into cuda_extension with `anvil build .`.\n"
+         "# contiguous). Build kernels/ into cuda_extension with `anvil build .`;\n"
+         "# `anvil init` put a starter there to replace: cuda_extension.scale_shift(x, a, b)\n"
+         "# returns x * a + b for a contiguous float32 tensor.\n"
          "import torch\n"
          "import torch.nn as nn\n"
          "\n"
@@ -283,6 +285,29 @@ bool create_workdir(const Environment& env, const Task& task, const fs::path& di
   }
   nlohmann::json meta = {{"task", task.name}, {"spec", task.spec}, {"hash", task.hash}, {"meta", task.meta}};
   return ok && write(dir / ".anvil-task.json", meta.dump(2) + "\n", 0444);
+}
+
+std::optional<std::vector<std::string>> write_starter(const Environment& env, const fs::path& dir, std::string* err) {
+  std::error_code ec;
+  fs::path kernels = dir / "kernels";
+  if (fs::exists(kernels, ec) && !fs::is_empty(kernels, ec)) return std::vector<std::string>{};
+  fs::path from = env.share() / "workdir" / "starter" / (env.gpus.empty() ? "cpu" : "cuda");
+  std::vector<std::string> written;
+  for (const auto& entry : fs::directory_iterator(from, ec)) {
+    auto text = read_file(entry.path());
+    if (!text) {
+      *err = "cannot read anvil's starter " + entry.path().string();
+      return std::nullopt;
+    }
+    if (!write_file_atomic(kernels / entry.path().filename(), *text, err, 0644)) return std::nullopt;
+    written.push_back("kernels/" + entry.path().filename().string());
+  }
+  if (ec || written.empty()) {
+    *err = "anvil's starter kernels are missing from " + from.string();
+    return std::nullopt;
+  }
+  std::sort(written.begin(), written.end());
+  return written;
 }
 
 }  // namespace anvil

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,5 +77,11 @@ bool scan_workdir(const fs::path& dir, Workdir* out, std::string* err);
 // .anvil-task.json naming the task. Returns false with *err on a write error.
 bool create_workdir(const Environment& env, const Task& task, const fs::path& dir, const std::string& init_signature,
                     bool force, std::string* err);
+
+// Writes `anvil init`'s starter into dir/kernels when it holds no file: a kernel and its fast-mode
+// binding, cuda_extension.scale_shift(x, a, b) = x * a + b (share/workdir/starter/: the CUDA one
+// when this machine has a GPU, else the CPU one), so the next `anvil build` works. Returns the
+// files written (none when kernels/ had files), or nullopt with *err on a read or write error.
+std::optional<std::vector<std::string>> write_starter(const Environment& env, const fs::path& dir, std::string* err);
 
 }  // namespace anvil
