@@ -2,7 +2,13 @@
 // library's commands (src/anvil/commands.h); the work is all in the library.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "anvil/commands.h"
+#include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 
 namespace {
@@ -111,6 +117,35 @@ void apply_agent_flags(anvil::AgentArgs& ag, const AgentFlags& f) {
   ep.tools.ncu = !f.no_ncu;
 }
 
+// When the words after `anvil` name a command that does not exist where one is required ("anvil
+// frobnicate", "anvil task shw"): which word, the closest command, and the commands there.
+std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path = "anvil";
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return std::nullopt;
+    std::vector<std::string> names;
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(sub->get_name());
+      if (sub->get_name() == word) next = sub;
+    }
+    if (next == nullptr) {
+      if (names.empty() || at->get_require_subcommand_min() == 0) return std::nullopt;
+      std::string close = anvil::closest_word(word, names);
+      return "unknown command '" + word + "' for " + path + (close.empty() ? "" : " (did you mean '" + close + "'?)") +
+             "; the commands: " + anvil::join(names, ", ") + " (" + path + " --help)";
+    }
+    at = next;
+    path += " " + word;
+  }
+  std::vector<std::string> names;
+  for (CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+  if (names.empty() || at->get_require_subcommand_min() == 0) return std::nullopt;
+  return path + " needs a command: " + anvil::join(names, ", ") + " (" + path + " --help)";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,7 +160,7 @@ int main(int argc, char** argv) {
   init_cmd->add_option("--task", init.task, "task: FILE or DATASET#ROW")->required();
   init_cmd->add_option("dir", init.dir, "the workdir to create")->required();
   init_cmd->add_flag("--force", init.force, "write into an existing directory");
-  init_cmd->add_flag("!--no-check", init.check, "do not import the task first");
+  init_cmd->add_flag_callback("--no-check", [&] { init.check = false; }, "do not import the task first");
   init_cmd->callback([&] { status = anvil::cmd_init(init); });
 
   anvil::BuildArgs build;
@@ -185,7 +220,7 @@ int main(int argc, char** argv) {
   auto* show_cmd = task_cmd->add_subcommand("show", "import a task and describe it");
   show_cmd->add_option("task", show.task, "FILE or DATASET#ROW")->required();
   show_cmd->add_flag("--json", show.json, "print JSON");
-  show_cmd->add_flag("!--no-forward", show.forward, "do not run the reference forward");
+  show_cmd->add_flag_callback("--no-forward", [&] { show.forward = false; }, "do not run the reference forward");
   show_cmd->callback([&] { status = anvil::cmd_task_show(show); });
 
   anvil::VetArgs vet;
@@ -253,9 +288,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--out", bn.opts.out, "the run directory (default runs/bench-<UTC time>)");
   bench_cmd->add_flag("--resume", bn.opts.resume, "continue the run in --out: finished tasks are kept, never redone");
   bench_cmd->add_option("--gpus", bn.opts.gpus, "GPU indices, one evaluation at a time on each (default: all)");
-  bench_cmd->add_flag("!--no-progress", bn.opts.progress, "no progress display");
-  bench_cmd->add_flag("!--no-prebuild", bn.opts.prebuild,
-                      "build each candidate when it is evaluated, on its GPU's slot, instead of all first on every core");
+  bench_cmd->add_flag_callback("--no-progress", [&] { bn.opts.progress = false; }, "no progress display");
+  bench_cmd->add_flag_callback("--no-prebuild", [&] { bn.opts.prebuild = false; },
+                               "build each candidate when it is evaluated, on its GPU's slot, instead of all first on every core");
   bench_cmd->add_flag("--json", bn.json, "print results.json (anvil.bench/1) instead of the summary");
   add_eval_options(bench_cmd, bn.opts.eval, bnf);
   bench_cmd->add_flag("--agent", bn.agent, "run the agent on every task (one episode each) and judge its workdir");
@@ -292,6 +327,10 @@ int main(int argc, char** argv) {
   cache_cmd->add_subcommand("stats", "sizes of the cache's parts")->callback([&] { status = anvil::cmd_cache("stats"); });
   cache_cmd->add_subcommand("clear", "remove every cache entry")->callback([&] { status = anvil::cmd_cache("clear"); });
 
+  if (auto unknown = unknown_command(app, argc, argv)) {
+    std::fprintf(stderr, "anvil: %s\n", unknown->c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

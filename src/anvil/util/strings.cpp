@@ -1,5 +1,7 @@
 #include "anvil/util/strings.h"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <ctime>
 
@@ -92,6 +94,33 @@ std::string utc_now(const char* fmt) {
   char buf[64];
   std::strftime(buf, sizeof buf, fmt, &tm);
   return buf;
+}
+
+std::string closest_word(std::string_view word, const std::vector<std::string>& candidates) {
+  auto distance = [](std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    size_t d = !word.empty() && starts_with(c, word) ? 0 : distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
 }
 
 }  // namespace anvil

@@ -136,6 +136,15 @@ TEST(Subprocess, BadWorkingDirectory) {
   EXPECT_NE(r.error.find("/no/such/dir"), std::string::npos);
 }
 
+TEST(Strings, ClosestWordNamesAPlausibleTypo) {
+  std::vector<std::string> commands = {"init", "build", "build-sources", "eval", "task", "vet", "agent", "bench"};
+  EXPECT_EQ(closest_word("evl", commands), "eval");
+  EXPECT_EQ(closest_word("biuld", commands), "build");
+  EXPECT_EQ(closest_word("ben", commands), "bench");  // a prefix
+  EXPECT_EQ(closest_word("frobnicate", commands), "");
+  EXPECT_EQ(closest_word("", commands), "");
+}
+
 TEST(Strings, Basics) {
   EXPECT_EQ(split("a,b,,c", ','), (std::vector<std::string>{"a", "b", "", "c"}));
   EXPECT_EQ(split_lines("a\r\nb\n"), (std::vector<std::string>{"a", "b"}));

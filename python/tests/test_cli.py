@@ -1,0 +1,36 @@
+"""The anvil program's command line as a new user meets it (issue 23): an unknown or missing
+command is named with the closest one, and --help shows flags without CLI11's `{false}`."""
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANVIL = os.environ.get("ANVIL_BIN") or os.path.join(ROOT, "build", "anvil")
+
+
+def anvil(*args):
+    return subprocess.run([ANVIL, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_an_unknown_command_is_named_with_the_closest():
+    r = anvil("evl", "--task", "x.py")
+    assert r.returncode == 2
+    assert "unknown command 'evl' for anvil (did you mean 'eval'?)" in r.stderr, r.stderr
+    assert "init, build" in r.stderr
+    r = anvil("frobnicate")
+    assert r.returncode == 2 and "unknown command 'frobnicate'" in r.stderr and "did you mean" not in r.stderr
+    r = anvil("task", "shw")
+    assert r.returncode == 2 and "for anvil task (did you mean 'show'?)" in r.stderr, r.stderr
+
+
+def test_a_missing_command_lists_the_commands():
+    r = anvil("cache")
+    assert r.returncode == 2 and "anvil cache needs a command: stats, clear" in r.stderr, r.stderr
+    assert anvil("--version").returncode == 0
+
+
+def test_help_shows_no_flag_defaults():
+    for args in (("init",), ("task", "show"), ("bench",)):
+        r = anvil(*args, "--help")
+        assert r.returncode == 0, r.stderr
+        assert "{false}" not in r.stdout and "{true}" not in r.stdout, r.stdout
+    assert "--no-check" in anvil("init", "--help").stdout
