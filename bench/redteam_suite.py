@@ -90,6 +90,13 @@ def job_of(entry, task, kind, extra, device):
             "setup": entry.get("setup") or {}}
 
 
+def cache_path(pattern):
+    """A manifest's path in anvil's default cache (~/.cache/anvil/...) as the cache anvil uses here
+    ($ANVIL_CACHE when set, as under the tests)."""
+    cache = os.environ.get("ANVIL_CACHE")
+    return pattern.replace("~/.cache/anvil", cache, 1) if cache and pattern.startswith("~/.cache/anvil") else pattern
+
+
 def check(job, before_zygotes, concurrent_result):
     """The failed checks of one finished attack, as lines."""
     r, c, failed = job["result"], job["checks"], []
@@ -104,7 +111,7 @@ def check(job, before_zygotes, concurrent_result):
         if os.path.exists(path):
             failed.append("%s exists" % path)
     for pattern in c.get("absent_glob", []):
-        hits = glob.glob(os.path.expanduser(pattern))
+        hits = glob.glob(os.path.expanduser(cache_path(pattern)))
         if hits:
             failed.append("%s exist" % ", ".join(hits))
     for marker in c.get("no_process", []):

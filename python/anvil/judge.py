@@ -1078,9 +1078,19 @@ class Judge(Harness):
     def run(self, started):
         seconds = self.report["seconds"]
         measure = self.req["timing"]["measure"]
+        # seconds: "verify" the candidate's load and trials; "timing" every measurement (the eager
+        # batch, the candidate's timed calls and batch, the baselines), whatever order they ran in
+        phase = {"name": "timing", "since": None}
+
+        def enter(name):
+            now = time.perf_counter()
+            if phase["since"] is not None:
+                seconds[phase["name"]] = seconds.get(phase["name"], 0.0) + now - phase["since"]
+            phase.update(name=name, since=None if name is None else now)
+
         try:
             self.set_up(started)
-            mark = time.perf_counter()
+            enter("timing")
             try:
                 if self.device.type == "cuda" and any(m in measure for m in ("eager", "candidate")):
                     with self.clock("clock_ready"):  # the candidate's process is idle, none of its code exists yet
@@ -1094,8 +1104,10 @@ class Judge(Harness):
                 if "eager" in measure:
                     with self.clock("eager_batch"):
                         self.report["timing"]["eager"] = {"batch": self.run_batch("eager", self.ref_ms)}
+                enter("verify")
                 self.load()
                 self.verify()
+                enter("timing")
                 if "candidate" in measure:
                     with self.clock("before_timing"):
                         self.peaks()
@@ -1112,7 +1124,7 @@ class Judge(Harness):
                 self.own_memory_fault(e)
                 raise
             finally:
-                seconds["verify"] = time.perf_counter() - mark
+                enter(None)
             with self.clock("end_child"):
                 if self.mapped is not None:
                     self.mapped.close()
@@ -1129,10 +1141,10 @@ class Judge(Harness):
                                           "ended: candidate code may not start processes" % left,
                                           {"processes": left})])
             self.finish_precision()
-            mark = time.perf_counter()
+            enter("timing")
             with self.clock("baselines"):
                 self.time_models()
-            seconds["timing"] = time.perf_counter() - mark
+            enter(None)
             self.report["defenses"]["precision"] = self.precision
             found = self.findings()
             if found:

@@ -8,6 +8,10 @@ import pytest
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PYTHON_DIR)
+# The tests' anvil runs keep their builds, baselines and vet reports in the build tree's test cache
+# (the C++ tests' too), never the user's ~/.cache/anvil: a baseline measured while the tests load
+# the machine must not reach the user's later evaluations.
+os.environ.setdefault("ANVIL_CACHE", os.path.join(os.path.dirname(PYTHON_DIR), "build", "test-cache"))
 
 
 class CliResult:

@@ -91,6 +91,16 @@ def test_allowed_ops_pass_and_are_timed(make):
     assert precision["by"] == "bound" and precision["difference"] <= precision["bound"]
 
 
+def test_the_candidates_timing_counts_under_timing_seconds(make):
+    # Baselines cached (only the candidate measured): seconds.timing was 0.0 beside a candidate timed
+    # for seconds (issue 23). The trials count under verify, every measurement under timing.
+    report = evaluate(make(CORRECT, allow=TORCH_OPS, timing={"measure": ["candidate"]})).report
+    assert report["outcome"] is None, report["message"]
+    seconds = report["seconds"]
+    assert seconds["verify"] > 0, seconds
+    assert seconds["timing"] >= report["timing"]["candidate"]["seconds"] > 0, seconds
+
+
 def test_a_lean_evaluation_draws_every_set_when_used_and_passes_an_honest_candidate(make):
     """A task whose inputs reach timing.lean_bytes (here 0: every task) is evaluated lean: each
     process draws a trial's inputs for each use and keeps none (docs/runner-protocol.md)."""

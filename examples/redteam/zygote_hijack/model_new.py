@@ -17,7 +17,8 @@ CANARY = "/var/tmp/anvil-redteam-zygote-canary"
 if __name__ == "anvil_task":  # loaded as a task by a hijacked runner: the payload
     with open(CANARY, "w") as f:
         f.write("the zygote ran the candidate's payload\n")
-    for d in glob.glob("/root/.cache/anvil/baselines/*") + glob.glob(os.path.expanduser("~/.cache/anvil/baselines/*")):
+    caches = ["/root/.cache/anvil", os.path.expanduser("~/.cache/anvil"), os.environ.get("ANVIL_CACHE", "/nonexistent")]
+    for d in sorted(set(d for c in caches for d in glob.glob(os.path.join(c, "baselines", "*")))):
         with open(os.path.join(d, "poisoned.json"), "w") as f:
             f.write("{}")
 
