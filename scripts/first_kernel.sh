@@ -45,7 +45,7 @@ step "anvil build"
 "$anvil" build "$dir/work"
 step "anvil eval"
 "$anvil" eval --json --compile-mode none --task "$dir/affine.py" --candidate "$dir/work" > "$dir/result.json"
-"$anvil" eval --compile-mode none --task "$dir/affine.py" --candidate "$dir/work" | head -3
+"$anvil" eval --compile-mode none --candidate "$dir/work" | head -3  # the task: the one init named
 outcome=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['outcome'])" "$dir/result.json")
 [ "$outcome" = ok ] || { step "expected ok, got $outcome"; cat "$dir/result.json"; exit 1; }
 step "ok: a first own kernel judged, no variable set"

@@ -34,3 +34,16 @@ def test_help_shows_no_flag_defaults():
         assert r.returncode == 0, r.stderr
         assert "{false}" not in r.stdout and "{true}" not in r.stdout, r.stdout
     assert "--no-check" in anvil("init", "--help").stdout
+
+
+def test_evals_exit_status_says_whose_fault(tmp_path):
+    """0: the candidate was judged (whatever its outcome); 1: the task is at fault; 2: anvil could
+    not evaluate (a path that does not exist is usage, the task's as the candidate's)."""
+    candidate = os.path.join(ROOT, "examples", "candidates", "01_elementwise_chain", "cpu")
+    r = anvil("eval", "--task", str(tmp_path / "missing.py"), "--candidate", candidate)
+    assert r.returncode == 2 and "does not exist" in r.stderr, (r.returncode, r.stderr)
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\nraise RuntimeError('no such op')\n")
+    r = anvil("eval", "--device", "cpu", "--compile-mode", "none", "--task", str(broken), "--candidate", candidate)
+    assert r.returncode == 1 and "task_error" in r.stdout, (r.returncode, r.stdout, r.stderr)
+    # a judged candidate's failure exits 0: test_eval_schema.test_results_match_the_schema

@@ -107,9 +107,8 @@ int cmd_init(const InitArgs& a) {
     std::printf("  %s: a starter kernel (cuda_extension.scale_shift(x, a, b) = x * a + b) to replace\n",
                 join(*starter, ", ").c_str());
   }
-  std::printf("next: write ModelNew in %s/model_new.py, then `anvil build %s` and "
-              "`anvil eval --task %s --candidate %s`\n",
-              a.dir.c_str(), a.dir.c_str(), task->spec.c_str(), a.dir.c_str());
+  std::printf("next: write ModelNew in %s/model_new.py, then `anvil build %s` and `anvil eval --candidate %s`\n",
+              a.dir.c_str(), a.dir.c_str(), a.dir.c_str());
   return 0;
 }
 
@@ -186,7 +185,17 @@ int cmd_task_show(const TaskShowArgs& a) {
 int cmd_eval(const EvalArgs& a) {
   Environment env;
   if (!environment(&env)) return 2;
-  EvalResult r = evaluate(env, a.opts);
+  EvalOptions opts = a.opts;
+  if (opts.task.empty()) {
+    std::string err;
+    auto task = workdir_task(opts.candidate, &err);
+    if (!task) {
+      std::fprintf(stderr, "anvil eval: %s\n", err.c_str());
+      return 2;
+    }
+    opts.task = *task;
+  }
+  EvalResult r = evaluate(env, opts);
   if (!r.evaluated) {
     if (a.json) {
       std::printf("%s\n", nlohmann::json{{"schema", "anvil.eval/1"}, {"evaluated", false}, {"error", r.error}}.dump(2).c_str());
@@ -204,7 +213,9 @@ int cmd_eval(const EvalArgs& a) {
   } else {
     std::fputs(r.summary().c_str(), stdout);
   }
-  return 0;
+  // 0: the candidate was judged, whatever its outcome; 1: the task is at fault (no verdict on the
+  // candidate); 2 (above): anvil could not evaluate.
+  return r.json.value("outcome", std::string()) == "task_error" ? 1 : 0;
 }
 
 int cmd_vet(const VetArgs& a) {

@@ -49,7 +49,8 @@ struct EvalArgs {
   bool json = false;
   std::string out;  // also write the JSON result here
 };
-// 0: evaluated, whatever the outcome; 2: could not evaluate.
+// 0: evaluated, whatever the outcome; 1: the task is at fault (task_error); 2: could not evaluate.
+// Without a task, a workdir made by `anvil init` names its own (workdir_task).
 int cmd_eval(const EvalArgs& a);
 
 struct VetArgs {

@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
   anvil::EvalArgs ev;
   EvalFlags evf;
   auto* eval_cmd = app.add_subcommand("eval", "judge a candidate against its task: verify, time, reward");
-  eval_cmd->add_option("--task", ev.opts.task, "task: FILE or DATASET#ROW")->required();
+  eval_cmd->add_option("--task", ev.opts.task,
+                       "task: FILE or DATASET#ROW (default, for a workdir made by `anvil init`: its task)");
   eval_cmd->add_option("--candidate", ev.opts.candidate, "a workdir, or a KernelBench model_new.py")->required();
   eval_cmd->add_flag("--json", ev.json, "print the JSON result (schema anvil.eval/1)");
   eval_cmd->add_option("--out", ev.out, "also write the JSON result to this file");

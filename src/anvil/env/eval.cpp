@@ -233,10 +233,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   // The task.
   std::string err;
   auto task = load_task(env, opts.task, &err);
-  if (!task) {
-    j["task"] = {{"spec", opts.task}, {"name", opts.task}, {"hash", nullptr}};
-    return finish("task_error", err);
-  }
+  if (!task) return fail(err);  // no such file or row: usage, like a missing candidate (exit 2)
   j["task"] = {{"spec", task->spec}, {"name", task->name}, {"hash", task->hash}};
 
   // The candidate: a private copy, built through the cache.

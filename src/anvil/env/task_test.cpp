@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "anvil/env/test_env.h"
+#include "anvil/env/workdir.h"
 
 #include <cstdlib>
 
@@ -105,6 +106,18 @@ TEST_F(TaskTest, InitCreatesAReadyWorkdir) {
   auto perms = fs::status(dir_ / "w" / "model.py").permissions();
   EXPECT_EQ(perms & fs::perms::owner_write, fs::perms::none) << "model.py must be read-only";
   EXPECT_NE(read_file(dir_ / "w" / "model_new.py")->find("class ModelNew(nn.Module):"), std::string::npos);
+  // A starter kernel and its binding, so that `anvil build` works next (the CPU one without a GPU).
+  std::string kind = env().gpus.empty() ? ".cpp" : ".cu";
+  EXPECT_TRUE(fs::exists(dir_ / "w" / "kernels" / ("scale_shift" + kind)));
+  EXPECT_TRUE(fs::exists(dir_ / "w" / "kernels" / "scale_shift_binding.cpp"));
+  EXPECT_NE(r.output.find("anvil eval --candidate"), std::string::npos) << r.output;
+  // The workdir names its task for `anvil eval --candidate w` (an absolute path, from any directory).
+  std::string err;
+  auto task = workdir_task(dir_ / "w", &err);
+  ASSERT_TRUE(task) << err;
+  EXPECT_EQ(*task, fs::absolute(std::string(ANVIL_SOURCE_DIR) + "/examples/tasks/02_softmax.py").lexically_normal().string());
+  EXPECT_FALSE(workdir_task(dir_, &err));
+  EXPECT_NE(err.find("name the task with --task"), std::string::npos) << err;
   // A second init into the same directory is refused without --force.
   SubprocessResult again = run_subprocess({ANVIL_BINARY, "init", "--task",
                                            std::string(ANVIL_SOURCE_DIR) + "/examples/tasks/02_softmax.py", path("w")});

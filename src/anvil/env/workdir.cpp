@@ -283,8 +283,28 @@ bool create_workdir(const Environment& env, const Task& task, const fs::path& di
   if (ok && (!fs::exists(dir / "model_new.py", ec) || force)) {
     ok = write(dir / "model_new.py", model_new_stub(init_signature), 0644);
   }
-  nlohmann::json meta = {{"task", task.name}, {"spec", task.spec}, {"hash", task.hash}, {"meta", task.meta}};
+  std::string path = fs::absolute(task.file, ec).lexically_normal().string();
+  if (task.row >= 0) path += "#" + std::to_string(task.row);
+  nlohmann::json meta = {{"task", task.name}, {"spec", task.spec}, {"path", path}, {"hash", task.hash},
+                         {"meta", task.meta}};
   return ok && write(dir / ".anvil-task.json", meta.dump(2) + "\n", 0444);
+}
+
+std::optional<std::string> workdir_task(const fs::path& dir, std::string* err) {
+  std::error_code ec;
+  fs::path meta_path = dir / ".anvil-task.json";
+  if (!fs::is_directory(dir, ec) || !fs::exists(meta_path, ec)) {
+    *err = "no --task given, and " + dir.string() + " is not a workdir made by `anvil init` (no .anvil-task.json): "
+           "name the task with --task";
+    return std::nullopt;
+  }
+  auto text = read_file(meta_path);
+  nlohmann::json meta = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  if (!meta.is_object() || !meta.contains("path") || !meta["path"].is_string()) {
+    *err = meta_path.string() + " names no task path (made by an older anvil init?): name the task with --task";
+    return std::nullopt;
+  }
+  return meta["path"].get<std::string>();
 }
 
 std::optional<std::vector<std::string>> write_starter(const Environment& env, const fs::path& dir, std::string* err) {

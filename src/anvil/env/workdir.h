@@ -78,6 +78,10 @@ bool scan_workdir(const fs::path& dir, Workdir* out, std::string* err);
 bool create_workdir(const Environment& env, const Task& task, const fs::path& dir, const std::string& init_signature,
                     bool force, std::string* err);
 
+// The task of a workdir made by `anvil init` (its .anvil-task.json: the task file's absolute path,
+// and #ROW for a dataset's row), or nullopt with *err saying what is missing (then --task is needed).
+std::optional<std::string> workdir_task(const fs::path& dir, std::string* err);
+
 // Writes `anvil init`'s starter into dir/kernels when it holds no file: a kernel and its fast-mode
 // binding, cuda_extension.scale_shift(x, a, b) = x * a + b (share/workdir/starter/: the CUDA one
 // when this machine has a GPU, else the CPU one), so the next `anvil build` works. Returns the
