@@ -263,6 +263,7 @@ int cmd_vet(const VetArgs& a) {
     std::string label = is_dir ? fs::path(spec).lexically_relative(a.target).string() : spec;
     if (!task) {
       r.error = err;
+      if (!is_dir) label = task_name_of(spec);
     } else {
       if (!is_dir) label = task->name;
       r = vet_task(env, *task, o);
@@ -273,7 +274,7 @@ int cmd_vet(const VetArgs& a) {
     for (const auto& f : r.flags()) ++by_flag[f];
     nlohmann::json names = r.flags();
     tasks.push_back({{"spec", spec},
-                     {"name", task ? task->name : spec},
+                     {"name", task ? task->name : task_name_of(spec)},
                      {"hash", task ? nlohmann::json(task->hash) : nlohmann::json(nullptr)},
                      {"status", status},
                      {"flags", names},

@@ -1,6 +1,7 @@
 #include "anvil/env/task.h"
 
 #include <algorithm>
+#include <regex>
 #include <stdexcept>
 #include <string_view>
 
@@ -41,6 +42,12 @@ bool fill_row(const nlohmann::json& row, Task* t, std::string* err) {
 }
 
 }  // namespace
+
+std::string task_name_of(const std::string& spec) {
+  size_t hash = spec.rfind('#');
+  if (hash == std::string::npos) return fs::path(spec).stem().string();
+  return fs::path(spec.substr(0, hash)).filename().string() + spec.substr(hash);
+}
 
 std::optional<Task> load_task(const Environment& env, const std::string& spec, std::string* err) {
   Task t;
@@ -93,6 +100,16 @@ std::optional<Task> load_task(const Environment& env, const std::string& spec, s
           *err = path + " line " + std::to_string(lineno) + ": " + e;
           return std::nullopt;
         }
+      } catch (const nlohmann::json::parse_error& ex) {
+        // "[json.exception.parse_error.101] parse error at line 1, column 57: why": the line is the
+        // JSONL's, the column the row's
+        static const std::regex where(R"(column ([0-9]+): (.*))");
+        std::string what = ex.what();
+        std::smatch m;
+        bool found = std::regex_search(what, m, where);
+        *err = path + " line " + std::to_string(lineno) + (found ? ", column " + m[1].str() : "") +
+               ": malformed JSON: " + (found ? m[2].str() : what);
+        return std::nullopt;
       } catch (const std::exception& ex) {
         *err = path + " line " + std::to_string(lineno) + ": malformed JSON: " + ex.what();
         return std::nullopt;
@@ -100,7 +117,8 @@ std::optional<Task> load_task(const Environment& env, const std::string& spec, s
       break;
     }
     if (!found) {
-      *err = "dataset " + path + " has " + std::to_string(index) + " rows; row " + std::to_string(t.row) +
+      *err = "dataset " + path + " has " + std::to_string(index) + (index == 1 ? " row" : " rows") + "; row " +
+             std::to_string(t.row) +
              " does not exist";
       return std::nullopt;
     }

@@ -22,6 +22,10 @@ struct Task {
   nlohmann::json meta = nlohmann::json::object();  // dataset columns: ops, data_source
 };
 
+// The name load_task gives a task spec: a file's stem ("01_softmax"), or a dataset row's file name
+// and row ("ops.jsonl#12"); also for a spec that cannot be loaded, so every message names it alike.
+std::string task_name_of(const std::string& spec);
+
 // Loads the task's source. JSONL rows are read here; Parquet rows through
 // `python -m anvil.dataset`. Returns nullopt with a specific message (a
 // task_error) in *err.

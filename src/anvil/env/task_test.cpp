@@ -59,7 +59,13 @@ TEST_F(TaskTest, JsonlRows) {
   EXPECT_EQ(t->meta["data_source"], "torch#2");
   EXPECT_EQ(t->meta["ops"][1], "nn.Linear");
   EXPECT_EQ(load_error(path("ops.jsonl") + "#2"), path("ops.jsonl") + " line 4: row has no string column 'code'");
-  EXPECT_NE(load_error(path("ops.jsonl") + "#3").find(path("ops.jsonl") + " line 5: malformed JSON"), std::string::npos);
+  std::string malformed = load_error(path("ops.jsonl") + "#3");  // the JSONL's line, the row's column, once
+  EXPECT_NE(malformed.find(path("ops.jsonl") + " line 5, column 3: malformed JSON: syntax error"), std::string::npos)
+      << malformed;
+  EXPECT_EQ(malformed.find("json.exception"), std::string::npos) << malformed;
+  EXPECT_EQ(malformed.find("line 1"), std::string::npos) << malformed;
+  EXPECT_EQ(task_name_of(path("ops.jsonl") + "#3"), "ops.jsonl#3");
+  EXPECT_EQ(task_name_of("tasks/01_softmax.py"), "01_softmax");
   EXPECT_EQ(load_error(path("ops.jsonl") + "#9"), "dataset " + path("ops.jsonl") + " has 4 rows; row 9 does not exist");
   EXPECT_EQ(load_error(path("ops.jsonl") + "#x"),
             "task " + path("ops.jsonl") + "#x: row 'x' is not a non-negative integer (name a dataset row as DATASET#ROW)");
