@@ -572,8 +572,9 @@ class Judge(Harness):
         on the candidate unseen nor excused. Returns for any other exception (the caller raises it)."""
         from anvil.harness import CannotServe
 
-        if not isinstance(e, (Outcome, CannotServe)) and memory_error(e, self.torch) is not None:
-            self.memory_fault("in the judge's work during %s" % self.stage, memory_error(e, self.torch))
+        found = None if isinstance(e, (Outcome, CannotServe)) else memory_error(e, self.torch)
+        if found is not None:
+            self.memory_fault("in the judge's work during %s" % self.stage, found)
 
     def finish_precision(self):
         """The deferred float64 run (precision_run), now that the candidate's process is gone."""
