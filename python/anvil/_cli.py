@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 import sys
 
 
@@ -68,3 +69,65 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError("%s: %s" % (self.prog, message))
+
+
+class ReportChannel:
+    """Where the one report goes: a private duplicate of fd 3 (which is then closed, so candidate
+    code cannot write there by number), else of fd 1. send() writes once; later calls do nothing."""
+
+    def __init__(self, protocol):
+        self.protocol = protocol
+        self.fd = None
+        try:
+            mode = os.fstat(3).st_mode
+            if stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode):
+                self.fd = os.dup(3)
+                os.close(3)
+        except OSError:
+            self.fd = None
+        self.to_stdout = self.fd is None
+        if self.to_stdout:
+            self.fd = os.dup(1)
+        self.sent = False
+        self.done = None  # a pipe told "1" once the report is written (anvil.zygote)
+        try:
+            fd = int(os.environ.pop("ANVIL_DONE_FD", ""))
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                self.done = os.dup(fd)
+                os.close(fd)
+        except (ValueError, OSError):
+            self.done = None
+
+    def send(self, report):
+        if self.sent:
+            return
+        self.sent = True
+        try:
+            text = json.dumps(_finite(report), allow_nan=False)
+        except (TypeError, ValueError) as e:  # never expected: the report holds plain values
+            text = json.dumps({"protocol": self.protocol, "status": "error", "outcome": None,
+                               "message": "the report could not be encoded: %s" % e})
+        data = (text + "\n").encode("utf-8")
+        for stream in (sys.stdout, sys.stderr):  # the output is complete before the report is
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - the candidate may have closed them
+                pass
+        written = False
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+            written = True
+        except OSError:
+            pass  # anvil went away; nothing to tell
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+        if self.done is not None:
+            try:
+                if written:
+                    os.write(self.done, b"1")  # the report is complete: the process need not be waited for
+                os.close(self.done)
+            except OSError:
+                pass

@@ -18,12 +18,11 @@ tolerances, flags off, 5 trials, timing of candidate, eager and compile).
 """
 import json
 import os
-import stat
 import sys
 import time
 
 from anvil import compare, timing
-from anvil._cli import _finite, tail
+from anvil._cli import ReportChannel, tail
 from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, SEEDED_HINT, CannotServe, Harness, Outcome,
                            RequestError, candidate_failed, map_tensors, raised, tensor_pairs, trace, what)
 
@@ -43,7 +42,7 @@ WEIGHTS = ("by_name", "by_name_or_seed")
 DEFENSES = {"enabled": True, "policy": None, "allow_lower_precision": False, "roofline": {},
             "roofline_slack": 1.25, "precision_ratio": 16.0, "cuobjdump": None}
 
-REPORT_FD = None  # the report's descriptor: the candidate's process closes it first thing
+REPORT_FD = None  # the report's descriptor (ReportChannel): the candidate's process closes it first thing
 DONE_FD = None    # the zygote's report-complete pipe (ANVIL_DONE_FD): likewise
 
 
@@ -138,70 +137,6 @@ def new_report():
         "env": {"torch": None, "cuda": None, "device_name": None, "capability": None, "driver": None},
         "seconds": {"import": 0.0, "verify": 0.0, "timing": 0.0},
     }
-
-
-class ReportChannel:
-    """Where the one report goes: a private duplicate of fd 3 (which is then closed, so candidate
-    code cannot write there by number), else of fd 1. send() writes once; later calls do nothing."""
-
-    def __init__(self):
-        self.fd = None
-        try:
-            mode = os.fstat(3).st_mode
-            if stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode):
-                self.fd = os.dup(3)
-                os.close(3)
-        except OSError:
-            self.fd = None
-        self.to_stdout = self.fd is None
-        if self.to_stdout:
-            self.fd = os.dup(1)
-        self.sent = False
-        self.done = None  # a pipe told "1" once the report is written (anvil.zygote)
-        try:
-            fd = int(os.environ.pop("ANVIL_DONE_FD", ""))
-            if stat.S_ISFIFO(os.fstat(fd).st_mode):
-                self.done = os.dup(fd)
-                os.close(fd)
-        except (ValueError, OSError):
-            self.done = None
-        global REPORT_FD, DONE_FD
-        REPORT_FD = self.fd
-        DONE_FD = self.done
-
-    def send(self, report):
-        if self.sent:
-            return
-        self.sent = True
-        try:
-            text = json.dumps(_finite(report), allow_nan=False)
-        except (TypeError, ValueError) as e:  # never expected: the report holds plain values
-            text = json.dumps({"protocol": PROTOCOL, "status": "error", "outcome": None,
-                               "message": "the runner could not encode its report: %s" % e})
-        data = (text + "\n").encode("utf-8")
-        for stream in (sys.stdout, sys.stderr):  # the output is complete before the report is
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - the candidate may have closed them
-                pass
-        written = False
-        try:
-            while data:
-                data = data[os.write(self.fd, data):]
-            written = True
-        except OSError:
-            pass  # anvil went away; nothing to tell
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
-        if self.done is not None:
-            try:
-                if written:
-                    os.write(self.done, b"1")  # the report is complete: the process need not be waited for
-                os.close(self.done)
-            except OSError:
-                pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,7 +355,9 @@ def main():
         from anvil import confine
 
         confine.own_proc()
-    channel = ReportChannel()
+    channel = ReportChannel(PROTOCOL)
+    global REPORT_FD, DONE_FD
+    REPORT_FD, DONE_FD = channel.fd, channel.done
     report = new_report()
     code = 2
     try:

@@ -7,7 +7,8 @@ the input (docs/vet.md). `anvil vet` writes one JSON request on stdin:
     {"task_file": PATH, "device": "cpu"|"cuda", "seed": 0, "tolerance": {"preset": "strict",
      "float32": {"atol", "rtol", "norm"}, ...}}        (tolerance: runner.STRICT's shape; default strict)
 
-and reads one JSON report, the last line of stdout (whatever the task prints goes to stderr):
+and reads one JSON report, on fd 3 when it is open, else the last line of stdout (whatever the task
+prints goes to stderr):
 
     {"protocol": "anvil.vet/1", "status": "done"|"error", "message": "", "detail": "",
      "flags": [{"flag", "detail", "distributions": [...]}], "notes": [same shape],
@@ -50,12 +51,13 @@ skipped (its reason in "distributions"). Exit status 0 with status "done", 2 wit
 import inspect
 import json
 import math
+import os
 import random
 import sys
 import time
 import traceback
 
-from anvil._cli import emit, one_line, quiet_stdout, tail
+from anvil._cli import ReportChannel, one_line, quiet_stdout, tail
 from anvil.harness import memory_error, meta_input_bytes
 
 PROTOCOL = "anvil.vet/1"
@@ -350,7 +352,8 @@ class Vetting:
         self.seeds = [request["seed"] + 1, request["seed"] + 2]
         self.device_draws = None  # whether get_inputs() runs with the device as default (inputs)
         self.report = {"protocol": PROTOCOL, "status": "done", "message": "", "detail": "", "flags": [],
-                       "notes": [], "outputs": [], "distributions": [], "seeds": self.seeds}
+                       "notes": [], "outputs": [], "distributions": [], "seeds": self.seeds,
+                       "memory_limited": False}
 
     # -- set-up -----------------------------------------------------------------------------
     def setup_device(self):
@@ -584,6 +587,7 @@ class Vetting:
         exception is raised again."""
         if self.device.type != "cuda" or memory_error(e, self.torch) is None:
             raise e
+        self.report["memory_limited"] = True
         traceback.clear_frames(e.__traceback__)  # the frames' tensors, so the memory can go back now
         self.torch.cuda.empty_cache()
         if doing is not None:
@@ -598,6 +602,7 @@ class Vetting:
         why = self.too_large()
         if why is not None:
             self.report["notes"].append({"flag": "not_vetted", "detail": why, "distributions": []})
+            self.report["memory_limited"] = True
             return
         try:
             base = [(seed, self.inputs(seed)) for seed in self.seeds]
@@ -708,6 +713,13 @@ def vet(request_text):
 
 
 def main():
+    """One request on stdin, one report on fd 3 when it is open (anvil.zygote's child), else the
+    last line of stdout."""
+    if os.getpid() == 1:  # PID 1 of the namespace anvil made: a /proc of its own, as the runner has (CUDA's
+        from anvil import confine  # driver finds nothing of this process in the host's /proc by its pid)
+
+        confine.own_proc()
+    channel = ReportChannel(PROTOCOL)
     try:
         text = sys.stdin.read()
     except Exception as e:  # noqa: BLE001
@@ -715,8 +727,20 @@ def main():
         report = {"protocol": PROTOCOL, "status": "error", "message": "cannot read the request: %s" % _what(e)}
     if text is not None:
         report = vet(text)
-    emit(report)
+    channel.send(report)
     return 0 if report.get("status") == "done" else 2
+
+
+def entry():
+    """`python -I -c "...; vet.entry()"` (anvil's fresh process): run, flush, and skip the
+    interpreter's teardown (a task's threads or atexit hooks must not hang it after the report)."""
+    status = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    os._exit(status)
 
 
 if __name__ == "__main__":

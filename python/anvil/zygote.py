@@ -21,9 +21,11 @@ with the relay), then waits for it; the client kills the relay's process group, 
 death ends every process of the evaluation, whatever it did to leave the group.
 
 Protocol (one connection per evaluation, JSON lines over a Unix socket):
-  client -> {"token": T, "request": {...runner request...}, "cwd": DIR, "env": {NAME: VALUE},
-             "report_path": FILE, "output_path": FILE, "rlimits": {"fsize": N, "core": 0},
-             "network": false}
+  client -> {"token": T, "module": "runner"|"vet", "request": {...the module's request...}, "cwd": DIR,
+             "env": {NAME: VALUE}, "report_path": FILE, "output_path": FILE,
+             "rlimits": {"fsize": N, "core": 0}, "network": false}
+            ("module", default "runner": what the child runs, anvil.runner or anvil.vet; the same
+            request and report either way as its fresh process's)
   zygote -> {"pid": PID}                          as soon as the child exists
   zygote -> {"pid": PID, "exit_code": N, "signal": S}  when it has ended
   zygote -> {"pid": PID, "report": true}         once the runner's report is complete
@@ -124,9 +126,7 @@ def _child(msg, done):
         sys.stdin = os.fdopen(0, "r")
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
-        from anvil import runner
-
-        code = runner.main() or 0
+        code = _MODULES[msg.get("module", "runner")]().main() or 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     except BaseException as e:  # the runner reports its own failures; this is a zygote fault
@@ -142,6 +142,36 @@ def _child(msg, done):
             pass
         os._exit(code)
 
+
+def _children_have_cuda(torch):
+    """Whether a child forked now can start CUDA: torch marks a fork "bad" once this process has
+    started the driver (torch.cuda.device_count() does, before is_initialized() says so), and every
+    evaluation in such a child would fail."""
+    in_bad_fork = getattr(torch._C, "_cuda_isInBadFork", None)
+    if in_bad_fork is None:  # a torch without CUDA
+        return True
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _runner():
+    from anvil import runner
+
+    return runner
+
+
+def _vet():
+    from anvil import vet
+
+    return vet
+
+
+# What a child may run: an evaluation (the default) or a task's vetting, each reading its request on
+# stdin and writing its report to fd 3 (docs/vet.md).
+_MODULES = {"runner": _runner, "vet": _vet}
 
 _active = 0
 _last_active = 0.0
@@ -207,6 +237,10 @@ def _serve(conn):
         if not _authentic(conn, msg):
             f.write((json.dumps({"error": "refused: not anvil (peer uid or token)"}) + "\n").encode())
             return
+        if msg.get("module", "runner") not in _MODULES:
+            f.write((json.dumps({"error": "bad request: module %r (one of %s)" % (
+                msg.get("module"), ", ".join(sorted(_MODULES)))}) + "\n").encode())
+            return
         done_r, done_w = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -257,13 +291,19 @@ def main(argv=None):
     import anvil.findings  # noqa: F401
     import anvil.load_inline  # noqa: F401
     import anvil.static_check  # noqa: F401
+    import anvil.vet  # noqa: F401 - and a vetting's
+    import anvil.task_probe  # noqa: F401
     import torch.profiler  # noqa: F401
     import torch.utils.flop_counter  # noqa: F401
     try:
-        import torch._dynamo  # noqa: F401  (the compile baseline)
-    except Exception:
+        import torch._dynamo  # noqa: F401  (the compile baseline; not torch._inductor: importing it
+    except Exception:  # asks CUDA for the device count, and a child forked after that has no CUDA)
         pass
     assert not torch.cuda.is_initialized(), "the zygote must not initialise CUDA before forking"
+    if not _children_have_cuda(torch):
+        print("anvil.zygote: CUDA was started while importing (a child would have none): refusing to serve",
+              file=sys.stderr)
+        return 2
     from anvil import confine
 
     # Non-dumpable, as its children (runner, judge, candidate's process) then are from birth: no

@@ -201,6 +201,22 @@ def test_report_on_stdout_without_fd3(make):
     assert report["verify"]["passed"] == 5
 
 
+def test_zygote_refuses_to_serve_when_its_children_would_have_no_cuda():
+    # torch.cuda.device_count() starts the driver without is_initialized() saying so, and every child
+    # forked after it fails ("Cannot re-initialize CUDA in forked subprocess"): importing
+    # torch._inductor in the zygote did, and every evaluation on the H100 was a task_error.
+    code = ("import torch; from anvil import zygote; ok = zygote._children_have_cuda(torch); "
+            "torch.cuda.device_count(); print(ok, zygote._children_have_cuda(torch))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
+    assert proc.returncode == 0, proc.stderr
+    import torch
+
+    if not hasattr(torch._C, "_cuda_isInBadFork"):
+        pytest.skip("a torch without CUDA: no fork can be bad")
+    assert proc.stdout.split() == ["True", "False"]
+
+
 def test_report_to_a_regular_file_on_fd3(make, tmp_path):
     # anvil's zygote hands the runner a file, not a pipe, as fd 3.
     path = tmp_path / "report.json"

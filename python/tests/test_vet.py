@@ -174,11 +174,13 @@ def test_the_gpu_running_out_of_memory_is_not_vetted_not_an_error():
     emptied = []
     fake_torch = SimpleNamespace(OutOfMemoryError=torch.OutOfMemoryError,
                                  cuda=SimpleNamespace(empty_cache=lambda: emptied.append(True)))
-    vetting = SimpleNamespace(device=torch.device("cuda", 0), torch=fake_torch, report={"notes": []})
+    vetting = SimpleNamespace(device=torch.device("cuda", 0), torch=fake_torch,
+                              report={"notes": [], "memory_limited": False})
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
     vet.Vetting.out_of_memory(vetting, oom, "running its inputs")
     [note] = vetting.report["notes"]
     assert note["flag"] == "not_vetted" and emptied == [True]
+    assert vetting.report["memory_limited"]  # decided by the GPU's free memory: anvil vet --jobs retries it alone
     assert "ran out of memory running its inputs" in note["detail"] and "16.00 GiB" in note["detail"]
     vet.Vetting.out_of_memory(vetting, oom, None)  # a distribution other than the task's: skipped, no note
     assert len(vetting.report["notes"]) == 1

@@ -2,9 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <thread>
 
 #include "anvil/agent/local_server.h"
 #include "anvil/bench/compare.h"
@@ -12,6 +18,7 @@
 #include "anvil/env/toolchain.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
+#include "anvil/util/thread_pool.h"
 
 namespace anvil {
 
@@ -253,39 +260,83 @@ int cmd_vet(const VetArgs& a) {
   }
   std::error_code ec;
   bool is_dir = fs::is_directory(a.target, ec);
+  // Tasks are vetted `jobs` at a time (vetting decides nothing by time, so sharing the GPU changes
+  // no verdict, but for its memory: a task whose report the free memory decided is vetted again
+  // alone, the others held back meanwhile). Lines are printed in the tasks' order.
+  size_t n = specs->size();
+  unsigned jobs = static_cast<unsigned>(std::max(1, a.jobs > 0 ? a.jobs : o.device == "cuda" ? kVetJobsCuda : 1));
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(n, 1)));
+  struct Row {
+    std::optional<Task> task;
+    std::string label;
+    VetResult r;
+  };
+  std::vector<Row> rows(n);
+  std::vector<bool> ready(n, false);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::shared_mutex gpu;  // shared: a vetting among others; exclusive: one vetted again alone
+  std::vector<std::function<void()>> work;
+  for (size_t i = 0; i < n; ++i) {
+    work.push_back([&, i] {
+      Row& row = rows[i];
+      const std::string& spec = (*specs)[i];
+      std::string terr;
+      row.task = load_task(env, spec, &terr);
+      row.label = is_dir ? fs::path(spec).lexically_relative(a.target).string() : spec;
+      if (!row.task) {
+        row.r.error = terr;
+        if (!is_dir) row.label = task_name_of(spec);
+      } else {
+        if (!is_dir) row.label = row.task->name;
+        VetOptions shared = o;
+        shared.shared_gpu = jobs > 1;
+        {
+          std::shared_lock<std::shared_mutex> lock(gpu);
+          row.r = vet_task(env, *row.task, shared);
+        }
+        if (row.r.memory_limited && shared.shared_gpu) {
+          std::unique_lock<std::shared_mutex> lock(gpu);
+          row.r = vet_task(env, *row.task, o);  // alone (the shared run's report was not kept)
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      ready[i] = true;
+      cv.notify_all();
+    });
+  }
+  std::thread pool([&] { run_parallel(work, jobs); });
   std::map<std::string, int> counts = {{"ok", 0}, {"flagged", 0}, {"error", 0}};
   std::map<std::string, int> by_flag;
   int cached = 0;
   nlohmann::json tasks = nlohmann::json::array();
-  for (const std::string& spec : *specs) {
-    auto task = load_task(env, spec, &err);
-    VetResult r;
-    std::string label = is_dir ? fs::path(spec).lexically_relative(a.target).string() : spec;
-    if (!task) {
-      r.error = err;
-      if (!is_dir) label = task_name_of(spec);
-    } else {
-      if (!is_dir) label = task->name;
-      r = vet_task(env, *task, o);
+  for (size_t i = 0; i < n; ++i) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return ready[i]; });
     }
+    const Row& row = rows[i];
+    const VetResult& r = row.r;
+    const std::string& spec = (*specs)[i];
     std::string status = !r.ok ? "error" : r.flagged() ? "flagged" : "ok";
     ++counts[status];
     cached += r.cached ? 1 : 0;
     for (const auto& f : r.flags()) ++by_flag[f];
     nlohmann::json names = r.flags();
     tasks.push_back({{"spec", spec},
-                     {"name", task ? task->name : task_name_of(spec)},
-                     {"hash", task ? nlohmann::json(task->hash) : nlohmann::json(nullptr)},
+                     {"name", row.task ? row.task->name : task_name_of(spec)},
+                     {"hash", row.task ? nlohmann::json(row.task->hash) : nlohmann::json(nullptr)},
                      {"status", status},
                      {"flags", names},
                      {"error", r.ok ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
                      {"cached", r.cached},
                      {"report", r.report}});
     if (!a.json) {
-      std::fputs(vet_lines(label, status, r).c_str(), stdout);
+      std::fputs(vet_lines(row.label, status, r).c_str(), stdout);
       std::fflush(stdout);
     }
   }
+  pool.join();
   int total = static_cast<int>(specs->size());
   if (a.json) {
     nlohmann::json doc = {{"target", a.target},

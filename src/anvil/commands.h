@@ -59,6 +59,7 @@ struct VetArgs {
   std::string preset = "strict";
   uint32_t seed = 0;
   int timeout_s = 600;  // per task
+  int jobs = 0;         // tasks vetted at once; 0: kVetJobsCuda on a GPU, 1 on the CPU
   bool use_cache = true;
   bool json = false;
 };

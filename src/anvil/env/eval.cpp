@@ -412,12 +412,12 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     if (zygote.empty()) j["isolation"]["zygote_error"] = zerr;  // fall back to a fresh process
   }
   if (zygote.empty() || zygote == "none") {
-    r = run_runner_fresh(env, so);
+    r = run_python_fresh(env, PyModule::kRunner, so);
     j["isolation"]["runner"] = "fresh process";
     j["isolation"]["ended"] = "at its exit";
   } else {
     bool at_report = false;
-    r = run_runner_in_zygote(zygote, request, so, private_dir, &at_report);
+    r = run_in_zygote(zygote, PyModule::kRunner, request, so, private_dir, &at_report);
     j["isolation"]["runner"] = "forked from the warm zygote at " + zygote;
     j["isolation"]["ended"] = at_report ? "at its report (killed then, its teardown not waited for)" : "at its exit";
   }

@@ -108,6 +108,8 @@ std::string new_token() {
   return out;
 }
 
+const char* module_name(PyModule m) { return m == PyModule::kVet ? "vet" : "runner"; }
+
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
@@ -133,15 +135,16 @@ std::map<std::string, std::string> runner_environment(const Environment& env) {
   return out;
 }
 
-SubprocessResult run_runner_fresh(const Environment& env, const SubprocessOptions& so) {
+SubprocessResult run_python_fresh(const Environment& env, PyModule module, const SubprocessOptions& so) {
   SubprocessOptions o = so;
   o.clear_env = true;
   o.new_pid_namespace = true;
-  return run_subprocess({env.python.string(), "-I", "-c", bootstrap("runner")}, o);
+  o.capture_fd3 = true;
+  return run_subprocess({env.python.string(), "-I", "-c", bootstrap(module_name(module))}, o);
 }
 
-SubprocessResult run_runner_in_zygote(const std::string& socket_path, const nlohmann::json& request,
-                                      const SubprocessOptions& so, const fs::path& scratch, bool* ended_at_report) {
+SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, const nlohmann::json& request,
+                               const SubprocessOptions& so, const fs::path& scratch, bool* ended_at_report) {
   SubprocessResult r;
   auto t0 = Clock::now();
   auto token = read_file(token_path(socket_path));
@@ -153,7 +156,7 @@ SubprocessResult run_runner_in_zygote(const std::string& socket_path, const nloh
   fs::path report = scratch / "report.json", output = scratch / "output.log";
   nlohmann::json rl = nlohmann::json::object();
   for (const auto& [res, value] : so.rlimits) rl[res == RLIMIT_FSIZE ? "fsize" : "core"] = value;
-  nlohmann::json msg = {{"token", trim(*token)},         {"request", request},
+  nlohmann::json msg = {{"token", trim(*token)},         {"module", module_name(module)}, {"request", request},
                         {"cwd", so.cwd.string()},        {"env", so.env},
                         {"report_path", report.string()}, {"output_path", output.string()},
                         {"rlimits", rl},                 {"network", so.new_network}};

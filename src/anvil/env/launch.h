@@ -1,5 +1,6 @@
-// launch.h: how the evaluator starts its runner (python/anvil/runner.py): a fresh process, or a
-// child forked from a warm zygote (python/anvil/zygote.py). Either way the runner is PID 1 of a PID
+// launch.h: how the evaluator starts its runner (python/anvil/runner.py), and vetting its
+// python/anvil/vet.py: a fresh process, or a child forked from a warm zygote
+// (python/anvil/zygote.py). Either way the runner is PID 1 of a PID
 // namespace of its own (killing it ends every process of the evaluation), gets an environment of
 // allow-listed variables only (no API keys or tokens of the caller), runs Python isolated (-I: the
 // candidate's directory and the caller's working directory are never on sys.path), and is killed
@@ -24,15 +25,20 @@ namespace anvil {
 // The runner's environment: the allow-listed variables of this process's, plus anvil's own.
 std::map<std::string, std::string> runner_environment(const Environment& env);
 
-// A fresh `python -I` runner as PID 1 of a new PID namespace; so: its limits, cwd, env, stdin.
-SubprocessResult run_runner_fresh(const Environment& env, const SubprocessOptions& so);
+// What a launched process runs: an evaluation (python/anvil/runner.py) or a task's vetting
+// (python/anvil/vet.py). Both read one request on stdin and write one report to fd 3.
+enum class PyModule { kRunner, kVet };
+
+// A fresh `python -I` process running `module` as PID 1 of a new PID namespace; so: its limits,
+// cwd, env, stdin (the request).
+SubprocessResult run_python_fresh(const Environment& env, PyModule module, const SubprocessOptions& so);
 
 // The same through the zygote at `socket_path` (ensure_zygote); the report and output go through
-// files in `scratch`. *ended_at_report: the runner said its report was complete and was killed
+// files in `scratch`. *ended_at_report: the process said its report was complete and was killed
 // then, without waiting for its teardown.
-SubprocessResult run_runner_in_zygote(const std::string& socket_path, const nlohmann::json& request,
-                                      const SubprocessOptions& so, const std::filesystem::path& scratch,
-                                      bool* ended_at_report);
+SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, const nlohmann::json& request,
+                               const SubprocessOptions& so, const std::filesystem::path& scratch,
+                               bool* ended_at_report);
 
 // The socket of this environment's warm zygote, started (detached) if none answers. Returns "" and
 // fills *err when one cannot be started.

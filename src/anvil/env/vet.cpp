@@ -1,4 +1,4 @@
-// vet.cpp: runs `python -m anvil.vet` on one task, isolated, and caches its report.
+// vet.cpp: runs python/anvil/vet.py on one task, isolated, and caches its report.
 #include "anvil/env/vet.h"
 
 #include <sys/resource.h>
@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "anvil/env/eval.h"
+#include "anvil/env/launch.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
@@ -35,17 +36,6 @@ nlohmann::json read_cached(const fs::path& path) {
   return j;
 }
 
-// The last non-empty line of `output`, parsed; null if it is not a JSON object.
-nlohmann::json last_json_line(const std::string& output) {
-  auto lines = split_lines(output);
-  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    if (trim(*it).empty()) continue;
-    auto j = nlohmann::json::parse(*it, nullptr, false);
-    return j.is_object() ? j : nlohmann::json(nullptr);
-  }
-  return nullptr;
-}
-
 // Messages name the task as given (`spec`), not its private copy (`file`).
 void name_task(nlohmann::json& j, const std::string& file, const std::string& spec) {
   if (j.is_string()) {
@@ -61,18 +51,34 @@ SubprocessOptions vet_process(const Environment& env, const VetOptions& opts, co
   so.cwd = dir;
   so.stdin_data = request.dump();
   so.merge_stderr = false;
+  so.capture_fd3 = true;
   so.max_output = 1 << 20;
   so.timeout = opts.timeout;
   so.max_rss_bytes = opts.memory_limit_bytes;
   so.rlimits = {{RLIMIT_CORE, 0}};
   so.new_network = network_isolation_available();
-  const char* pp = std::getenv("PYTHONPATH");
-  so.env["PYTHONPATH"] = (env.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
-  so.env["ANVIL_CACHE"] = env.cache.string();
-  so.env["PYTHONUNBUFFERED"] = "1";
-  so.env["PYTHONDONTWRITEBYTECODE"] = "1";
+  so.env = runner_environment(env);
+  so.clear_env = true;
   if (opts.device == "cuda") so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
   return so;
+}
+
+// The vetting process's run: forked from the zygote when one answers (no torch import to wait
+// for), else a fresh process.
+SubprocessResult run_vetting(const Environment& env, const VetOptions& opts, const fs::path& dir,
+                             const nlohmann::json& request) {
+  SubprocessOptions so = vet_process(env, opts, dir, request);
+  std::string zygote = opts.zygote;
+  if (zygote == "auto") {
+    std::string zerr;
+    zygote = ensure_zygote(env, &zerr);
+  }
+  if (zygote.empty() || zygote == "none") return run_python_fresh(env, PyModule::kVet, so);
+  bool at_report = false;
+  SubprocessResult r = run_in_zygote(zygote, PyModule::kVet, request, so, dir, &at_report);
+  if (!r.started) return run_python_fresh(env, PyModule::kVet, so);  // the zygote went away: as without one
+  r.err_output = r.output;  // the zygote's child has one output file for both
+  return r;
 }
 
 // Why a finished process gave no usable report, in a line or a few.
@@ -167,9 +173,10 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
                             {"device", opts.device},
                             {"seed", opts.seed},
                             {"tolerance", tolerance}};
-  SubprocessResult r = run_subprocess({env.python.string(), "-m", "anvil.vet"}, vet_process(env, opts, dir, request));
+  SubprocessResult r = run_vetting(env, opts, dir, request);
   if (!r.started) return fail("cannot run " + env.python.string() + ": " + r.error);
-  nlohmann::json report = r.timed_out || r.memory_exceeded ? nlohmann::json(nullptr) : last_json_line(r.output);
+  nlohmann::json report = r.timed_out || r.memory_exceeded ? nlohmann::json(nullptr)
+                                                            : nlohmann::json::parse(r.fd3_output, nullptr, false);
   if (!report.is_object()) return fail(no_report(r, opts));
 
   name_task(report, file.string(), task.spec);
@@ -178,6 +185,8 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
     return fail(report.value("message", std::string("anvil.vet gave no reason")));
   }
   res.ok = true;
+  res.memory_limited = report.value("memory_limited", false);
+  if (res.memory_limited && opts.shared_gpu) return res;  // decided by the others' memory too: not kept
   if (opts.use_cache && !write_file_atomic(entry, report.dump(1) + "\n", &err)) {
     res.report["cache_error"] = err;  // a failed store only costs a re-run
   }

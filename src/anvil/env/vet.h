@@ -1,11 +1,13 @@
 // vet.h: task vetting: does the task's check tell a real kernel from a
 // degenerate one?
 //
-// `python -m anvil.vet` (python/anvil/vet.py, docs/vet.md) runs the reference
-// on the task's own inputs and on signed, scaled and heavy-tailed variants,
-// and flags a task whose output is all zero, below 10x atol, constant, equal
-// to an input, or independent of the input. It runs as the evaluation runner
-// does: its own process group, a timeout, a memory limit and no network. The
+// python/anvil/vet.py (docs/vet.md) runs the reference on the task's own
+// inputs and on signed, scaled and heavy-tailed variants, and flags a task
+// whose output is all zero, below 10x atol, constant, equal to an input, or
+// independent of the input. It runs as the evaluation runner does (launch.h):
+// forked from the warm zygote or a fresh process, PID 1 of its own PID
+// namespace, allow-listed environment, a timeout, a memory limit and no
+// network. The
 // report is cached under <cache>/vet/, keyed by the task's hash, the
 // environment, the device, the tolerance, the seed and vet.py itself.
 #pragma once
@@ -22,6 +24,10 @@
 
 namespace anvil {
 
+// Tasks `anvil vet` vets at once on a GPU by default: vetting is a few reference calls, so most of
+// a task's time is the process's start and CUDA's (bench/results/kb-vet-*.md).
+inline constexpr int kVetJobsCuda = 4;
+
 struct VetOptions {
   std::string device = "cpu";     // "cpu" or "cuda"
   int gpu = 0;                    // which GPU (CUDA_VISIBLE_DEVICES) on "cuda"
@@ -30,6 +36,11 @@ struct VetOptions {
   std::chrono::seconds timeout{600};
   size_t memory_limit_bytes = 64ull << 30;  // resident memory of the vetting process
   bool use_cache = true;
+  std::string zygote = "auto";    // "auto": fork from the warm zygote (launch.h); "none": a fresh process
+  // Other vettings share the GPU: a report that the GPU's free memory decided (memory_limited: a
+  // task not vetted, or a distribution skipped, for want of memory) is not cached, and
+  // VetResult::memory_limited tells the caller to vet the task again alone.
+  bool shared_gpu = false;
 };
 
 struct VetResult {
@@ -37,6 +48,7 @@ struct VetResult {
   std::string error;       // why not, when !ok (a broken task, a timeout, the environment)
   nlohmann::json report;   // the anvil.vet/1 report (docs/vet.md); on a task error, its error report
   bool cached = false;     // the report came from the cache
+  bool memory_limited = false;  // the GPU's free memory decided part of the report (see shared_gpu)
 
   bool flagged() const;                  // ok and at least one flag
   std::vector<std::string> flags() const;  // the flags' names, in report order

@@ -131,6 +131,30 @@ TEST_F(VetTest, BrokenTaskIsAnErrorNamingTheTask) {
   EXPECT_EQ(row.error.rfind(ds + "#0: importing the task raised SystemExit", 0), 0u) << row.error;
 }
 
+// Forked from the warm zygote or started fresh, a vetting gives the same report, and a broken task
+// the same error naming the task.
+TEST_F(VetTest, ZygoteAndFreshProcessAgree) {
+  Task identity = task(kSource + "/examples/vet/identity_relu.py");
+  Task broken = task(write("broken_both.py", "import torch\nraise ValueError('boom')\n"));
+  nlohmann::json reports[2];
+  int k = 0;
+  for (const char* zygote : {"none", "auto"}) {
+    VetOptions o = options();
+    o.use_cache = false;
+    o.zygote = zygote;
+    VetResult r = vet_task(env(), identity, o);
+    ASSERT_TRUE(r.ok) << zygote << ": " << r.error;
+    EXPECT_FALSE(r.memory_limited);
+    r.report.erase("seconds");
+    reports[k++] = r.report;
+    VetResult b = vet_task(env(), broken, o);
+    EXPECT_FALSE(b.ok);
+    EXPECT_EQ(b.error, broken.spec + ": importing the task raised ValueError: boom") << zygote;
+  }
+  EXPECT_EQ(reports[0], reports[1]);
+  EXPECT_EQ(reports[0]["flags"][0]["flag"], "equals_input");
+}
+
 TEST_F(VetTest, BadOptionsAreErrors) {
   Task t = task(kSource + "/examples/vet/healthy.py");
   VetOptions o = options();
@@ -166,6 +190,27 @@ TEST_F(VetTest, CommandExitStatus) {
   EXPECT_EQ(j["tasks"][1]["spec"], examples + "/healthy.py");
   EXPECT_EQ(j["tasks"][1]["status"], "ok");
   EXPECT_EQ(j["tasks"][5]["flags"], nlohmann::json({"zero_output"}));
+  // Vetted three at a time: the same verdicts, in the same order.
+  SubprocessResult par =
+      run_subprocess({ANVIL_BINARY, "vet", "--device", "cpu", "--json", "--jobs", "3", "--no-cache", examples});
+  EXPECT_EQ(par.exit_code, 1) << par.output;
+  auto pj = nlohmann::json::parse(par.output);
+  ASSERT_EQ(pj["tasks"].size(), j["tasks"].size());
+  for (size_t i = 0; i < j["tasks"].size(); ++i) {
+    EXPECT_EQ(pj["tasks"][i]["spec"], j["tasks"][i]["spec"]);
+    EXPECT_EQ(pj["tasks"][i]["status"], j["tasks"][i]["status"]);
+    EXPECT_EQ(pj["tasks"][i]["flags"], j["tasks"][i]["flags"]);
+  }
+  SubprocessResult lines = run_subprocess({ANVIL_BINARY, "vet", "--device", "cpu", "--jobs", "4", examples});
+  std::vector<std::string> order;
+  for (const auto& line : split_lines(lines.output)) {
+    if (!line.empty() && line[0] != ' ' && line.find(".py: ") != std::string::npos) order.push_back(line.substr(0, line.find(':')));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"constant_output.py", "healthy.py", "identity_relu.py",
+                                             "input_independent.py", "tiny_output.py", "zero_output.py"}))
+      << lines.output;
+  SubprocessResult nojobs = run_subprocess({ANVIL_BINARY, "vet", "--device", "cpu", "--jobs", "0", examples});
+  EXPECT_EQ(nojobs.exit_code, 2) << nojobs.output;
 
   SubprocessResult healthy = run_subprocess({ANVIL_BINARY, "vet", "--device", "cpu", examples + "/healthy.py"});
   EXPECT_EQ(healthy.exit_code, 0) << healthy.output;
