@@ -394,13 +394,26 @@ class Judge(Harness):
                           "differ: %s" % (seed, "\n".join(lines)))
         return first
 
+    def note_memory(self, where):
+        """What the judge's process holds of the GPU at `where`, and what is free (the report's
+        defenses.memory_timeline: the evidence when a large task runs a GPU out of memory)."""
+        if self.device is None or self.device.type != "cuda":
+            return
+        timeline = self.report["defenses"].setdefault("memory_timeline", [])
+        if len(timeline) < 64:
+            free, _total = self.torch.cuda.mem_get_info(self.device)
+            timeline.append({"at": where, "allocated_bytes": self.torch.cuda.memory_allocated(self.device),
+                             "reserved_bytes": self.torch.cuda.memory_reserved(self.device), "free_bytes": free})
+
     def verify(self):
         self.stage = "verify"
+        self.note_memory("verify")
         for i in range(self.req["trials"]):
             if self.lean:  # the reference first, its inputs gone before the candidate's process draws its own
                 with self.clock("outputs"):
                     self.expected_for(i)
             for c in range(2):
+                self.note_memory("trial %d call %d" % (i, c))
                 msg = self.ask({"type": "call", "trial": i, "call": c}, ("output",))
                 if msg.get("trial") != i or msg.get("call") != c:
                     raise Hack("protocol", "the candidate's process answered trial %r call %r when asked for trial "
@@ -1105,6 +1118,7 @@ class Judge(Harness):
                 if "eager" in measure:
                     with self.clock("eager_batch"):
                         self.report["timing"]["eager"] = {"batch": self.run_batch("eager", self.ref_ms)}
+                    self.note_memory("eager batch")
                 enter("verify")
                 self.load()
                 self.verify()

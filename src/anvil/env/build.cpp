@@ -667,17 +667,21 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       bool wants = false;
       for (const auto& f : u.flags) wants |= f == "@" + marker;
       if (!wants) continue;
-      std::vector<std::string> flags;
+      std::vector<std::string> flags, pch_flags;
       for (const auto& f : u.flags) {
-        if (f != "@" + marker) flags.push_back(f);
+        if (f == "@" + marker) continue;
+        flags.push_back(f);
+        // The module's name is the unit's alone: torch's headers never read it, and a PCH made
+        // with it would serve that one name (every load_inline name cost 42 s and a 757 MB PCH).
+        if (!starts_with(f, "-DTORCH_EXTENSION_NAME=")) pch_flags.push_back(f);
       }
       std::string header = marker == "compat_pch.h" ? compat_pch_header(plan.cuda) : "#include <torch/extension.h>\n";
       // A PCH is only valid with the flags it was made with: name it by both.
       Hasher ph;
       ph.add("header", header);
-      for (const auto& f : flags) ph.add("flag", f);
+      for (const auto& f : pch_flags) ph.add("flag", f);
       std::string pch = marker.substr(0, marker.size() - 2) + "-" + ph.hex().substr(0, 16) + ".h";
-      pch_needs[i] = PchNeed{pch, header, flags};
+      pch_needs[i] = PchNeed{pch, header, pch_flags};
       flags.push_back("-include");
       flags.push_back((b.runtime_dir() / pch).string());
       flags.push_back("-Winvalid-pch");

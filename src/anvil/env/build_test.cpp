@@ -234,6 +234,33 @@ TEST_F(BuildTest, LoadInlineFlagsPassAnAllowList) {
   EXPECT_FALSE(fs::exists(marker));
 }
 
+// Each load_inline name once made a precompiled torch/extension.h of its own (42 s and 757 MB on
+// a 2-core machine): the module's name is the unit's flag, never the header's.
+TEST_F(BuildTest, LoadInlineNamesShareOnePrecompiledHeader) {
+  std::string e;
+  BuildReport first, second;
+  for (const char* name : {"anvil_pch_name_a", "anvil_pch_name_b"}) {
+    fs::path src = dir_ / name / "main.cpp";
+    ASSERT_TRUE(write_file_atomic(src,
+                                  std::string("#include <torch/extension.h>\nint64_t twice(int64_t x) { return 2 * x; }\n"
+                                              "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"twice\", &twice); }\n// ") +
+                                      name + "\n",
+                                  &e));
+    SourcesSpec spec;
+    spec.name = name;
+    spec.sources = {src};
+    spec.out_dir = dir_ / name / "out";
+    BuildReport r = build_sources(env(), spec, {});
+    ASSERT_TRUE(r.ok) << r.error << "\n" << r.diagnostics;
+    (std::string(name).back() == 'a' ? first : second) = r;
+  }
+  EXPECT_EQ(second.setup_seconds, 0.0) << "the second name made a precompiled header of its own";
+  auto module = read_file(second.module);
+  ASSERT_TRUE(module) << second.module;
+  EXPECT_NE(module->find("PyInit_anvil_pch_name_b"), std::string::npos);  // the unit's own name
+  EXPECT_EQ(module->find("PyInit_anvil_pch_name_a"), std::string::npos);
+}
+
 TEST_F(BuildTest, TorchHeaderInFastModeIsRefusedWithAHint) {
   fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu");
   fs::path kernel = w / "kernels" / "elementwise_chain.cpp";
