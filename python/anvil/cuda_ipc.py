@@ -4,8 +4,8 @@ GPU, without a trip through host memory (docs/anti-hacking.md, "Two processes").
 The sender exports the allocation that holds the tensor (cudaIpcGetMemHandle on its base, found with
 cuMemGetAddressRange) and keeps the tensor alive until the receiver says it has copied it; the
 receiver maps the allocation (cudaIpcOpenMemHandle), checks that the tensor lies inside it, copies
-the bytes into memory of its own (device to device); it unmaps every allocation at the end
-(close_all). Both call the CUDA runtime torch itself loaded (found in /proc/self/maps), so they
+the bytes into memory of its own (device to device); it unmaps a large allocation at once
+(KEEP_MAPPED_BYTES) and every other at the end (close_all). Both call the CUDA runtime torch itself loaded (found in /proc/self/maps), so they
 share torch's context. Anything that fails here
 (no runtime found, memory that cannot be exported, such as expandable segments) makes the sender
 fall back to host memory; the receiver raises ValueError."""
@@ -14,6 +14,12 @@ import time
 
 _libs = None
 _opened = {}  # handle bytes -> (pointer, end): each allocation mapped once (opening costs milliseconds)
+# An allocation larger than this is unmapped as soon as it is copied: a mapping keeps the memory
+# alive after its sender frees it, and torch's allocator frees its cached blocks when it runs out:
+# on KernelBench L1-19 (a 6 GiB output a call) the judge's mappings of the candidate's earlier
+# outputs held 40 GiB and the honest candidate ran out of memory. Reopening costs milliseconds,
+# nothing beside copying so much.
+KEEP_MAPPED_BYTES = 256 << 20
 seconds = {"ipc_open": 0.0, "ipc_copy": 0.0}  # this process's time in copy_into, for the report
 IPC_LAZY_ENABLE_PEER_ACCESS = 1
 MEMCPY_DEVICE_TO_DEVICE = 3
@@ -75,7 +81,7 @@ def copy_into(out, handle_hex, offset):
     """Copy the sender's bytes (an exported allocation, from `offset`) into `out`, a contiguous
     CUDA tensor of this process, of the same byte size; raises ValueError if anything fails. The
     allocation stays mapped (a sender's caching allocator hands out the same allocation again)
-    until close_all()."""
+    until close_all(), unless it is larger than KEEP_MAPPED_BYTES."""
     import torch
 
     rt, drv = _load()
@@ -109,6 +115,9 @@ def copy_into(out, handle_hex, offset):
         rt.cudaGetLastError()
         raise ValueError("copying a tensor through CUDA IPC failed: %s" % rt.cudaGetErrorString(rc or sync).decode())
     seconds["ipc_copy"] += time.perf_counter() - opened
+    if end - ptr > KEEP_MAPPED_BYTES:
+        rt.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr))
+        del _opened[raw]
 
 
 def close_all():
