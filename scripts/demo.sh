@@ -63,15 +63,20 @@ for line in sys.stdin:
 # The same candidates as one benchmark run: per-task records, the paper's metrics per level, and the
 # reports (report.md, and report.html with plots, self-contained). Builds and baselines are cached by now.
 say "the examples as one benchmark run (anvil bench)"
-BENCH_OUT=$(mktemp -d)/bench
+# Its records and reports stay in runs/demo/ (ignored by git; the next demo replaces them).
+DEMO_OUT=runs/demo
+rm -rf "$DEMO_OUT"
+mkdir -p "$DEMO_OUT"
+BENCH_OUT=$DEMO_OUT/bench
 anvil bench --tasks examples/tasks --solutions examples/candidates --out "$BENCH_OUT" --no-progress "${EXTRA[@]}"
 
 # The agent loop end to end: a scripted model (tests/replay_server.py, real HTTP) writes the bundled
 # candidate into a fresh workdir through anvil's tools (bash, read/write, compile, verify, profile,
 # finish); the final workdir is judged afresh. `anvil agent --endpoint URL --model NAME` drives a real one.
 say "one scripted agent episode (anvil agent against the replay server)"
-AGENT_OUT=$(mktemp -d)
+AGENT_OUT=$DEMO_OUT/agent
 python3 bench/agent_scripted.py --task examples/tasks/01_elementwise_chain.py \
   --candidate "examples/candidates/01_elementwise_chain/${VARIANTS%% *}" --out "$AGENT_OUT" --anvil "$ANVIL_BIN" \
   --no-ncu -- "${AGENT_EXTRA[@]}" | tail -24
-say "done. Builds and baselines are cached now: a second run is much faster."
+say "done. The benchmark's reports: $BENCH_OUT/report.html and report.md; the agent's run: $AGENT_OUT."
+say "Builds and baselines are cached now: a second run is much faster."

@@ -122,7 +122,8 @@ Json metric_rules() {
       {"median", "median speedup of the correct tasks"},
       {"mean_reward", "mean milestone reward over all tasks (-1 wrong or missing, 1 correct, 2 faster than "
                       "eager, 3 faster than eager and torch.compile)"},
-      {"compile", "compile metrics are n/a when no torch.compile time was measured (CPU runs, --compile-mode none)"},
+      {"compile", "compile metrics are n/a: no torch.compile time was measured (--compile-mode none, or "
+                  "torch.compile failed on every task)"},
   };
 }
 

@@ -273,8 +273,14 @@ std::vector<Item> run_items(const Json& r) {
 std::vector<Item> rule_items(const Json& r) {
   std::vector<Item> items;
   const Json& rules = at(r, "rules");
+  // Why compile metrics are n/a, only where they are (a CPU run may measure torch.compile too).
+  const Json& measured = at(at(at(r, "overall"), "measured"), "compile");
+  bool compile_measured = measured.is_number() && measured.get<double>() > 0;
   if (rules.is_object()) {
-    for (auto it = rules.begin(); it != rules.end(); ++it) items.push_back({it.key(), text(it.value())});
+    for (auto it = rules.begin(); it != rules.end(); ++it) {
+      if (it.key() == "compile" && compile_measured) continue;
+      items.push_back({it.key(), text(it.value())});
+    }
   }
   return items;
 }
@@ -608,6 +614,7 @@ svg.plot{display:block;max-width:100%;height:auto;background:#fff}
 svg.plot text{font-size:11px;fill:#3d444d}
 svg.plot text.ttl{font-size:13px;font-weight:600;fill:#1f2328}
 svg.plot text.lbl{font-size:12px;fill:#1f2328}
+svg.plot text.ptl{font-size:10px;fill:#1f2328}
 svg.plot text.empty{font-size:13px;fill:#8c959f}
 svg.plot .grid{stroke:#eaeef2;stroke-width:1}
 svg.plot .axis{stroke:#57606a;stroke-width:1}
@@ -930,7 +937,9 @@ std::vector<LegendEntry> level_legend(const Plots& p) {
   return l;
 }
 
-// 3a. Per task: speedup vs eager (x) against speedup vs torch.compile (y).
+// 3a. Per task: speedup vs eager (x) against speedup vs torch.compile (y); the kScatterLabels
+// points farthest from 1x/1x labelled with their task.
+constexpr size_t kScatterLabels = 6;
 std::string plot_scatter(const Plots& p) {
   const double W = 620, left = 58, right = 20, top = 34, plot_h = 420;
   Area a{left, top, W - left - right, plot_h};
@@ -966,6 +975,19 @@ std::string plot_scatter(const Plots& p) {
     body += "<circle class=\"pt\" data-level=\"" + esc(pt->level) + "\" cx=\"" + px(x.at(std::log2(*pt->eager))) +
             "\" cy=\"" + px(y.at(std::log2(*pt->compile))) + "\" r=\"4.5\" fill=\"" + level_color(pt->level_index) +
             "\"><title>" + esc(title) + "</title></circle>\n";
+  }
+  // The points farthest from 1x/1x named on the plot itself, so that a printed report can say which
+  // task they are (the others keep their hover text).
+  std::vector<const Point*> far = shown;
+  auto distance = [](const Point* q) { return std::hypot(std::log2(*q->eager), std::log2(*q->compile)); };
+  std::stable_sort(far.begin(), far.end(), [&](const Point* l, const Point* r) { return distance(l) > distance(r); });
+  if (far.size() > kScatterLabels) far.resize(kScatterLabels);
+  for (const Point* pt : far) {
+    std::string name = pt->label.substr(pt->label.find(" / ") == std::string::npos ? 0 : pt->label.find(" / ") + 3);
+    if (name.size() > 24) name = name.substr(0, 23) + "…";
+    double cx = x.at(std::log2(*pt->eager)), cy = y.at(std::log2(*pt->compile));
+    bool right_half = cx > a.x + 0.7 * a.w;
+    svg_text(body, right_half ? cx - 7 : cx + 7, cy - 5, name, right_half ? "end" : "start", "class=\"ptl\"");
   }
   if (p.points.empty()) empty_note(body, a, "no correct tasks");
   double ly = a.y + a.h + 48;

@@ -217,6 +217,19 @@ TEST(Report, MarkdownPrintsNaForTheMissingCompileBaselineAndNoneForNoProblems) {
   EXPECT_NE(md.find("## Problems\n\nnone\n"), std::string::npos) << md;
 }
 
+// The rule saying why compile metrics are n/a shows only where they are: a CPU run can measure
+// torch.compile, and its report said "n/a on CPU runs" beside the figures.
+TEST(Report, TheCompileRuleShowsOnlyWhereCompileMetricsAreNa) {
+  const std::string why = "compile metrics are n/a: no torch.compile time was measured";
+  Json measured = suite(true);
+  measured["fingerprint"]["gpu"] = nullptr;
+  measured["fingerprint"]["device"] = "cpu";
+  EXPECT_EQ(render_markdown(measured).find(why), std::string::npos);
+  EXPECT_EQ(render_html(measured).find(why), std::string::npos);
+  EXPECT_NE(render_markdown(suite(false)).find(why), std::string::npos);
+  EXPECT_NE(render_html(suite(false)).find(why), std::string::npos);
+}
+
 TEST(Report, HtmlEscapesEveryTextFromTheResults) {
   Json r = suite(true);
   r["run"]["tasks"] = "suite<&>\"'";
@@ -231,6 +244,24 @@ TEST(Report, HtmlEscapesEveryTextFromTheResults) {
       html.find(
           "<title>level1 / 3_&lt;script&gt;alert(1)&lt;/script&gt;&amp;&quot;: 1.02x eager, 1.01x compile</title>"),
       std::string::npos);
+}
+
+// A printed report can say which dot is which: the points farthest from 1x/1x carry their task's
+// name (all of them when there are no more than six).
+TEST(Report, ScatterLabelsItsOutliers) {
+  std::string few = render_html(suite(true));
+  EXPECT_EQ(occurrences(few, "class=\"ptl\""), 5u);
+  EXPECT_NE(few.find(">1_ReLU</text>"), std::string::npos);
+  std::vector<Json> rows;
+  for (int i = 1; i <= 20; ++i) rows.push_back(row("level1", i, "T" + std::to_string(i), "ok", 1, 1.0, 1.0 + 0.01 * i, 1.0));
+  rows.push_back(row("level1", 21, "Far", "ok", 3, 0.1, 5.0, 4.0));  // 50x and 40x: the farthest
+  Json many = suite(true);
+  many["tasks"] = rows;
+  std::string html = render_html(many);
+  EXPECT_EQ(occurrences(html, "class=\"ptl\""), 6u);
+  EXPECT_NE(html.find(">21_Far</text>"), std::string::npos);
+  EXPECT_NE(html.find(">20_T20</text>"), std::string::npos);  // the next farthest
+  EXPECT_EQ(html.find(">1_T1</text>"), std::string::npos);    // 1.01x: unlabelled
 }
 
 TEST(Report, HtmlHasOnePointPerCorrectTaskAndTheBreakdownAndHistograms) {
