@@ -22,7 +22,7 @@ import sys
 import time
 
 from anvil import compare, timing
-from anvil._cli import ReportChannel, tail
+from anvil._cli import ReportChannel, exit_after, tail
 from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, SEEDED_HINT, CannotServe, Harness, Outcome,
                            RequestError, candidate_failed, map_tensors, raised, tensor_pairs, trace, what)
 
@@ -376,13 +376,7 @@ def entry():
     """`python -I -c "...; runner.entry()"`: run, flush, and skip interpreter teardown (candidate
     threads, atexit hooks and a broken CUDA context must not change the exit status or hang the
     runner after the report is out)."""
-    status = main()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001
-            pass
-    os._exit(status)
+    exit_after(main)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ import sys
 import time
 import traceback
 
-from anvil._cli import ReportChannel, one_line, quiet_stdout, tail
+from anvil._cli import ReportChannel, exit_after, one_line, quiet_stdout, tail
 from anvil.harness import memory_error, meta_input_bytes
 
 PROTOCOL = "anvil.vet/1"
@@ -734,13 +734,7 @@ def main():
 def entry():
     """`python -I -c "...; vet.entry()"` (anvil's fresh process): run, flush, and skip the
     interpreter's teardown (a task's threads or atexit hooks must not hang it after the report)."""
-    status = main()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001
-            pass
-    os._exit(status)
+    exit_after(main)
 
 
 if __name__ == "__main__":

@@ -404,23 +404,12 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                     {"file_size_limit_bytes", opts.file_size_limit_bytes},
                     {"gpu", device == "cuda" ? nlohmann::json(opts.gpu) : nlohmann::json(nullptr)}};
   auto tr = Clock::now();
-  SubprocessResult r;
-  std::string zygote = opts.zygote_socket;
-  if (zygote == "auto") {
-    std::string zerr;
-    zygote = ensure_zygote(env, &zerr);
-    if (zygote.empty()) j["isolation"]["zygote_error"] = zerr;  // fall back to a fresh process
-  }
-  if (zygote.empty() || zygote == "none") {
-    r = run_python_fresh(env, PyModule::kRunner, so);
-    j["isolation"]["runner"] = "fresh process";
-    j["isolation"]["ended"] = "at its exit";
-  } else {
-    bool at_report = false;
-    r = run_in_zygote(zygote, PyModule::kRunner, request, so, private_dir, &at_report);
-    j["isolation"]["runner"] = "forked from the warm zygote at " + zygote;
-    j["isolation"]["ended"] = at_report ? "at its report (killed then, its teardown not waited for)" : "at its exit";
-  }
+  Launch launched = launch_python(env, PyModule::kRunner, opts.zygote_socket, request, so, private_dir);
+  const SubprocessResult& r = launched.result;
+  if (!launched.zygote_error.empty()) j["isolation"]["zygote_error"] = launched.zygote_error;  // then fresh
+  j["isolation"]["runner"] = launched.zygote ? "forked from the warm zygote at " + launched.socket : "fresh process";
+  j["isolation"]["ended"] =
+      launched.ended_at_report ? "at its report (killed then, its teardown not waited for)" : "at its exit";
   double run_seconds = since(tr);
   j["output_tail"] = clean_tail(r.output, paths);
   j["seconds"] = {{"build", build_seconds}, {"run", run_seconds}, {"total", since(t0)}};

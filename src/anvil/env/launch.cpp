@@ -240,6 +240,20 @@ SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, 
   return r;
 }
 
+Launch launch_python(const Environment& env, PyModule module, const std::string& zygote, const nlohmann::json& request,
+                     const SubprocessOptions& so, const fs::path& scratch) {
+  Launch l;
+  l.socket = zygote;
+  if (l.socket == "auto") l.socket = ensure_zygote(env, &l.zygote_error);
+  if (l.socket.empty() || l.socket == "none") {
+    l.result = run_python_fresh(env, module, so);
+    return l;
+  }
+  l.zygote = true;
+  l.result = run_in_zygote(l.socket, module, request, so, scratch, &l.ended_at_report);
+  return l;
+}
+
 std::string ensure_zygote(const Environment& env, std::string* err) {
   Hasher h;
   h.add("env", env.fingerprint).add("cache", env.cache.string()).add("python", env.python.string());

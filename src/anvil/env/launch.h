@@ -40,6 +40,21 @@ SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, 
                                const SubprocessOptions& so, const std::filesystem::path& scratch,
                                bool* ended_at_report);
 
+// How launch_python ran its process.
+struct Launch {
+  SubprocessResult result;
+  bool zygote = false;           // forked from the zygote at `socket` (else a fresh process)
+  std::string socket;
+  bool ended_at_report = false;  // see run_in_zygote
+  std::string zygote_error;      // why "auto" found no zygote (a fresh process ran instead)
+};
+
+// `module` on `request`: forked from the zygote when `zygote` is "auto" (ensure_zygote) or a
+// socket's path; a fresh process when it is "none" or no zygote can start. The one rule for
+// evaluations and vettings alike.
+Launch launch_python(const Environment& env, PyModule module, const std::string& zygote, const nlohmann::json& request,
+                     const SubprocessOptions& so, const std::filesystem::path& scratch);
+
 // The socket of this environment's warm zygote, started (detached) if none answers. Returns "" and
 // fills *err when one cannot be started.
 std::string ensure_zygote(const Environment& env, std::string* err);

@@ -68,17 +68,11 @@ SubprocessOptions vet_process(const Environment& env, const VetOptions& opts, co
 SubprocessResult run_vetting(const Environment& env, const VetOptions& opts, const fs::path& dir,
                              const nlohmann::json& request) {
   SubprocessOptions so = vet_process(env, opts, dir, request);
-  std::string zygote = opts.zygote;
-  if (zygote == "auto") {
-    std::string zerr;
-    zygote = ensure_zygote(env, &zerr);
-  }
-  if (zygote.empty() || zygote == "none") return run_python_fresh(env, PyModule::kVet, so);
-  bool at_report = false;
-  SubprocessResult r = run_in_zygote(zygote, PyModule::kVet, request, so, dir, &at_report);
-  if (!r.started) return run_python_fresh(env, PyModule::kVet, so);  // the zygote went away: as without one
-  r.err_output = r.output;  // the zygote's child has one output file for both
-  return r;
+  Launch launched = launch_python(env, PyModule::kVet, opts.zygote, request, so, dir);
+  if (!launched.zygote) return launched.result;
+  if (!launched.result.started) return run_python_fresh(env, PyModule::kVet, so);  // the zygote went away
+  launched.result.err_output = launched.result.output;  // the zygote's child has one output file for both
+  return launched.result;
 }
 
 // Why a finished process gave no usable report, in a line or a few.
