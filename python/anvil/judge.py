@@ -7,6 +7,8 @@ order the judge enforces (a missing, extra or out-of-order reply: hack_suspected
 
   hello -> [eager_batch] -> load -> call x (2 per trial) -> time -> batch -> end
 
+or, for the baselines alone (candidate_kind "none": anvil baselines), hello -> [eager_batch] -> end.
+
 The judge never runs candidate code and believes nothing of the candidate's process that could
 help it: it computes every expected output itself (on its own copies of the inputs), reads the
 outputs it checks from memory itself, and times the candidate with its own clock around a batch of
@@ -1011,11 +1013,7 @@ class Judge(Harness):
         """torch.compile(ref) timed like the others, compiled during warm-up; {"error"} if it fails."""
         mode = self.req["timing"]["compile_mode"]
         try:
-            import torch._dynamo
-
-            torch._dynamo.reset()
-            compiled = self.torch.compile(self.ref) if mode == "default" else self.torch.compile(self.ref, mode=mode)
-            return self.time_one(compiled, max(1, self.req["timing"]["warmup"]))
+            return self.time_one(timing.compiled(self.torch, self.ref, mode), max(1, self.req["timing"]["warmup"]))
         except BaseException as e:  # noqa: BLE001 - a baseline that does not compile is reported
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -1071,8 +1069,9 @@ class Judge(Harness):
                 drawer.join()
             self.build_reference()
         self.clock.mark("set_up")
-        with self.clock("static"):
-            self.static_findings()
+        if self.req["candidate_kind"] != "none":
+            with self.clock("static"):
+                self.static_findings()
         with self.clock("reference"):  # while the candidate's process sets itself up
             with self.clock("inputs"):
                 if drawer is not None:
@@ -1119,10 +1118,11 @@ class Judge(Harness):
                     with self.clock("eager_batch"):
                         self.report["timing"]["eager"] = {"batch": self.run_batch("eager", self.ref_ms)}
                     self.note_memory("eager batch")
-                enter("verify")
-                self.load()
-                self.verify()
-                enter("timing")
+                if self.req["candidate_kind"] != "none":  # else the baselines alone: nothing imported
+                    enter("verify")
+                    self.load()
+                    self.verify()
+                    enter("timing")
                 if "candidate" in measure:
                     with self.clock("before_timing"):
                         self.peaks()
@@ -1161,7 +1161,7 @@ class Judge(Harness):
                 self.time_models()
             enter(None)
             self.report["defenses"]["precision"] = self.precision
-            found = self.findings()
+            found = self.findings() if self.req["candidate_kind"] != "none" else None
             if found:
                 self.report["timing"] = {}
                 raise self.hack_outcome(found)

@@ -27,6 +27,8 @@ from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, SEEDED_HINT, Cann
                            RequestError, candidate_failed, map_tensors, raised, tensor_pairs, trace, what)
 
 MEASURABLE = ("candidate", "eager", "compile")
+# "none": the baselines alone (eager, torch.compile), no candidate imported (anvil baselines)
+CANDIDATE_KINDS = ("workdir", "file", "none")
 STRICT = {"preset": "strict",
           "float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-5},
           "float16": {"atol": 1e-2, "rtol": 1e-2, "norm": 1e-3},
@@ -92,8 +94,10 @@ def parse_request(text):
         from anvil import policy
 
         out["defenses"]["policy"] = dict(policy.DEFAULT_POLICY, **out["defenses"]["policy"])
-    if out["candidate_kind"] not in ("workdir", "file"):
-        raise RequestError("candidate_kind %r, expected \"workdir\" or \"file\"" % out["candidate_kind"])
+    if out["candidate_kind"] not in CANDIDATE_KINDS:
+        raise RequestError("candidate_kind %r, expected one of %s" % (out["candidate_kind"], ", ".join(CANDIDATE_KINDS)))
+    if out["candidate_kind"] == "none" and "candidate" in (out["timing"].get("measure") or []):
+        raise RequestError("timing.measure: candidate_kind \"none\" has no candidate to time")
     if not isinstance(out["device"], str):
         raise RequestError("device: a string is required")
     _check_int(out, "seed", None)
@@ -275,11 +279,7 @@ class Evaluation(Harness):
         """torch.compile(ref) timed like the others, compiled during warm-up; {"error"} if it fails."""
         mode = self.req["timing"]["compile_mode"]
         try:
-            import torch._dynamo
-
-            torch._dynamo.reset()
-            compiled = self.torch.compile(self.ref) if mode == "default" else self.torch.compile(self.ref, mode=mode)
-            return self.time_one(compiled, sets, max(1, self.req["timing"]["warmup"]))
+            return self.time_one(timing.compiled(self.torch, self.ref, mode), sets, max(1, self.req["timing"]["warmup"]))
         except BaseException as e:  # noqa: BLE001 - a baseline that does not compile is reported
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -291,14 +291,16 @@ class Evaluation(Harness):
         self.setup()
         self.load_task()
         self.build_reference()
-        self.import_candidate()
-        self.build_candidate(self.ref.state_dict())
-        if self.weights_note:
-            self.report["verify"]["weights"] = self.weights_note
+        if self.req["candidate_kind"] != "none":
+            self.import_candidate()
+            self.build_candidate(self.ref.state_dict())
+            if self.weights_note:
+                self.report["verify"]["weights"] = self.weights_note
         seconds["import"] = time.perf_counter() - started
         mark = time.perf_counter()
         try:
-            self.verify()
+            if self.req["candidate_kind"] != "none":
+                self.verify()
         finally:
             seconds["verify"] = time.perf_counter() - mark
         mark = time.perf_counter()

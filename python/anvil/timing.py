@@ -58,6 +58,24 @@ class Clock(dict):
             self[name] = round(self.get(name, 0.0) + time.perf_counter() - start, 4)
 
 
+def compiled(torch, model, mode):
+    """torch.compile(model) as anvil's compile baseline: dynamo's caches reset first (a model of an
+    earlier compile is not reused), and inductor compiling its kernels in this process
+    (compile_threads 1): a judge that starts a pool of compile workers pays their start on every
+    evaluation for a few kernels, and leaves processes below it. The kernels are the same: the
+    number of threads changes how they are built, not what. `mode` "default" or a mode's name."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    try:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1
+    except ImportError:  # a torch without inductor: torch.compile says what it lacks
+        pass
+    return torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
+
+
 def percentile(sorted_samples, q):
     """The q-th percentile (0..100) of ascending samples, interpolating linearly between order
     statistics (numpy's default); None for no samples."""

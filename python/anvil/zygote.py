@@ -21,10 +21,10 @@ with the relay), then waits for it; the client kills the relay's process group, 
 death ends every process of the evaluation, whatever it did to leave the group.
 
 Protocol (one connection per evaluation, JSON lines over a Unix socket):
-  client -> {"token": T, "module": "runner"|"vet", "request": {...the module's request...}, "cwd": DIR,
+  client -> {"token": T, "module": "runner"|"vet"|"warm", "request": {...the module's request...}, "cwd": DIR,
              "env": {NAME: VALUE}, "report_path": FILE, "output_path": FILE,
              "rlimits": {"fsize": N, "core": 0}, "network": false}
-            ("module", default "runner": what the child runs, anvil.runner or anvil.vet; the same
+            ("module", default "runner": what the child runs, anvil.runner, anvil.vet or anvil.warm; the same
             request and report either way as its fresh process's)
   zygote -> {"pid": PID}                          as soon as the child exists
   zygote -> {"pid": PID, "exit_code": N, "signal": S}  when it has ended
@@ -143,6 +143,33 @@ def _child(msg, done):
         os._exit(code)
 
 
+def _import_compiler(torch):
+    """torch.compile's machinery (dynamo, inductor, triton), imported once here: a compile baseline
+    in a child then costs its compilation alone (about 1.4 s a KernelBench task with warm caches,
+    against 6.7 s in a fresh process: bench/results/kb-baselines-2026-11-27/). Importing
+    inductor asks whether CUDA is available; anvil's runner environment sets
+    PYTORCH_NVML_BASED_CUDA_CHECK=1 (launch.cpp), so that NVML answers and the driver is not
+    started (a child forked after that would have no CUDA). Without it, or without NVML, only
+    dynamo is imported."""
+    try:
+        import torch._dynamo  # noqa: F401
+    except Exception:  # noqa: BLE001 - a torch without it: the baseline says so when asked
+        return
+    nvml = getattr(torch.cuda, "_device_count_nvml", None)
+    if not torch.backends.cuda.is_built():
+        pass  # no driver to start
+    elif os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") != "1" or nvml is None or nvml() < 0:
+        return
+    try:
+        import torch._inductor.async_compile  # noqa: F401
+        import torch._inductor.codecache  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _children_have_cuda(torch):
     """Whether a child forked now can start CUDA: torch marks a fork "bad" once this process has
     started the driver (torch.cuda.device_count() does, before is_initialized() says so), and every
@@ -169,9 +196,15 @@ def _vet():
     return vet
 
 
-# What a child may run: an evaluation (the default) or a task's vetting, each reading its request on
-# stdin and writing its report to fd 3 (docs/vet.md).
-_MODULES = {"runner": _runner, "vet": _vet}
+def _warm():
+    from anvil import warm
+
+    return warm
+
+
+# What a child may run: an evaluation (the default), a task's vetting or the warming of its compile
+# caches, each reading its request on stdin and writing its report to fd 3 (docs/vet.md).
+_MODULES = {"runner": _runner, "vet": _vet, "warm": _warm}
 
 _active = 0
 _last_active = 0.0
@@ -292,13 +325,11 @@ def main(argv=None):
     import anvil.load_inline  # noqa: F401
     import anvil.static_check  # noqa: F401
     import anvil.vet  # noqa: F401 - and a vetting's
+    import anvil.warm  # noqa: F401
     import anvil.task_probe  # noqa: F401
     import torch.profiler  # noqa: F401
     import torch.utils.flop_counter  # noqa: F401
-    try:
-        import torch._dynamo  # noqa: F401  (the compile baseline; not torch._inductor: importing it
-    except Exception:  # asks CUDA for the device count, and a child forked after that has no CUDA)
-        pass
+    _import_compiler(torch)
     assert not torch.cuda.is_initialized(), "the zygote must not initialise CUDA before forking"
     if not _children_have_cuda(torch):
         print("anvil.zygote: CUDA was started while importing (a child would have none): refusing to serve",

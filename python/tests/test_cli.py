@@ -47,3 +47,30 @@ def test_evals_exit_status_says_whose_fault(tmp_path):
     r = anvil("eval", "--device", "cpu", "--compile-mode", "none", "--task", str(broken), "--candidate", candidate)
     assert r.returncode == 1 and "task_error" in r.stdout, (r.returncode, r.stdout, r.stderr)
     # a judged candidate's failure exits 0: test_eval_schema.test_results_match_the_schema
+
+
+def test_baselines_command_lines_and_exit_status(tmp_path):
+    """`anvil baselines DIR`: one line per task in natural order and a summary; a broken task is its
+    task_error (exit 1), a second run finds the rest cached, a missing target is usage (exit 2)."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    src = open(os.path.join(ROOT, "examples", "tasks", "02_softmax.py")).read()
+    (tasks / "10_softmax.py").write_text(src)
+    (tasks / "2_broken.py").write_text("import torch\nraise RuntimeError('no such op')\n")
+    args = ("baselines", "--device", "cpu", "--compile-mode", "none", "--calls", "3", "--warmup", "1",
+            "--input-sets", "1", "--seed", "5", str(tasks))
+    env = dict(os.environ, ANVIL_CACHE=str(tmp_path / "cache"))
+    run = lambda: subprocess.run([ANVIL, *args], capture_output=True, text=True, timeout=600, env=env)  # noqa: E731
+    r = run()
+    lines = r.stdout.splitlines()
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert lines[0].startswith("2_broken.py  task_error"), r.stdout
+    assert "RuntimeError: no such op" in r.stdout and str(tasks / "2_broken.py") in r.stdout
+    first = [l for l in lines if l.startswith("10_softmax.py  ")]
+    assert first and ("measured" in first[0] or "not_kept" in first[0]), r.stdout
+    assert lines[-1].startswith("baselines of 2 task(s) on cpu: "), r.stdout
+    if "measured" in first[0]:  # kept: the next run measures nothing
+        again = run()
+        assert any(l.startswith("10_softmax.py  cached  eager ") for l in again.stdout.splitlines()), again.stdout
+    r = subprocess.run([ANVIL, "baselines", str(tmp_path / "nothing")], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "nothing does not exist" in r.stdout, (r.returncode, r.stdout, r.stderr)

@@ -775,3 +775,27 @@ def test_an_unexpected_memory_fault_of_the_judges_own_work_is_measured():
         judge.own_memory_fault(other)
     assert len(faults) == 1
 
+
+
+@LEAN_OR_NOT
+def test_baselines_alone_imports_no_candidate(make, timing):
+    """candidate_kind "none" (anvil baselines): eager with the judge's batch and torch.compile, and
+    no candidate imported: a model_new.py that would fail at import is never read."""
+    request = make('raise SystemExit("imported")', candidate_kind="none",
+                   timing=dict({"measure": ["eager", "compile"]}, **(timing or {})))
+    report = evaluate(request).report
+    assert report["outcome"] is None and report["status"] == "done", report
+    assert set(report["timing"]) == {"eager", "compile"}, report["timing"]
+    assert report["timing"]["eager"]["median_ms"] > 0 and report["timing"]["eager"]["batch"]["per_call_ms"] > 0
+    assert report["timing"]["eager"]["load"]["candidate_gone"] is True
+    compile_entry = report["timing"]["compile"]
+    assert compile_entry.get("median_ms", 0) > 0 or "error" in compile_entry
+    assert "hack" not in report and "static" not in report["defenses"]
+
+
+def test_baselines_alone_refuses_to_time_a_candidate(make):
+    from test_runner import run_runner
+
+    run = run_runner(make(CORRECT, candidate_kind="none", timing={"measure": ["candidate"]}))
+    assert run.returncode == 2 and run.report["status"] == "error"
+    assert "has no candidate to time" in run.report["message"]

@@ -570,3 +570,13 @@ def test_import_is_light():
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_baselines_alone_without_defenses(make):
+    """candidate_kind "none", undefended: eager (and compile) timed, nothing imported or verified."""
+    run = evaluate(make('raise SystemExit("imported")', candidate_kind="none",
+                        timing={"measure": ["eager"]}))
+    report = run.report
+    assert report["outcome"] is None and set(report["timing"]) == {"eager"}
+    assert report["timing"]["eager"]["median_ms"] > 0
+    assert report["verify"] == {"trials": [], "passed": 0, "failed": 0}

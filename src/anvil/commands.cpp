@@ -367,6 +367,126 @@ int cmd_vet(const VetArgs& a) {
   return counts["flagged"] > 0 ? 1 : 0;
 }
 
+int cmd_baselines(const BaselinesArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  EvalOptions o = a.opts;
+  o.measure_time = true;
+  if (o.device.empty()) o.device = env.gpus.empty() ? "cpu" : "cuda";
+  if (o.device != "cpu" && o.device != "cuda") {
+    std::fprintf(stderr, "anvil baselines: unknown device '%s' (use cuda or cpu)\n", o.device.c_str());
+    return 2;
+  }
+  if (o.device == "cuda" && env.gpus.empty()) {
+    std::fprintf(stderr, "anvil baselines: no GPU found: measure CPU baselines with --device cpu, or run on a GPU host\n");
+    return 2;
+  }
+  if (!env.torch.present) {
+    std::fprintf(stderr, "anvil baselines: %s\n", env.probe_error.c_str());
+    return 2;
+  }
+  std::string err;
+  auto specs = list_tasks(env, a.target, &err);
+  if (!specs) {
+    std::fprintf(stderr, "anvil baselines: %s\n", err.c_str());
+    return 2;
+  }
+  std::error_code ec;
+  bool is_dir = fs::is_directory(a.target, ec);
+  auto label = [&](const std::string& spec) {
+    return is_dir ? fs::path(spec).lexically_relative(a.target).string() : spec;
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  auto task_options = [&](const std::string& spec) {
+    EvalOptions t = o;
+    t.task = spec;
+    return t;
+  };
+  // Phase one: the compile caches of the tasks still to measure, warmed `jobs` at a time (nothing is
+  // timed, so they may share the GPU; one that fails is compiled cold when measured).
+  size_t n = specs->size();
+  int jobs = a.jobs > 0 ? a.jobs : o.device == "cuda" ? kWarmJobsCuda : 1;
+  nlohmann::json warm = {{"jobs", jobs}, {"tasks", 0}, {"failed", nlohmann::json::array()}, {"seconds", 0.0}};
+  if (jobs > 1 && o.compile_mode != "none") {
+    auto tw = std::chrono::steady_clock::now();
+    std::vector<std::string> todo;
+    for (const auto& spec : *specs) {
+      if (!o.use_baseline_cache || !baselines_cached(env, task_options(spec))) todo.push_back(spec);
+    }
+    std::vector<std::string> why(todo.size());
+    std::vector<std::function<void()>> work;
+    for (size_t i = 0; i < todo.size(); ++i) {
+      work.push_back([&, i] { why[i] = warm_compile_caches(env, task_options(todo[i])); });
+    }
+    run_parallel(work, static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(todo.size(), 1))));
+    for (size_t i = 0; i < todo.size(); ++i) {
+      if (!why[i].empty()) warm["failed"].push_back({{"spec", todo[i]}, {"why", why[i]}});
+    }
+    warm["tasks"] = todo.size();
+    warm["seconds"] = seconds(tw);
+    if (!a.json && !todo.empty()) {
+      std::printf("warmed torch.compile's caches of %zu task(s), %d at a time, in %.1f s (%zu failed: they compile "
+                  "when measured)\n", todo.size(), jobs, warm["seconds"].get<double>(), warm["failed"].size());
+      std::fflush(stdout);
+    }
+  }
+  // Phase two: one task at a time, nothing else on the GPU.
+  std::map<std::string, int> counts;
+  nlohmann::json tasks = nlohmann::json::array();
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& spec = (*specs)[i];
+    BaselinesResult r = measure_baselines(env, task_options(spec));
+    const char* status = baselines_status_name(r.status);
+    ++counts[status];
+    r.json["spec"] = spec;
+    tasks.push_back(r.json);
+    if (a.json) continue;
+    auto ms = [&](const char* key) {
+      char buf[48];
+      if (!r.json[key].is_number()) return std::string("-");
+      std::snprintf(buf, sizeof buf, "%.4g ms", r.json[key].get<double>());
+      return std::string(buf);
+    };
+    std::string line = label(spec) + "  " + status;
+    if (r.status == BaselinesResult::Status::kCached || r.status == BaselinesResult::Status::kMeasured ||
+        r.status == BaselinesResult::Status::kUnclean) {
+      line += "  eager " + ms("eager_ms") + ", compile " + ms("compile_ms");
+    }
+    char took[32];
+    std::snprintf(took, sizeof took, "  (%.1f s)", r.json["seconds"].value("total", 0.0));
+    line += took;
+    std::printf("%s\n", line.c_str());
+    for (const auto& m : split_lines(r.message)) std::printf("    %s\n", m.c_str());
+    std::fflush(stdout);
+  }
+  int failed = counts["task_error"] + counts["error"];
+  double total = seconds(t0);
+  if (a.json) {
+    nlohmann::json doc = {{"target", a.target},
+                          {"device", o.device},
+                          {"compile_mode", o.compile_mode},
+                          {"warm", warm},
+                          {"tasks", tasks},
+                          {"summary",
+                           {{"tasks", n},
+                            {"measured", counts["measured"]},
+                            {"cached", counts["cached"]},
+                            {"not_kept", counts["not_kept"]},
+                            {"task_errors", counts["task_error"]},
+                            {"errors", counts["error"]},
+                            {"seconds", total}}}};
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else {
+    std::printf("baselines of %zu task(s) on %s: %d measured, %d cached, %d not kept, %d failed (%.1f s)\n", n,
+                o.device.c_str(), counts["measured"], counts["cached"], counts["not_kept"], failed, total);
+  }
+  if (counts["error"] > 0 && counts["error"] == static_cast<int>(n)) return 2;
+  return failed + counts["not_kept"] > 0 ? 1 : 0;
+}
+
 int cmd_env(bool json, bool refresh) {
   Environment env;
   try {

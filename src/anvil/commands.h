@@ -68,6 +68,18 @@ struct VetArgs {
 // (usage, environment, or a task that could not be loaded or run).
 int cmd_vet(const VetArgs& a);
 
+struct BaselinesArgs {
+  std::string target;  // a task (FILE or DATASET#ROW), a directory of task files, or a dataset
+  EvalOptions opts;    // the evaluation settings the baselines are kept for (the cache's key)
+  int jobs = 0;        // compile caches warmed at once first; 0: kWarmJobsCuda on a GPU, 1 (none) on the CPU
+  bool json = false;
+};
+// Measures eager and torch.compile for every task, one at a time (the GPU quiet), and keeps them
+// for later evaluations with the same settings (docs/baselines.md). One line per task and a
+// summary, or one JSON document. 0: every task's baselines are cached (measured now or before);
+// 1: some were measured but not kept (the machine was busy), or a task failed; 2: could not run.
+int cmd_baselines(const BaselinesArgs& a);
+
 struct AgentArgs {
   std::string task;               // one task (--task)
   std::string tasks;              // a directory of task files or a dataset (--tasks)

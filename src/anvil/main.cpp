@@ -244,6 +244,24 @@ int main(int argc, char** argv) {
     status = anvil::cmd_vet(vet);
   });
 
+  anvil::BaselinesArgs bl;
+  EvalFlags blf;
+  auto* bl_cmd = app.add_subcommand(
+      "baselines", "measure eager and torch.compile for many tasks, once, for later evaluations (docs/baselines.md)");
+  bl_cmd->add_option("target", bl.target, "a task (FILE or DATASET#ROW), a directory of task files, or a dataset")
+      ->required();
+  bl_cmd->add_option("--gpu", bl.opts.gpu, "GPU index (default 0)");
+  bl_cmd->add_option("--jobs", bl.jobs,
+                     "tasks whose torch.compile caches are warmed at once before measuring (default: 8 on a GPU, "
+                     "none on the CPU)")
+      ->check(CLI::Range(1, 64));
+  bl_cmd->add_flag("--json", bl.json, "print one JSON document");
+  add_eval_options(bl_cmd, bl.opts, blf);
+  bl_cmd->callback([&] {
+    apply_eval_flags(bl.opts, blf);
+    status = anvil::cmd_baselines(bl);
+  });
+
   anvil::AgentArgs ag;
   AgentFlags agf;
   int eval_timeout_s = 600;

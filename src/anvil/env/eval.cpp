@@ -174,6 +174,153 @@ std::string EvalResult::summary() const {
   return s;
 }
 
+namespace {
+
+// What the options say of every request (a bad one: its error).
+struct Settings {
+  Protocol protocol;
+  std::string preset;
+  nlohmann::json tolerance;
+};
+
+std::optional<std::string> settle(const Environment& env, const EvalOptions& opts, Settings* s) {
+  try {
+    s->protocol = protocol_named(opts.protocol);
+    s->preset = effective_preset(opts.preset, s->protocol);
+    s->tolerance = tolerance_preset(s->preset);
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+  if (opts.timing != "events" && opts.timing != "kernel-sum") {
+    return "unknown timing method '" + opts.timing + "' (use events or kernel-sum)";
+  }
+  if (opts.trials < 1 || opts.calls < 1 || opts.warmup < 0 || opts.input_sets < 1) {
+    return std::string("trials, calls and input sets must be at least 1");
+  }
+  if (!env.torch.present) return env.probe_error;
+  return std::nullopt;
+}
+
+// The runner's request (docs/runner-protocol.md). Its timing.measure is ["candidate"] when timing
+// is asked for: the baselines' cache key is taken from it as built here, before the baselines to
+// measure are added, for an evaluation and for `anvil baselines` alike.
+nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, const Settings& s,
+                              const fs::path& task_file, const fs::path& candidate_dir, const std::string& kind,
+                              const std::string& device, uint32_t seed) {
+  std::error_code ec;
+  nlohmann::json measure = opts.measure_time ? nlohmann::json::array({"candidate"}) : nlohmann::json::array();
+  nlohmann::json request = {
+      {"protocol", "anvil.runner/1"},
+      {"task_file", task_file.string()},
+      {"candidate_dir", candidate_dir.string()},
+      {"candidate_kind", kind},
+      {"device", device},
+      {"seed", seed},
+      {"trials", opts.trials},
+      {"rules", s.protocol.rules()},
+      {"tolerance", s.tolerance},
+      {"flags",
+       {{"allow_tf32", opts.allow_tf32}, {"cudnn_allow_tf32", opts.allow_tf32}, {"cudnn_benchmark", false},
+        {"cudnn_deterministic", false}}},
+      {"timing",
+       {{"measure", measure},
+        {"warmup", opts.warmup},
+        {"calls", opts.calls},
+        {"input_sets", opts.input_sets},
+        {"flush_l2", opts.flush_l2 && device == "cuda"},
+        {"kernel_sum", opts.kernel_sum && device == "cuda"},
+        {"hide_launch", opts.hide_launch && device == "cuda"},
+        {"compile_mode", opts.compile_mode}}}};
+  if (opts.defenses) {
+    fs::path cuobjdump = env.cuda_home / "bin" / "cuobjdump";
+    request["defenses"] = {{"enabled", true},
+                           {"policy", s.protocol.policy()},
+                           {"allow_lower_precision", opts.allow_lower_precision},
+                           {"roofline", roofline_request(env, opts, device)},
+                           {"cuobjdump", fs::exists(cuobjdump, ec) ? nlohmann::json(cuobjdump.string())
+                                                                   : nlohmann::json(nullptr)}};
+  } else {
+    request["defenses"] = false;
+  }
+  return request;
+}
+
+// How the runner (or a warm-up) is started: limits, environment, network, GPU; `isolation`
+// receives what the result says of it.
+SubprocessOptions runner_options(const Environment& env, const EvalOptions& opts, const fs::path& private_dir,
+                                 const nlohmann::json& request, const std::string& device, nlohmann::json* isolation) {
+  SubprocessOptions so;
+  so.cwd = private_dir;  // never the candidate's directory
+  so.stdin_data = request.dump();
+  so.capture_fd3 = true;
+  so.merge_stderr = true;
+  so.max_output = 1 << 20;
+  so.timeout = opts.timeout;
+  so.max_rss_bytes = opts.memory_limit_bytes;
+  so.rlimits = {{RLIMIT_FSIZE, static_cast<long>(opts.file_size_limit_bytes)}, {RLIMIT_CORE, 0}};
+  so.new_network = network_isolation_available();
+  so.env = runner_environment(env);
+  so.clear_env = true;
+  so.new_pid_namespace = true;
+  if (device == "cuda") so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
+  if (isolation) {
+    *isolation = {{"process", "PID 1 of its own PID namespace (every process of the evaluation ends with it), "
+                              "its group killed whole on timeout, on its memory limit or when anvil is stopped"},
+                  {"network", so.new_network ? "none (own network namespace)" : "not isolated (namespaces unavailable)"},
+                  {"environment", "allow-listed variables only"},
+                  {"timeout_s", opts.timeout.count()},
+                  {"memory_limit_bytes", opts.memory_limit_bytes},
+                  {"file_size_limit_bytes", opts.file_size_limit_bytes},
+                  {"gpu", device == "cuda" ? nlohmann::json(opts.gpu) : nlohmann::json(nullptr)}};
+  }
+  return so;
+}
+
+// The report on fd 3: an object, or null when there is none or it is corrupt.
+nlohmann::json parse_report(const SubprocessResult& r) {
+  try {
+    if (!trim(r.fd3_output).empty()) {
+      nlohmann::json report = nlohmann::json::parse(r.fd3_output);
+      if (report.is_object()) return report;
+    }
+  } catch (const std::exception&) {
+  }
+  return nullptr;
+}
+
+// Keeps the baselines measured now in the cache at `bpath` when they were measured clean
+// (baselines.h); null entries are not kept. Returns a note for each one not kept.
+std::vector<std::string> keep_baselines(const fs::path& bpath, const std::string& device, bool defenses,
+                                        const std::string& task_name, const nlohmann::json& env_facts,
+                                        const nlohmann::json& eager, const nlohmann::json& compile) {
+  nlohmann::json store = nlohmann::json::object();
+  if (auto text = read_file(bpath)) store = nlohmann::json::parse(*text, nullptr, false);
+  if (!store.is_object()) store = nlohmann::json::object();
+  std::vector<std::string> unkept;
+  bool changed = false;
+  auto keep = [&](const char* name, nlohmann::json t, bool needs_batch) {
+    if (!number_at(t, "median_ms")) return;
+    auto why = unclean_baseline(t, device, needs_batch);
+    t["clean"] = !why;
+    if (why) unkept.push_back(std::string(name) + " baseline not kept for later evaluations: " + *why);
+    // A concurrent evaluation may have kept a clean one meanwhile: an unclean one never replaces it.
+    if (why && store.contains(name) && store[name].is_object() && store[name].value("clean", false)) return;
+    store[name] = t;
+    changed = true;
+  };
+  if (!eager.is_null()) keep("eager", eager, defenses);
+  if (!compile.is_null()) keep("compile", compile, false);
+  if (changed) {
+    store["task"] = task_name;
+    store["env"] = env_facts;
+    std::string err;
+    write_file_atomic(bpath, store.dump(1), &err);
+  }
+  return unkept;
+}
+
+}  // namespace
+
 EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   auto t0 = Clock::now();
   EvalResult res;
@@ -210,25 +357,12 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     return res;
   };
 
-  nlohmann::json tolerance;
-  Protocol protocol;
-  std::string preset;
-  try {
-    protocol = protocol_named(opts.protocol);
-    preset = effective_preset(opts.preset, protocol);
-    tolerance = tolerance_preset(preset);
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
+  Settings settings;
+  if (auto bad = settle(env, opts, &settings)) return fail(*bad);
+  const Protocol& protocol = settings.protocol;
+  const std::string& preset = settings.preset;
+  const nlohmann::json& tolerance = settings.tolerance;
   j["protocol"] = protocol.rules();
-
-  if (opts.timing != "events" && opts.timing != "kernel-sum") {
-    return fail("unknown timing method '" + opts.timing + "' (use events or kernel-sum)");
-  }
-  if (opts.trials < 1 || opts.calls < 1 || opts.warmup < 0 || opts.input_sets < 1) {
-    return fail("trials, calls and input sets must be at least 1");
-  }
-  if (!env.torch.present) return fail(env.probe_error);
 
   // The task.
   std::string err;
@@ -317,40 +451,8 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
 
   // The request.
   uint32_t seed = opts.seed ? *opts.seed : static_cast<uint32_t>(std::random_device{}() & 0x7fffffff);
-  nlohmann::json measure = opts.measure_time ? nlohmann::json::array({"candidate"}) : nlohmann::json::array();
-  nlohmann::json request = {
-      {"protocol", "anvil.runner/1"},
-      {"task_file", (harness / "model.py").string()},
-      {"candidate_dir", work.string()},
-      {"candidate_kind", kind},
-      {"device", device},
-      {"seed", seed},
-      {"trials", opts.trials},
-      {"rules", protocol.rules()},
-      {"tolerance", tolerance},
-      {"flags",
-       {{"allow_tf32", opts.allow_tf32}, {"cudnn_allow_tf32", opts.allow_tf32}, {"cudnn_benchmark", false},
-        {"cudnn_deterministic", false}}},
-      {"timing",
-       {{"measure", measure},
-        {"warmup", opts.warmup},
-        {"calls", opts.calls},
-        {"input_sets", opts.input_sets},
-        {"flush_l2", opts.flush_l2 && device == "cuda"},
-        {"kernel_sum", opts.kernel_sum && device == "cuda"},
-        {"hide_launch", opts.hide_launch && device == "cuda"},
-        {"compile_mode", opts.compile_mode}}}};
-  if (opts.defenses) {
-    fs::path cuobjdump = env.cuda_home / "bin" / "cuobjdump";
-    request["defenses"] = {{"enabled", true},
-                           {"policy", protocol.policy()},
-                           {"allow_lower_precision", opts.allow_lower_precision},
-                           {"roofline", roofline_request(env, opts, device)},
-                           {"cuobjdump", fs::exists(cuobjdump, ec) ? nlohmann::json(cuobjdump.string())
-                                                                   : nlohmann::json(nullptr)}};
-  } else {
-    request["defenses"] = false;
-  }
+  nlohmann::json request =
+      runner_request(env, opts, settings, harness / "model.py", work, kind, device, seed);
 
   // Baselines: cached per task, GPU, driver, torch, CUDA, flags and timing method, when clean.
   std::string bkey = baseline_key(env, task->hash, request, device);
@@ -380,29 +482,10 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   }
 
   // The runner.
-  SubprocessOptions so;
-  so.cwd = private_dir;  // never the candidate's directory
-  so.stdin_data = request.dump();
-  so.capture_fd3 = true;
-  so.merge_stderr = true;
-  so.max_output = 1 << 20;
+  nlohmann::json isolation;
+  SubprocessOptions so = runner_options(env, opts, private_dir, request, device, &isolation);
+  j["isolation"] = isolation;
   std::chrono::seconds timeout = opts.timeout;
-  so.timeout = timeout;
-  so.max_rss_bytes = opts.memory_limit_bytes;
-  so.rlimits = {{RLIMIT_FSIZE, static_cast<long>(opts.file_size_limit_bytes)}, {RLIMIT_CORE, 0}};
-  so.new_network = network_isolation_available();
-  so.env = runner_environment(env);
-  so.clear_env = true;
-  so.new_pid_namespace = true;
-  if (device == "cuda") so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
-  j["isolation"] = {{"process", "PID 1 of its own PID namespace (every process of the evaluation ends with it), "
-                                "its group killed whole on timeout, on its memory limit or when anvil is stopped"},
-                    {"network", so.new_network ? "none (own network namespace)" : "not isolated (namespaces unavailable)"},
-                    {"environment", "allow-listed variables only"},
-                    {"timeout_s", timeout.count()},
-                    {"memory_limit_bytes", opts.memory_limit_bytes},
-                    {"file_size_limit_bytes", opts.file_size_limit_bytes},
-                    {"gpu", device == "cuda" ? nlohmann::json(opts.gpu) : nlohmann::json(nullptr)}};
   auto tr = Clock::now();
   Launch launched = launch_python(env, PyModule::kRunner, opts.zygote_socket, request, so, private_dir);
   const SubprocessResult& r = launched.result;
@@ -415,12 +498,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   j["seconds"] = {{"build", build_seconds}, {"run", run_seconds}, {"total", since(t0)}};
   if (!r.started) return fail("cannot start the runner (" + env.python.string() + "): " + r.error);
 
-  nlohmann::json report;
-  try {
-    if (!trim(r.fd3_output).empty()) report = nlohmann::json::parse(r.fd3_output);
-  } catch (const std::exception&) {
-    report = nullptr;  // a corrupt report is the same as none
-  }
+  nlohmann::json report = parse_report(r);  // a corrupt report is the same as none
   if (report.is_object()) {
     j["env"] = report.value("env", nlohmann::json());
     if (report.contains("defenses")) j["defenses"] = report["defenses"];
@@ -586,33 +664,191 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
 
   // Keep the baselines measured now, when they were measured clean (baselines.h).
   if (opts.use_baseline_cache && opts.measure_time) {
-    nlohmann::json store = nlohmann::json::object();
-    if (auto text = read_file(bpath)) store = nlohmann::json::parse(*text, nullptr, false);
-    if (!store.is_object()) store = nlohmann::json::object();
-    std::vector<std::string> unkept;
-    bool changed = false;
-    auto keep = [&](const char* name, nlohmann::json t, bool needs_batch) {
-      if (!number_at(t, "median_ms")) return;
-      auto why = unclean_baseline(t, device, needs_batch);
-      t["clean"] = !why;
-      if (why) unkept.push_back(std::string(name) + " baseline not kept for later evaluations: " + *why);
-      // A concurrent evaluation may have kept a clean one meanwhile: an unclean one never replaces it.
-      if (why && store.contains(name) && store[name].is_object() && store[name].value("clean", false)) return;
-      store[name] = t;
-      changed = true;
-    };
-    if (!have_eager) keep("eager", eager_t, opts.defenses);
-    if (want_compile && !have_compile) keep("compile", compile_t, false);
-    if (changed) {
-      store["task"] = task->name;
-      store["env"] = j["env"];
-      write_file_atomic(bpath, store.dump(1), &err);
+    for (const auto& u : keep_baselines(bpath, device, opts.defenses, task->name, j["env"],
+                                        have_eager ? nlohmann::json(nullptr) : eager_t,
+                                        want_compile && !have_compile ? compile_t : nlohmann::json(nullptr))) {
+      note += (note.empty() ? "" : "\n") + u;
     }
-    for (const auto& u : unkept) note += (note.empty() ? "" : "\n") + u;
   }
   j["seconds"]["total"] = since(t0);
   if (!vet_note.empty()) note = note.empty() ? vet_note : note + "\n" + vet_note;
   return finish("ok", note);
+}
+
+const char* baselines_status_name(BaselinesResult::Status s) {
+  switch (s) {
+    case BaselinesResult::Status::kCached: return "cached";
+    case BaselinesResult::Status::kMeasured: return "measured";
+    case BaselinesResult::Status::kUnclean: return "not_kept";
+    case BaselinesResult::Status::kTaskError: return "task_error";
+    case BaselinesResult::Status::kError: break;
+  }
+  return "error";
+}
+
+namespace {
+
+// One task's baselines request, ready to run: the task's private copy (removed with the plan), the
+// runner's request of the baselines alone, and where its baselines are cached.
+struct BaselinePlan {
+  Settings settings;
+  std::optional<Task> task;
+  std::string device;
+  fs::path private_dir;
+  nlohmann::json request;
+  fs::path cache_path;
+  BaselinePlan() = default;
+  BaselinePlan(const BaselinePlan&) = delete;
+  BaselinePlan& operator=(const BaselinePlan&) = delete;
+  ~BaselinePlan() {
+    if (!private_dir.empty()) remove_tree(private_dir);
+  }
+};
+
+std::optional<std::string> plan_baselines(const Environment& env, const EvalOptions& opts, BaselinePlan* p) {
+  if (auto bad = settle(env, opts, &p->settings)) return bad;
+  std::string err;
+  p->task = load_task(env, opts.task, &err);
+  if (!p->task) return err;
+  p->device = !opts.device.empty() ? opts.device : env.gpus.empty() ? "cpu" : "cuda";
+  if (p->device != "cuda" && p->device != "cpu") return "unknown device '" + p->device + "' (use cuda or cpu)";
+  if (p->device == "cuda" && env.gpus.empty()) {
+    return std::string("no GPU found: measure CPU baselines with --device cpu, or run on a GPU host");
+  }
+  try {
+    p->private_dir = make_temp_dir(env.cache / "tmp", "baselines");
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+  std::error_code ec;
+  fs::create_directories(p->private_dir / "candidate", ec);  // empty: nothing is imported from it
+  if (ec) return "cannot create " + (p->private_dir / "candidate").string() + ": " + ec.message();
+  if (!write_file_atomic(p->private_dir / "harness" / "model.py", p->task->code, &err, 0444)) return err;
+  uint32_t seed = opts.seed ? *opts.seed : static_cast<uint32_t>(std::random_device{}() & 0x7fffffff);
+  EvalOptions timed = opts;
+  timed.measure_time = true;  // the key of an evaluation that times its candidate (runner_request)
+  p->request = runner_request(env, timed, p->settings, p->private_dir / "harness" / "model.py",
+                              p->private_dir / "candidate", "none", p->device, seed);
+  p->cache_path = baseline_path(env, baseline_key(env, p->task->hash, p->request, p->device));
+  p->request["timing"]["measure"] = nlohmann::json::array();
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool baselines_cached(const Environment& env, const EvalOptions& opts) {
+  BaselinePlan p;
+  if (plan_baselines(env, opts, &p)) return false;
+  nlohmann::json cached = load_baselines(p.cache_path);
+  return cached.contains("eager") && (opts.compile_mode == "none" || cached.contains("compile"));
+}
+
+BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts) {
+  auto t0 = Clock::now();
+  BaselinesResult res;
+  nlohmann::json& j = res.json;
+  j = {{"task", {{"spec", opts.task}}}, {"status", nullptr}, {"message", ""}, {"device", nullptr},
+       {"eager_ms", nullptr}, {"compile_ms", nullptr}, {"eager", nullptr}, {"compile", nullptr},
+       {"notes", nlohmann::json::array()}, {"seconds", nullptr}};
+  UserPaths paths;
+  nlohmann::json secs = nlohmann::json::object();  // total; run (the runner's process); runner (its own clock)
+  auto done = [&](BaselinesResult::Status status, const std::string& message) {
+    res.status = status;
+    res.message = paths(message);
+    j["status"] = baselines_status_name(status);
+    j["message"] = res.message;
+    secs["total"] = since(t0);
+    j["seconds"] = secs;
+    paths.apply(j);
+    return std::move(res);
+  };
+  BaselinePlan p;
+  if (auto bad = plan_baselines(env, opts, &p)) return done(BaselinesResult::Status::kError, *bad);
+  const Task& task = *p.task;
+  j["task"] = {{"spec", task.spec}, {"name", task.name}, {"hash", task.hash}};
+  j["device"] = p.device;
+  paths = user_paths(p.private_dir, "", false, task.row < 0 ? task.spec : std::string());
+  const char* field = opts.timing == "events" ? "median_ms" : "kernel_sum_ms";
+  nlohmann::json cached = opts.use_baseline_cache ? load_baselines(p.cache_path) : nlohmann::json::object();
+  bool want_compile = opts.compile_mode != "none";
+  bool have_eager = cached.contains("eager"), have_compile = cached.contains("compile");
+  nlohmann::json& measure = p.request["timing"]["measure"];
+  if (!have_eager) measure.push_back("eager");
+  if (want_compile && !have_compile) measure.push_back("compile");
+  nlohmann::json eager_t = have_eager ? cached["eager"] : nlohmann::json(nullptr);
+  nlohmann::json compile_t = have_compile && want_compile ? cached["compile"] : nlohmann::json(nullptr);
+  auto figures = [&] {
+    j["eager"] = eager_t;
+    j["compile"] = compile_t;
+    if (auto ms = number_at(eager_t, field)) j["eager_ms"] = *ms;
+    if (auto ms = number_at(compile_t, field)) j["compile_ms"] = *ms;
+  };
+  if (measure.empty()) {
+    figures();
+    return done(BaselinesResult::Status::kCached, "");
+  }
+  nlohmann::json isolation;
+  SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, &isolation);
+  auto tr = Clock::now();
+  Launch launched = launch_python(env, PyModule::kRunner, opts.zygote_socket, p.request, so, p.private_dir);
+  const SubprocessResult& r = launched.result;
+  isolation["runner"] = launched.zygote ? "forked from the warm zygote at " + launched.socket : "fresh process";
+  if (!launched.zygote_error.empty()) isolation["zygote_error"] = launched.zygote_error;
+  j["isolation"] = isolation;
+  if (!r.started) return done(BaselinesResult::Status::kError, "cannot start the runner: " + r.error);
+  nlohmann::json report = parse_report(r);
+  secs["run"] = since(tr);
+  if (report.is_object()) secs["runner"] = report.value("seconds", nlohmann::json());
+  if (!report.is_object()) {
+    std::string how = r.timed_out ? "did not finish within " + std::to_string(opts.timeout.count()) + " s"
+                      : r.memory_exceeded ? "used more than " + std::to_string(opts.memory_limit_bytes >> 30) +
+                                                " GiB of memory"
+                      : r.signal ? "was killed by signal " + std::to_string(r.signal)
+                                 : "exited with code " + std::to_string(r.exit_code);
+    return done(BaselinesResult::Status::kError, "the runner " + how + " without a report\n" + tail_lines(r.output, 8));
+  }
+  if (report.value("status", std::string()) != "done") {
+    return done(BaselinesResult::Status::kError, "the runner could not measure: " +
+                                                     report.value("message", std::string("no reason given")));
+  }
+  if (!report["outcome"].is_null()) {
+    std::string message = report.value("message", std::string());
+    std::string detail = report.value("detail", std::string());
+    if (!detail.empty() && detail.find(message) == std::string::npos) message += "\n" + tail_lines(detail, 12);
+    bool task_error = report["outcome"] == "task_error";
+    return done(task_error ? BaselinesResult::Status::kTaskError : BaselinesResult::Status::kError, message);
+  }
+  const nlohmann::json& timing = report.value("timing", nlohmann::json::object());
+  nlohmann::json new_eager = have_eager ? nlohmann::json(nullptr) : timing.value("eager", nlohmann::json());
+  nlohmann::json new_compile =
+      want_compile && !have_compile ? timing.value("compile", nlohmann::json()) : nlohmann::json(nullptr);
+  if (!have_eager) eager_t = new_eager;
+  if (want_compile && !have_compile) compile_t = new_compile;
+  figures();
+  std::vector<std::string> notes = keep_baselines(p.cache_path, p.device, opts.defenses, task.name,
+                                                  report.value("env", nlohmann::json()), new_eager, new_compile);
+  if (want_compile && !number_at(compile_t, "median_ms")) {
+    notes.push_back("torch.compile baseline unavailable: " + compile_t.value("error", std::string("not measured")));
+  }
+  j["notes"] = notes;
+  bool kept = std::none_of(notes.begin(), notes.end(),
+                          [](const std::string& n) { return n.find("not kept") != std::string::npos; });
+  return done(kept ? BaselinesResult::Status::kMeasured : BaselinesResult::Status::kUnclean,
+              notes.empty() ? std::string() : join(notes, "\n"));
+}
+
+std::string warm_compile_caches(const Environment& env, const EvalOptions& opts) {
+  BaselinePlan p;
+  if (auto bad = plan_baselines(env, opts, &p)) return *bad;
+  SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, nullptr);
+  Launch launched = launch_python(env, PyModule::kWarm, opts.zygote_socket, p.request, so, p.private_dir);
+  const SubprocessResult& r = launched.result;
+  if (!r.started) return "could not run: " + r.error;
+  nlohmann::json report = parse_report(r);
+  if (report.is_object() && report.value("status", std::string()) == "done") return "";
+  UserPaths paths = user_paths(p.private_dir, "", false, p.task->row < 0 ? p.task->spec : std::string());
+  if (report.is_object()) return paths(report.value("message", std::string("no reason given")));
+  return paths(r.timed_out ? "timed out" : "exited with code " + std::to_string(r.exit_code) + " without a report");
 }
 
 std::optional<BuildReport> prebuild(const Environment& env, const std::string& candidate, const BuildOptions& opts) {

@@ -76,6 +76,39 @@ struct EvalResult {
 
 EvalResult evaluate(const Environment& env, const EvalOptions& opts);
 
+// The baselines of one task (opts.task) alone, for later evaluations with the same options
+// (`anvil baselines`, docs/baselines.md): eager (with the judge's batch, when defended) and
+// torch.compile measured by the runner as an evaluation measures them, with no candidate (the
+// candidate's process runs the eager batch and imports nothing), and kept in the cache when clean.
+// Baselines already cached clean are not measured again (opts.use_baseline_cache false: they are,
+// and replace them when clean).
+struct BaselinesResult {
+  enum class Status {
+    kCached,    // both were in the cache: nothing ran
+    kMeasured,  // measured and kept
+    kUnclean,   // measured, but not kept (notes say why); later evaluations measure them again
+    kTaskError, // the task failed (message)
+    kError,     // anvil could not measure (message)
+  };
+  Status status = Status::kError;
+  std::string message;
+  nlohmann::json json;  // {task, device, status, eager, compile, notes, seconds, isolation}
+};
+const char* baselines_status_name(BaselinesResult::Status s);
+BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts);
+
+// Whether opts.task's baselines (with these options) are cached clean: measure_baselines would run
+// nothing.
+bool baselines_cached(const Environment& env, const EvalOptions& opts);
+
+// Warm-ups run at once on a GPU by `anvil baselines` (their compilation is the CPU's work; 8 of 16
+// cores, the GPU host's, leave the zygote and the system room).
+inline constexpr int kWarmJobsCuda = 8;
+
+// torch.compile's caches warmed for opts.task (python/anvil/warm.py): its reference compiled and
+// called once, nothing timed. Several may run at once on one GPU. Returns "" when done, else why not.
+std::string warm_compile_caches(const Environment& env, const EvalOptions& opts);
+
 // The user's names for the private copies an evaluation works on (DIR/candidate, DIR/harness/model.py):
 // every message, detail and output an evaluation returns names the files the user gave, never
 // anvil's copies. A single-file candidate's bare "model_new.py" (its name in the copy) becomes the

@@ -91,6 +91,57 @@ TEST_F(EvalTest, BaselinesAreCachedPerTask) {
   EXPECT_FALSE(fresh["timing"]["eager"].value("cached", false));
 }
 
+TEST_F(EvalTest, BaselinesMeasuredAloneServeTheNextEvaluation) {
+  EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu");
+  o.calls = 7;  // a timing configuration of its own: its own baseline entry
+  o.use_baseline_cache = false;  // measured now, whatever an earlier run kept
+  BaselinesResult b = measure_baselines(env(), o);
+  // A baseline measured while the machine was loaded (ctest -j beside it) is rightly not kept.
+  for (int i = 0; i < 4 && b.status == BaselinesResult::Status::kUnclean; ++i) b = measure_baselines(env(), o);
+  ASSERT_EQ(b.status, BaselinesResult::Status::kMeasured) << b.json.dump(2);
+  EXPECT_GT(b.json["eager_ms"].get<double>(), 0);
+  EXPECT_TRUE(b.json["compile_ms"].is_null());  // --compile-mode none
+  EXPECT_GT(b.json["eager"]["batch"]["per_call_ms"].get<double>(), 0) << "the judge's batch, measured with it";
+  EXPECT_TRUE(b.json["eager"]["load"]["candidate_gone"].get<bool>());
+  o.use_baseline_cache = true;
+  EXPECT_TRUE(baselines_cached(env(), o));
+  BaselinesResult again = measure_baselines(env(), o);
+  EXPECT_EQ(again.status, BaselinesResult::Status::kCached);
+  EXPECT_EQ(again.json["eager_ms"], b.json["eager_ms"]);
+  // An evaluation with the same settings (another seed) times its candidate alone.
+  o.seed = 11;
+  nlohmann::json j = run(o);
+  ASSERT_EQ(j["outcome"], "ok") << j.dump(2);
+  EXPECT_TRUE(j["timing"]["eager"].value("cached", false));
+  EXPECT_EQ(j["timing"]["eager_ms"], b.json["eager_ms"]);
+  // Other settings, another entry.
+  o.calls = 8;
+  o.task = kSource + "/examples/tasks/02_softmax.py";
+  EXPECT_FALSE(baselines_cached(env(), o));
+}
+
+TEST_F(EvalTest, BaselinesOfABrokenTaskAreItsError) {
+  fs::path broken = fs::path(ANVIL_TEST_CACHE_DIR) / "tasks" / "broken_forward.py";
+  std::string e;
+  ASSERT_TRUE(write_file_atomic(broken,
+                                "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                                "        return x.no_such_method()\n"
+                                "def get_inputs():\n    return [torch.randn(4)]\n"
+                                "def get_init_inputs():\n    return []\n",
+                                &e))
+      << e;
+  EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu", broken.string());
+  BaselinesResult b = measure_baselines(env(), o);
+  EXPECT_EQ(b.status, BaselinesResult::Status::kTaskError) << b.json.dump(2);
+  EXPECT_NE(b.message.find(broken.string()), std::string::npos) << b.message;  // the user's path
+  EXPECT_NE(b.message.find("no_such_method"), std::string::npos) << b.message;
+  EXPECT_EQ(b.message.find("harness"), std::string::npos) << b.message;
+  o.task = "/no/such/task.py";
+  b = measure_baselines(env(), o);
+  EXPECT_EQ(b.status, BaselinesResult::Status::kError);
+  EXPECT_NE(b.message.find("/no/such/task.py"), std::string::npos) << b.message;
+}
+
 TEST_F(EvalTest, WrongMathIsWrongAnswerWithAReport) {
   nlohmann::json j = run(options("examples/broken/wrong_math/cpu"));
   EXPECT_EQ(j["outcome"], "wrong_answer");

@@ -108,7 +108,14 @@ std::string new_token() {
   return out;
 }
 
-const char* module_name(PyModule m) { return m == PyModule::kVet ? "vet" : "runner"; }
+const char* module_name(PyModule m) {
+  switch (m) {
+    case PyModule::kVet: return "vet";
+    case PyModule::kWarm: return "warm";
+    case PyModule::kRunner: break;
+  }
+  return "runner";
+}
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -129,6 +136,9 @@ std::map<std::string, std::string> runner_environment(const Environment& env) {
   out["ANVIL_PYTHON"] = env.python.string();
   out["PYTHONUNBUFFERED"] = "1";
   out["PYTHONDONTWRITEBYTECODE"] = "1";
+  // torch.cuda.is_available() answered by NVML, not by starting the driver: the zygote imports
+  // torch._inductor (which asks) and must fork children that can still start CUDA (zygote.py).
+  out["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1";
   std::error_code ec;
   fs::path self = env.anvil_program.empty() ? fs::read_symlink("/proc/self/exe", ec) : env.anvil_program;
   if (!ec) out["ANVIL_BIN"] = self.string();

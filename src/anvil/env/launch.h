@@ -25,9 +25,10 @@ namespace anvil {
 // The runner's environment: the allow-listed variables of this process's, plus anvil's own.
 std::map<std::string, std::string> runner_environment(const Environment& env);
 
-// What a launched process runs: an evaluation (python/anvil/runner.py) or a task's vetting
-// (python/anvil/vet.py). Both read one request on stdin and write one report to fd 3.
-enum class PyModule { kRunner, kVet };
+// What a launched process runs: an evaluation (python/anvil/runner.py), a task's vetting
+// (python/anvil/vet.py) or the warming of its compile caches (python/anvil/warm.py). Each reads one
+// request on stdin and writes one report to fd 3.
+enum class PyModule { kRunner, kVet, kWarm };
 
 // A fresh `python -I` process running `module` as PID 1 of a new PID namespace; so: its limits,
 // cwd, env, stdin (the request).

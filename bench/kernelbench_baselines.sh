@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Issue 17's scale bar on the GPU host: KernelBench's levels vetted and their eager + torch.compile
+# baselines measured (`anvil vet DIR`, then `anvil baselines DIR`), with the wall time of each
+# command. KB: a checkout of KernelBench (nothing of it is copied into anvil); LEVELS (default
+# "1 2 3"); EVERY=N: every Nth problem of each level only (a subset, in a temporary directory);
+# BASELINE_ARGS: more options for `anvil baselines`. Results go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-bench/results}
+KB=${KB:?set KB to a checkout of KernelBench}
+mkdir -p "$OUT"
+export ANVIL_REV=${ANVIL_REV:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
+if [ -z "${ANVIL_BIN:-}" ] && [ -x .carry/anvil ]; then export ANVIL_BIN=$PWD/.carry/anvil; fi
+export ANVIL_BIN=${ANVIL_BIN:-$PWD/build/anvil}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+date -u
+echo "anvil $ANVIL_REV"
+t_all=$(date +%s.%N)
+for level in ${LEVELS:-1 2 3}; do
+  dir="$KB/KernelBench/level$level"
+  if [ -n "${EVERY:-}" ]; then
+    sub=$(mktemp -d)/level$level
+    mkdir -p "$sub"
+    ls -v "$dir"/*.py | awk -v n="$EVERY" 'NR % n == 1' | xargs -I{} cp {} "$sub/"
+    dir=$sub
+  fi
+  for step in vet baselines; do
+    t0=$(date +%s.%N)
+    if [ $step = vet ]; then
+      "$ANVIL_BIN" vet --json "$dir" > "$OUT/vet-level$level.json" 2> "/tmp/vet-level$level.err"
+    else
+      "$ANVIL_BIN" baselines --json ${BASELINE_ARGS:-} "$dir" > "$OUT/baselines-level$level.json" \
+        2> "/tmp/baselines-level$level.err"
+    fi
+    code=$?
+    python3 - "$OUT/$step-level$level.json" "$level" "$step" "$code" "$t0" <<'PY'
+import json, sys, time
+path, level, step, code, t0 = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+wall = time.time() - t0
+try:
+    doc = json.load(open(path))
+except Exception as e:  # noqa: BLE001 - killed: no document
+    print("level %s %s: exit %d after %.0f s, no document: %s" % (level, step, code, wall, e))
+    sys.exit(0)
+tasks, s = doc["tasks"], doc["summary"]
+p = lambda xs, q: round(xs[min(len(xs) - 1, int(q * len(xs)))], 2) if xs else None
+if step == "vet":
+    print("level %s vet: %d tasks in %.0f s (exit %d): %d ok, %d flagged, %d errors"
+          % (level, len(tasks), wall, code, s["ok"], s["flagged"], s["errors"]))
+    sys.exit(0)
+secs = sorted(t["seconds"]["total"] for t in tasks if t["status"] != "cached")
+w = doc["warm"]
+print("level %s baselines: %d tasks in %.0f s (exit %d; warm-up %d tasks, %d at a time, %.0f s, %d failed): "
+      "%d measured, %d cached, %d not kept, %d task errors, %d errors; a task p50 %s p90 %s max %s s"
+      % (level, len(tasks), wall, code, w["tasks"], w["jobs"], w["seconds"], len(w["failed"]), s["measured"],
+         s["cached"], s["not_kept"], s["task_errors"], s["errors"], p(secs, .5), p(secs, .9), secs[-1] if secs else None))
+for t in tasks:
+    if t["status"] not in ("measured", "cached") or not t["compile_ms"]:
+        print("  %-50s %-10s %s" % (t["task"].get("name", t["spec"])[:50], t["status"], (t["message"] or "")[:150]))
+for f in w["failed"][:5]:
+    print("  warm-up failed: %s: %s" % (f["spec"].split("/")[-1], f["why"][:150]))
+PY
+  done
+done
+python3 -c "import sys,time; print('all levels: %.0f s' % (time.time() - float(sys.argv[1])))" "$t_all"

@@ -1,0 +1,83 @@
+"""anvil.warm: torch.compile's caches warmed for a task, nothing timed (anvil.warm/1).
+
+`anvil baselines` measures the baselines of many tasks one after another on a quiet GPU; before
+that, it warms inductor's caches (its FX graphs and Triton kernels, on disk) for all of them at
+once, several processes sharing the GPU, so that the measured compile costs a cache hit
+(docs/baselines.md). The request is a runner request of the baselines alone (candidate_kind
+"none", anvil.runner/1); the reference is built as the judge builds it, compiled as the judge
+compiles it (timing.compiled), with the precision flags pinned and under no_grad, and called once
+on one set of inputs drawn on the device (the judge's inputs have the same shapes, dtypes and
+layout). Report, on fd 3 (else the last line of stdout):
+
+    {"protocol": "anvil.warm/1", "status": "done"|"error", "message": "", "seconds": {...}}
+
+A task that cannot be loaded, drawn or compiled is reported as an error: its baseline measurement
+says so again, and with the judge's words.
+"""
+import sys
+import time
+
+from anvil._cli import ReportChannel, exit_after, one_line, quiet_stdout
+
+PROTOCOL = "anvil.warm/1"
+
+
+def warm(request_text):
+    """The report for one request (never raises, but for KeyboardInterrupt)."""
+    started = time.perf_counter()
+    report = {"protocol": PROTOCOL, "status": "error", "message": "", "seconds": {}}
+    try:
+        from anvil import runner, timing
+        from anvil.harness import Harness, Outcome, RequestError
+
+        request = runner.parse_request(request_text)
+        with quiet_stdout():
+            h = Harness(request)
+            h.setup()
+            h.load_task()
+            h.build_reference()
+            report["seconds"]["setup"] = round(time.perf_counter() - started, 3)
+            args = h.fresh_inputs(request["seed"] + 1, 1)[0]
+            mark = time.perf_counter()
+            compiled = timing.compiled(h.torch, h.ref, request["timing"]["compile_mode"])
+            h.pin_flags()
+            with h.torch.no_grad():
+                compiled(*args)
+            h.sync()
+            report["seconds"]["compile"] = round(time.perf_counter() - mark, 3)
+        report["status"] = "done"
+    except (Outcome, RequestError) as e:
+        report["message"] = one_line(str(e), 300)
+    except Exception as e:  # noqa: BLE001 - a report whatever breaks
+        report["message"] = one_line("%s: %s" % (type(e).__name__, e), 300)
+    report["seconds"]["total"] = round(time.perf_counter() - started, 3)
+    return report
+
+
+def main():
+    import os
+
+    if os.getpid() == 1:  # PID 1 of the namespace anvil made: a /proc of its own (as the runner's)
+        from anvil import confine
+
+        confine.own_proc()
+    channel = ReportChannel(PROTOCOL)
+    try:
+        text = sys.stdin.read()
+    except Exception as e:  # noqa: BLE001
+        report = {"protocol": PROTOCOL, "status": "error", "message": "cannot read the request: %s" % e}
+    else:
+        report = warm(text)
+    channel.send(report)
+    return 0 if report.get("status") == "done" else 2
+
+
+def entry():
+    """`python -I -c "...; warm.entry()"`: run, flush, and skip the interpreter's teardown."""
+    exit_after(main)
+
+
+if __name__ == "__main__":
+    status = main()
+    sys.stdout.flush()
+    sys.exit(status)
