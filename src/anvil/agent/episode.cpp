@@ -145,6 +145,39 @@ void give_workdir_to_jail(const Environment& env, const std::filesystem::path& w
 
 }  // namespace
 
+std::optional<std::string> skill_for_protocol(const std::string& text, const std::string& protocol, std::string* err) {
+  static constexpr std::string_view kOpen = "<!-- protocol: ", kClose = " -->", kEnd = "<!-- end protocol -->";
+  std::string out;
+  std::optional<std::string> inside;  // the open block's protocol
+  int line_no = 0;
+  for (const std::string& line : split_lines(text)) {
+    ++line_no;
+    std::string t = trim(line);
+    if (starts_with(t, kOpen) && ends_with(t, kClose)) {
+      if (inside) {
+        *err = "line " + std::to_string(line_no) + ": a protocol block inside the block for '" + *inside + "'";
+        return std::nullopt;
+      }
+      inside = t.substr(kOpen.size(), t.size() - kOpen.size() - kClose.size());
+      continue;
+    }
+    if (t == kEnd) {
+      if (!inside) {
+        *err = "line " + std::to_string(line_no) + ": '" + std::string(kEnd) + "' without a block to end";
+        return std::nullopt;
+      }
+      inside.reset();
+      continue;
+    }
+    if (!inside || *inside == protocol) out += line + "\n";
+  }
+  if (inside) {
+    *err = "the block for protocol '" + *inside + "' is never ended ('" + std::string(kEnd) + "')";
+    return std::nullopt;
+  }
+  return out;
+}
+
 std::string find_raw_tool_markup(const std::string& content) {
   static const char* kMarkers[] = {"<tool_call>", "</tool_call>", "<function=", "<|python_tag|>", "[TOOL_CALLS]",
                                    "<|tool_call|>", "<tool_code>", "```tool_call", "<|tool_calls_section_begin|>",
@@ -292,9 +325,14 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     }
     give_workdir_to_jail(env, workdir);
     std::filesystem::path skill = opts.skill.empty() ? env.share() / "agent" / "SKILL.md" : opts.skill;
-    auto skill_text = read_file(skill);
-    if (!skill_text) {
+    auto skill_file = read_file(skill);
+    if (!skill_file) {
       res.error = "cannot read the system prompt " + skill.string();
+      return res;
+    }
+    auto skill_text = skill_for_protocol(*skill_file, opts.tools.eval.protocol, &err);
+    if (!skill_text) {
+      res.error = "the system prompt " + skill.string() + ": " + err;
       return res;
     }
     const Endpoint& ep = model.endpoint();
@@ -313,6 +351,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
           {"max_tool_output", opts.tools.max_output}}},
         {"workdir", workdir.string()},
         {"skill", skill.string()},
+        {"protocol", opts.tools.eval.protocol},
         {"tool_results_as_user", opts.tool_results_as_user},
         {"tools", tools.schemas()},
         {"messages",

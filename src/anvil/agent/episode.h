@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +54,12 @@ struct EpisodeResult {
 };
 
 EpisodeResult run_episode(const Environment& env, ModelClient& model, const EpisodeOptions& opts);
+
+// The system prompt for a protocol (env/protocol.h): `text` with the blocks between
+// "<!-- protocol: NAME -->" and "<!-- end protocol -->" lines kept for NAME == protocol and dropped
+// for others, the marker lines removed. A block left open, nested or an end without a block:
+// nullopt and *err.
+std::optional<std::string> skill_for_protocol(const std::string& text, const std::string& protocol, std::string* err);
 
 // Tool-call markup a server failed to parse, left in the text ("<tool_call>",
 // "<function=", "[TOOL_CALLS]", "<|python_tag|>", ...): the marker found, or "".

@@ -73,7 +73,11 @@ class EpisodeTest : public ::testing::Test {
     remove_tree(dir_);
     fs::create_directories(dir_);
     std::string e;
-    write_file_atomic(dir_ / "skill.md", "You optimise PyTorch modules with CUDA kernels. (test prompt)\n", &e);
+    write_file_atomic(dir_ / "skill.md",
+                      "You optimise PyTorch modules with CUDA kernels. (test prompt)\n"
+                      "<!-- protocol: cuda-agent -->\nRULES OF cuda-agent\n<!-- end protocol -->\n"
+                      "<!-- protocol: kernelbench -->\nRULES OF kernelbench\n<!-- end protocol -->\n",
+                      &e);
   }
 
   EpisodeOptions options() {
@@ -159,6 +163,45 @@ TEST_F(EpisodeTest, AScriptedEpisodeSolvesItsTaskAndIsJudgedAfresh) {
   ASSERT_TRUE(saved) << err;
   EXPECT_EQ((*saved)["reward"], rec["reward"]);
   EXPECT_EQ((*saved)["state"]["todos"][0]["content"], "fuse the chain");
+  // The system prompt states the rules it is judged by (cuda-agent's), without the markers.
+  std::string system = rec["messages"][0]["content"];
+  EXPECT_EQ(rec["protocol"], "cuda-agent");
+  EXPECT_EQ(system, "You optimise PyTorch modules with CUDA kernels. (test prompt)\nRULES OF cuda-agent\n");
+}
+
+// The shipped SKILL.md renders for every protocol anvil knows, each with its own rules only.
+TEST(SkillForProtocol, TheShippedPromptStatesEachProtocolsRules) {
+  auto text = read_file(kSource + "/share/agent/SKILL.md");
+  ASSERT_TRUE(text);
+  std::string err;
+  auto agent = skill_for_protocol(*text, "cuda-agent", &err);
+  auto kb = skill_for_protocol(*text, "kernelbench", &err);
+  ASSERT_TRUE(agent && kb) << err;
+  for (const std::string* s : {&*agent, &*kb}) {
+    EXPECT_EQ(s->find("<!--"), std::string::npos);
+    EXPECT_NE(s->find("## Rules (checked by the judge"), std::string::npos);  // the common text stays
+    EXPECT_NE(s->find("**Real work, every call**"), std::string::npos);
+  }
+  EXPECT_NE(agent->find("**No torch compute**"), std::string::npos);
+  EXPECT_NE(agent->find("load_state_dict(strict=True)"), std::string::npos);
+  EXPECT_EQ(agent->find("Torch ops are allowed"), std::string::npos);
+  EXPECT_NE(kb->find("**Torch ops are allowed**"), std::string::npos);
+  EXPECT_NE(kb->find("torch.allclose"), std::string::npos);
+  EXPECT_EQ(kb->find("No torch compute"), std::string::npos);
+  EXPECT_EQ(kb->find("torch_fallback"), std::string::npos);
+}
+
+TEST(SkillForProtocol, MalformedBlocksAreErrorsWithTheirLine) {
+  std::string err;
+  auto ok = skill_for_protocol("a\n<!-- protocol: x -->\nb\n<!-- end protocol -->\nc\n", "y", &err);
+  ASSERT_TRUE(ok) << err;
+  EXPECT_EQ(*ok, "a\nc\n");
+  EXPECT_FALSE(skill_for_protocol("<!-- protocol: x -->\nb\n", "x", &err));
+  EXPECT_NE(err.find("'x' is never ended"), std::string::npos) << err;
+  EXPECT_FALSE(skill_for_protocol("a\n<!-- end protocol -->\n", "x", &err));
+  EXPECT_EQ(err.rfind("line 2: ", 0), 0u) << err;
+  EXPECT_FALSE(skill_for_protocol("<!-- protocol: x -->\n<!-- protocol: y -->\n", "x", &err));
+  EXPECT_NE(err.find("inside the block for 'x'"), std::string::npos) << err;
 }
 
 TEST_F(EpisodeTest, MalformedCallsAreAnsweredAsErrorsAndCounted) {
