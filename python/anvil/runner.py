@@ -357,6 +357,9 @@ def main():
         from anvil import confine
 
         confine.own_proc()
+    import faulthandler
+
+    faulthandler.enable(all_threads=True)  # a crash (the undefended candidate's, in this process) leaves its stack
     channel = ReportChannel(PROTOCOL)
     global REPORT_FD, DONE_FD
     REPORT_FD, DONE_FD = channel.fd, channel.done

@@ -129,4 +129,48 @@ std::string format_diagnostics(const std::string& raw, const DiagnosticOptions& 
   return out;
 }
 
+std::string python_crash(const std::string& output, const std::vector<std::string>& harness_prefixes,
+                         size_t max_frames) {
+  std::vector<std::string> lines = split_lines(output);
+  size_t fatal = lines.size();
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (starts_with(lines[i], "Fatal Python error: ")) {
+      fatal = i;
+      break;
+    }
+  }
+  if (fatal == lines.size()) return "";
+  // The crashing thread's block: "Current thread 0x... (most recent call first):" among others
+  // ("Thread 0x..."), or "Stack (most recent call first):" when only it was dumped.
+  std::vector<std::string> frames;
+  bool current = false;
+  for (size_t i = fatal + 1; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (starts_with(l, "Current thread ") || starts_with(l, "Stack (")) {
+      current = true;
+    } else if (starts_with(l, "Thread ")) {
+      current = false;
+    } else if (starts_with(l, "Extension modules:") || starts_with(l, "Fatal Python error: ")) {
+      break;
+    } else if (current && starts_with(l, "  File \"")) {
+      frames.push_back(l);
+    }
+  }
+  if (frames.empty()) return "";
+  auto harness = [&](const std::string& frame) {
+    std::string file = frame.substr(8);  // after '  File "'
+    for (const auto& p : harness_prefixes) {
+      if (!p.empty() && file.find(p) != std::string::npos) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> own;
+  for (const auto& f : frames) {
+    if (!harness(f)) own.push_back(f);
+  }
+  if (own.empty()) own.push_back(frames.front());
+  if (own.size() > max_frames) own.resize(max_frames);
+  return trim(lines[fatal]) + "\n" + join(own, "\n");
+}
+
 }  // namespace anvil

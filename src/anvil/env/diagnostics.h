@@ -1,4 +1,5 @@
-// diagnostics.h: compiler and linker output turned into short text for a model.
+// diagnostics.h: compiler and linker output, and a Python crash's dump, turned into short text for a
+// model.
 //
 // Keeps errors (g++ "file:line:col: error: ...", nvcc "file(line): error: ...",
 // ptxas and linker errors) with the offending source line, drops notes,
@@ -33,5 +34,14 @@ std::vector<Diagnostic> parse_diagnostics(const std::string& raw, const Diagnost
 // followed by its source line indented, then "... N more" if capped. When no
 // line could be parsed, the last lines of the raw output.
 std::string format_diagnostics(const std::string& raw, const DiagnosticOptions& opts);
+
+// A Python process's crash as Python's faulthandler printed it into `output`: the last "Fatal
+// Python error: ..." line and the crashing thread's frames (most recent first, at most
+// `max_frames`), without those whose file starts with one of `harness_prefixes` (anvil's own
+// modules, torch's Module.__call__, threading): what the candidate's code was doing. When every frame
+// is the harness's, the innermost stays. "" when no such dump is found (or no frame of it could be
+// read: dumps of several crashing threads interleave), so the caller falls back to the output.
+std::string python_crash(const std::string& output, const std::vector<std::string>& harness_prefixes,
+                         size_t max_frames = 6);
 
 }  // namespace anvil

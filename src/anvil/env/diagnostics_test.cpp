@@ -86,3 +86,45 @@ TEST(Diagnostics, PtxasError) {
 
 }  // namespace
 }  // namespace anvil
+
+namespace anvil {
+namespace {
+
+const std::vector<std::string> kHarness = {"/opt/anvil/python/anvil/", "/torch/nn/modules/module.py", "/threading.py"};
+
+TEST(PythonCrash, TheCrashingThreadsOwnFramesOnly) {
+  std::string out =
+      "some output\n"
+      "Fatal Python error: Segmentation fault\n\n"
+      "Thread 0x00007f1 (most recent call first):\n"
+      "  File \"/opt/anvil/python/anvil/candidate.py\", line 70 in watchdog\n"
+      "  File \"/usr/lib/python3.11/threading.py\", line 982 in run\n\n"
+      "Current thread 0x00007f0 (most recent call first):\n"
+      "  File \"work/model_new.py\", line 18 in forward\n"
+      "  File \"/venv/torch/nn/modules/module.py\", line 1790 in _call_impl\n"
+      "  File \"work/helpers.py\", line 3 in run\n"
+      "  File \"/opt/anvil/python/anvil/candidate.py\", line 290 in run_candidate\n"
+      "  File \"/opt/anvil/python/anvil/zygote.py\", line 129 in _child\n\n"
+      "Extension modules: numpy, torch._C (total: 2)\n";
+  EXPECT_EQ(python_crash(out, kHarness),
+            "Fatal Python error: Segmentation fault\n"
+            "  File \"work/model_new.py\", line 18 in forward\n"
+            "  File \"work/helpers.py\", line 3 in run");
+}
+
+TEST(PythonCrash, OneThreadsDumpAndTheHarnesssOwnCrash) {
+  std::string one = "Fatal Python error: Aborted\n\nStack (most recent call first):\n"
+                    "  File \"m.py\", line 2 in f\n";
+  EXPECT_EQ(python_crash(one, kHarness), "Fatal Python error: Aborted\n  File \"m.py\", line 2 in f");
+  // Every frame the harness's: the innermost stays, so the message still says where.
+  std::string ours = "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n"
+                     "  File \"/opt/anvil/python/anvil/batch.py\", line 9 in gather\n"
+                     "  File \"/opt/anvil/python/anvil/judge.py\", line 5 in run\n";
+  EXPECT_EQ(python_crash(ours, kHarness),
+            "Fatal Python error: Segmentation fault\n  File \"/opt/anvil/python/anvil/batch.py\", line 9 in gather");
+  EXPECT_EQ(python_crash("Segmentation fault (core dumped)\n", kHarness), "");
+  EXPECT_EQ(python_crash("Fatal Python error: Segmentation fault\n\nFaTal PyTh  Fi le\n", kHarness), "");
+}
+
+}  // namespace
+}  // namespace anvil

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "anvil/env/baselines.h"
+#include "anvil/env/diagnostics.h"
 #include "anvil/env/launch.h"
 #include "anvil/env/reward.h"
 #include "anvil/env/task.h"
@@ -498,6 +499,13 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   j["seconds"] = {{"build", build_seconds}, {"run", run_seconds}, {"total", since(t0)}};
   if (!r.started) return fail("cannot start the runner (" + env.python.string() + "): " + r.error);
 
+  // What a process that died said last: its Python stack when it crashed (anvil's frames left out),
+  // else its output's last lines.
+  auto last_words = [&] {
+    std::string crash = python_crash(paths(r.output), {(env.home / "python" / "anvil").string() + "/",
+                                                       "/torch/nn/modules/module.py", "/threading.py"});
+    return crash.empty() ? tail_lines(j["output_tail"].get<std::string>(), 8) : crash;
+  };
   nlohmann::json report = parse_report(r);  // a corrupt report is the same as none
   if (report.is_object()) {
     j["env"] = report.value("env", nlohmann::json());
@@ -533,7 +541,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     std::string how = r.signal ? "was killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")"
                                : "exited with code " + std::to_string(r.exit_code);
     return finish("runtime_error", "the candidate's process " + how + " before the evaluation finished\n" +
-                                       tail_lines(j["output_tail"].get<std::string>(), 8));
+                                       last_words());
   }
   if (!report["outcome"].is_null()) {
     std::string outcome = report["outcome"].get<std::string>();
@@ -543,8 +551,9 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     std::string message = report.value("message", std::string());
     std::string detail = report.value("detail", std::string());
     if (report.value("reason", nlohmann::json()) == "process_died") {
-      // The candidate's process died: what it printed last is the best evidence.
-      message += "\n" + tail_lines(j["output_tail"].get<std::string>(), 8);
+      // The candidate's process died: its Python stack, when it crashed, without anvil's frames;
+      // else what it printed last.
+      message += "\n" + last_words();
     } else if (outcome == "hack_suspected" || outcome == "wrong_answer") {
       // The message says it; the detail (every finding) stays in the report's hack object.
     } else if (!detail.empty() && detail.find(message) == std::string::npos) {

@@ -161,7 +161,15 @@ TEST_F(EvalTest, CompileErrorCarriesTheDiagnostics) {
 TEST_F(EvalTest, SegfaultIsARuntimeErrorAndTheNextEvaluationIsUnaffected) {
   nlohmann::json crash = run(options("examples/broken/crash/cpu"));
   EXPECT_EQ(crash["outcome"], "runtime_error");
-  EXPECT_NE(crash["message"].get<std::string>().find("signal 11"), std::string::npos) << crash["message"];
+  std::string message = crash["message"];
+  EXPECT_NE(message.find("signal 11"), std::string::npos) << message;
+  // Where the candidate crashed (its Python stack, by the user's path), not the harness's frames.
+  EXPECT_NE(message.find("Fatal Python error: Segmentation fault\n  File \"" + kSource +
+                         "/examples/broken/crash/cpu/model_new.py\", line 18 in forward"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("zygote.py"), std::string::npos) << message;
+  EXPECT_EQ(message.find("candidate.py"), std::string::npos) << message;
   nlohmann::json after = run(options("examples/candidates/01_elementwise_chain/cpu"));
   EXPECT_EQ(after["outcome"], "ok");
 }
@@ -177,7 +185,15 @@ TEST_F(EvalTest, TheRunEndsAtTheReportNotAtTheTeardown) {
   nlohmann::json crash = run(o);
   EXPECT_EQ(crash["outcome"], "runtime_error");
   EXPECT_EQ(crash["isolation"]["ended"], "at its exit");
-  EXPECT_NE(crash["message"].get<std::string>().find("signal 11"), std::string::npos) << crash["message"];
+  std::string message = crash["message"];
+  EXPECT_NE(message.find("signal 11"), std::string::npos) << message;
+  // Where the candidate crashed (its Python stack, by the user's path), not the harness's frames.
+  EXPECT_NE(message.find("Fatal Python error: Segmentation fault\n  File \"" + kSource +
+                         "/examples/broken/crash/cpu/model_new.py\", line 18 in forward"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("zygote.py"), std::string::npos) << message;
+  EXPECT_EQ(message.find("candidate.py"), std::string::npos) << message;
   nlohmann::json after = run(options("examples/candidates/01_elementwise_chain/cpu"));
   EXPECT_EQ(after["outcome"], "ok");
 }
