@@ -3,7 +3,7 @@
 # baselines measured (`anvil vet DIR`, then `anvil baselines DIR`), with the wall time of each
 # command. KB: a checkout of KernelBench (nothing of it is copied into anvil); LEVELS (default
 # "1 2 3"); EVERY=N: every Nth problem of each level only (a subset, in a temporary directory);
-# BASELINE_ARGS: more options for `anvil baselines`. Results go to $OUT.
+# BASELINE_ARGS: more options for `anvil baselines`; STEPS (default "vet baselines"). Results go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results}
@@ -25,7 +25,7 @@ for level in ${LEVELS:-1 2 3}; do
     ls -v "$dir"/*.py | awk -v n="$EVERY" 'NR % n == 1' | xargs -I{} cp {} "$sub/"
     dir=$sub
   fi
-  for step in vet baselines; do
+  for step in ${STEPS:-vet baselines}; do
     t0=$(date +%s.%N)
     if [ $step = vet ]; then
       "$ANVIL_BIN" vet --json "$dir" > "$OUT/vet-level$level.json" 2> "/tmp/vet-level$level.err"
@@ -51,10 +51,11 @@ if step == "vet":
     sys.exit(0)
 secs = sorted(t["seconds"]["total"] for t in tasks if t["status"] != "cached")
 w = doc["warm"]
-print("level %s baselines: %d tasks in %.0f s (exit %d; warm-up %d tasks, %d at a time, %.0f s, %d failed): "
-      "%d measured, %d cached, %d not kept, %d task errors, %d errors; a task p50 %s p90 %s max %s s"
-      % (level, len(tasks), wall, code, w["tasks"], w["jobs"], w["seconds"], len(w["failed"]), s["measured"],
-         s["cached"], s["not_kept"], s["task_errors"], s["errors"], p(secs, .5), p(secs, .9), secs[-1] if secs else None))
+print("level %s baselines: %d tasks in %.0f s (exit %d; warm-up %d tasks, %d at a time, %.0f s, %d failed; overlap %s, "
+      "%s measured again): %d measured, %d cached, %d not kept, %d task errors, %d errors; a task p50 %s p90 %s max %s s"
+      % (level, len(tasks), wall, code, w["tasks"], w["jobs"], w["seconds"], len(w["failed"]), doc.get("overlap"),
+         doc.get("measured_again"), s["measured"], s["cached"], s["not_kept"], s["task_errors"], s["errors"],
+         p(secs, .5), p(secs, .9), secs[-1] if secs else None))
 for t in tasks:
     if t["status"] not in ("measured", "cached") or not t["compile_ms"]:
         print("  %-50s %-10s %s" % (t["task"].get("name", t["spec"])[:50], t["status"], (t["message"] or "")[:150]))

@@ -102,13 +102,19 @@ class CandidateServer:
                 with clock("host_inputs"):  # this side's half, made and sent while the judge starts CUDA
                     if not h.lean:
                         h.shared.make_mine(h)
+                locked = h.req.get("gpu_lock") is not None  # the judge holds the GPU from device_ready on:
+                if locked:  # the host's part of the reference first
+                    h.construct_reference()
                 with clock("device_wait"):
                     h.shared.wait_device_ready()
                 with clock("device"):
                     h.setup()
                     if getattr(h, "done_page", None) is not None:  # the batches' done word (anvil.batch.DonePage)
                         self.done_ptr = h.done_page.register()
-                h.build_reference()  # for its weights (the judge keeps its own reference)
+                if locked:
+                    h.place_reference()
+                else:
+                    h.build_reference()  # for its weights (the judge keeps its own reference)
                 self.weights = {k: v.detach() for k, v in h.ref.state_dict().items()}
                 with clock("inputs"):
                     mine = [] if h.lean else [h.trial_inputs(i) for i in h.shared.mine()]

@@ -397,14 +397,26 @@ class Harness:
         return self.call_list("get_init_inputs")
 
     def build_reference(self):
+        """Model(*get_init_inputs()) after the seed, in eval mode, on the device."""
+        self.construct_reference()
+        self.place_reference()
+
+    def construct_reference(self):
+        """build_reference's host part (the constructor, the weights' initialisation: seconds for a
+        wide layer), which needs no device: before CUDA starts when a GPU lock is awaited
+        (Judge.set_up)."""
         self.init = self.init_inputs()
         self.seed_all(self.req["seed"])
         try:
-            ref = self.Model(*map_tensors(self.init, lambda t: t.clone()))
-            ref = ref.eval().to(self.device)
+            self.ref = self.Model(*map_tensors(self.init, lambda t: t.clone())).eval()
         except BaseException as e:  # noqa: BLE001
             raise Outcome("task_error", raised(e, "Model(*get_init_inputs())"), trace(e))
-        self.ref = ref
+
+    def place_reference(self):
+        try:
+            self.ref = self.ref.to(self.device)
+        except BaseException as e:  # noqa: BLE001
+            raise Outcome("task_error", raised(e, "Model(*get_init_inputs()).to(%s)" % self.device), trace(e))
 
     # -- inputs -----------------------------------------------------------------------------
     def host_inputs(self, seed):

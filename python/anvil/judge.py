@@ -1059,7 +1059,15 @@ class Judge(Harness):
             # (the draws use the host, the start of CUDA the driver); the reference is built once
             # they are done (both use torch's global random numbers, each after its own seed).
             # Lean: nothing drawn ahead (every use draws its own, on the device).
-            drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and not self.lean else None
+            locked = self.req.get("gpu_lock") is not None
+            if locked:  # the host's work first, then the GPU, once no other measurement holds it
+                if not self.lean:
+                    self.shared.draw_mine(self)
+                self.construct_reference()
+                with self.clock("gpu_lock"):
+                    self.gpu_lock = timing.GpuLock(self.req["gpu_lock"])
+            drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and not self.lean and not locked \
+                else None
             self.setup()
             if self.device.type == "cuda":  # the judge's own context (and whatever else holds the GPU)
                 free, total = torch.cuda.mem_get_info(self.device)
@@ -1067,14 +1075,17 @@ class Judge(Harness):
             self.shared.device_ready()  # the candidate's process starts its own CUDA context now
             if drawer is not None:
                 drawer.join()
-            self.build_reference()
+            if locked:
+                self.place_reference()
+            else:
+                self.build_reference()
         self.clock.mark("set_up")
         if self.req["candidate_kind"] != "none":
             with self.clock("static"):
                 self.static_findings()
         with self.clock("reference"):  # while the candidate's process sets itself up
             with self.clock("inputs"):
-                if drawer is not None:
+                if drawer is not None or (locked and not self.lean):  # drawn ahead: sent now (after device_ready)
                     self.shared.send_mine()
                 for i in [] if self.lean else self.shared.mine():  # sent as made: the candidate's process waits
                     self.trial_inputs(i)

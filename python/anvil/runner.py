@@ -96,6 +96,8 @@ def parse_request(text):
         out["defenses"]["policy"] = dict(policy.DEFAULT_POLICY, **out["defenses"]["policy"])
     if out["candidate_kind"] not in CANDIDATE_KINDS:
         raise RequestError("candidate_kind %r, expected one of %s" % (out["candidate_kind"], ", ".join(CANDIDATE_KINDS)))
+    if out.get("gpu_lock") is not None and (out["candidate_kind"] != "none" or not isinstance(out["gpu_lock"], str)):
+        raise RequestError("gpu_lock: a path, and only for the baselines alone (candidate_kind \"none\")")
     if out["candidate_kind"] == "none" and "candidate" in (out["timing"].get("measure") or []):
         raise RequestError("timing.measure: candidate_kind \"none\" has no candidate to time")
     if not isinstance(out["device"], str):
@@ -288,9 +290,19 @@ class Evaluation(Harness):
     # -- all of it --------------------------------------------------------------------------
     def run(self, started):
         seconds = self.report["seconds"]
-        self.setup()
-        self.load_task()
-        self.build_reference()
+        if self.req.get("gpu_lock") is not None:  # the host's work first, then the GPU alone (timing.GpuLock)
+            import torch
+
+            self.torch = torch
+            self.load_task()
+            self.construct_reference()
+            self.gpu_lock = timing.GpuLock(self.req["gpu_lock"])
+            self.setup()
+            self.place_reference()
+        else:
+            self.setup()
+            self.load_task()
+            self.build_reference()
         if self.req["candidate_kind"] != "none":
             self.import_candidate()
             self.build_candidate(self.ref.state_dict())

@@ -58,6 +58,21 @@ class Clock(dict):
             self[name] = round(self.get(name, 0.0) + time.perf_counter() - start, 4)
 
 
+class GpuLock:
+    """The GPU to oneself among anvil's measurements of baselines (`anvil baselines`' overlap): an
+    exclusive flock on `path`, taken before this process starts CUDA and held until it exits (the
+    kernel releases it then, however it ends). The other measurements meanwhile do only host work
+    (their task's import, its model's construction, their inputs' draws), so what is timed here is
+    alone on the GPU; their CPU work is what the run queue's evidence sees."""
+
+    def __init__(self, path):
+        import fcntl
+        import os
+
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+
 def compiled(torch, model, mode):
     """torch.compile(model) as anvil's compile baseline: dynamo's caches reset first (a model of an
     earlier compile is not reused), and inductor compiling its kernels in this process

@@ -275,7 +275,13 @@ def _serve(conn):
                 msg.get("module"), ", ".join(sorted(_MODULES)))}) + "\n").encode())
             return
         done_r, done_w = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as e:  # the host's memory (a zygote's fork commits its size): anvil starts a fresh process
+            os.close(done_r)
+            os.close(done_w)
+            f.write((json.dumps({"error": "cannot fork: %s" % e}) + "\n").encode())
+            return
         if pid == 0:
             _child(msg, done_w)
         os.close(done_w)

@@ -799,3 +799,40 @@ def test_baselines_alone_refuses_to_time_a_candidate(make):
     run = run_runner(make(CORRECT, candidate_kind="none", timing={"measure": ["candidate"]}))
     assert run.returncode == 2 and run.report["status"] == "error"
     assert "has no candidate to time" in run.report["message"]
+
+
+@pytest.mark.parametrize("defended", [True, False], ids=["judge", "undefended"])
+def test_baselines_wait_for_the_gpu_lock(make, tmp_path, defended):
+    """With gpu_lock, the baselines' process does its host work, then waits for the lock before it
+    starts the device, and holds it to its end: two measurements never share the GPU."""
+    import fcntl
+    import threading
+    import time
+
+    lock = tmp_path / "gpu.lock"
+    request = make(CORRECT, candidate_kind="none", gpu_lock=str(lock), timing={"measure": ["eager"]})
+    if not defended:
+        request["defenses"] = False
+    fd = os.open(str(lock), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    done = {}
+    thread = threading.Thread(target=lambda: done.update(report=evaluate(request).report))
+    thread.start()
+    time.sleep(4.0)
+    assert "report" not in done  # waiting for the lock
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    thread.join(timeout=300)
+    report = done["report"]
+    assert report["outcome"] is None and report["timing"]["eager"]["median_ms"] > 0, report
+    if defended:
+        assert report["defenses"]["seconds"]["judge"]["gpu_lock"] > 1.0
+    # Held until its process ended: free again now.
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(fd)
+
+
+def test_a_gpu_lock_is_only_for_the_baselines_alone(make, tmp_path):
+    from test_runner import run_runner
+
+    run = run_runner(make(CORRECT, gpu_lock=str(tmp_path / "gpu.lock")))
+    assert run.returncode == 2 and "gpu_lock" in run.report["message"]

@@ -255,6 +255,9 @@ int main(int argc, char** argv) {
                      "tasks whose torch.compile caches are warmed at once before measuring (default: 8 on a GPU, "
                      "none on the CPU)")
       ->check(CLI::Range(1, 64));
+  bl_cmd->add_option("--overlap", bl.overlap,
+                     "measurements at once on a GPU, one using it while the others do their host work (default 1)")
+      ->check(CLI::Range(1, 16));
   bl_cmd->add_flag("--json", bl.json, "print one JSON document");
   add_eval_options(bl_cmd, bl.opts, blf);
   bl_cmd->callback([&] {

@@ -752,7 +752,11 @@ bool baselines_cached(const Environment& env, const EvalOptions& opts) {
   return cached.contains("eager") && (opts.compile_mode == "none" || cached.contains("compile"));
 }
 
-BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts) {
+fs::path gpu_lock_path(const Environment& env, int gpu) {
+  return env.cache / "locks" / ("gpu" + std::to_string(gpu) + ".lock");
+}
+
+BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock) {
   auto t0 = Clock::now();
   BaselinesResult res;
   nlohmann::json& j = res.json;
@@ -795,6 +799,11 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
   if (measure.empty()) {
     figures();
     return done(BaselinesResult::Status::kCached, "");
+  }
+  if (!gpu_lock.empty()) {
+    std::error_code ec;
+    fs::create_directories(fs::path(gpu_lock).parent_path(), ec);
+    p.request["gpu_lock"] = gpu_lock;
   }
   nlohmann::json isolation;
   SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, &isolation);

@@ -95,7 +95,13 @@ struct BaselinesResult {
   nlohmann::json json;  // {task, device, status, eager, compile, notes, seconds, isolation}
 };
 const char* baselines_status_name(BaselinesResult::Status s);
-BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts);
+// `gpu_lock` (a file; "" for none): the measurement does its host work (the task's import, its
+// model's construction, its inputs' draws) first, then takes an exclusive lock on the file before it
+// starts the device and holds it to its end (python/anvil/timing.py GpuLock), so that several
+// measurements may overlap their host work while only one uses the GPU.
+BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock = "");
+// The lock file `anvil baselines` uses for opts.gpu (under the cache's locks/).
+std::filesystem::path gpu_lock_path(const Environment& env, int gpu);
 
 // Whether opts.task's baselines (with these options) are cached clean: measure_baselines would run
 // nothing.
@@ -104,6 +110,11 @@ bool baselines_cached(const Environment& env, const EvalOptions& opts);
 // Warm-ups run at once on a GPU by `anvil baselines` (their compilation is the CPU's work; 8 of 16
 // cores, the GPU host's, leave the zygote and the system room).
 inline constexpr int kWarmJobsCuda = 8;
+// Measurements `anvil baselines` runs at once on a GPU by default (--overlap N: one on the GPU, the
+// others doing their host work). 1 until overlapping is measured to gain: its one run so far (10 L2
+// problems on a fresh H100 host, bench/results/kb-baselines-2026-11-27/) took 76 s where one at a
+// time had taken 49 s for the same problems on another fresh host.
+inline constexpr int kOverlapCuda = 1;
 
 // torch.compile's caches warmed for opts.task (python/anvil/warm.py): its reference compiled and
 // called once, nothing timed. Several may run at once on one GPU. Returns "" when done, else why not.

@@ -8,7 +8,13 @@
 
 #include "anvil/env/test_env.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
@@ -120,6 +126,38 @@ TEST_F(EvalTest, BaselinesMeasuredAloneServeTheNextEvaluation) {
   EXPECT_FALSE(baselines_cached(env(), o));
 }
 
+TEST_F(EvalTest, BaselinesUnderAGpuLockWaitForIt) {
+  EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu");
+  o.calls = 9;
+  o.use_baseline_cache = false;
+  fs::path lock = fs::path(ANVIL_TEST_CACHE_DIR) / "locks" / "test-gpu.lock";
+  fs::create_directories(lock.parent_path());
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  std::atomic<bool> done{false};
+  BaselinesResult b;
+  std::thread t([&] {
+    b = measure_baselines(env(), o, lock.string());
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  EXPECT_FALSE(done.load()) << "measured while another held the GPU";
+  ::flock(fd, LOCK_UN);
+  t.join();
+  EXPECT_TRUE(b.status == BaselinesResult::Status::kMeasured || b.status == BaselinesResult::Status::kUnclean)
+      << b.json.dump(2);
+  EXPECT_GT(b.json["eager_ms"].get<double>(), 0);
+  EXPECT_GT(b.json["seconds"]["runner"]["main"].get<double>(), 3.0);  // its wait is inside the runner
+  // The runner was killed at its report; its end releases the lock.
+  bool free = false;
+  for (int i = 0; i < 100 && !(free = ::flock(fd, LOCK_EX | LOCK_NB) == 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(free) << "the runner's end released it";
+  ::close(fd);
+}
+
 TEST_F(EvalTest, BaselinesOfABrokenTaskAreItsError) {
   fs::path broken = fs::path(ANVIL_TEST_CACHE_DIR) / "tasks" / "broken_forward.py";
   std::string e;
@@ -208,6 +246,18 @@ TEST_F(EvalTest, FreshProcessRunnerJudgesAlike) {
   EXPECT_EQ(run(o)["outcome"], "runtime_error");
   o.candidate = kSource + "/examples/broken/mutates_input/cpu";
   EXPECT_EQ(run(o)["outcome"], "wrong_answer");
+}
+
+TEST_F(EvalTest, AZygoteThatCannotRunItGivesWayToAFreshProcess) {
+  // A socket nothing answers (a zygote gone, or one that could not fork: the host's memory): the
+  // evaluation runs in a fresh process and says why.
+  EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu");
+  o.zygote_socket = (fs::path(ANVIL_TEST_CACHE_DIR) / "no-such-zygote.sock").string();
+  nlohmann::json j = run(o);
+  ASSERT_EQ(j["outcome"], "ok") << j.dump(2);
+  EXPECT_EQ(j["isolation"]["runner"], "fresh process");
+  EXPECT_NE(j["isolation"].value("zygote_error", std::string()).find("cannot connect to the zygote"), std::string::npos)
+      << j["isolation"].dump(2);
 }
 
 TEST_F(EvalTest, HangIsATimeout) {

@@ -261,6 +261,14 @@ Launch launch_python(const Environment& env, PyModule module, const std::string&
   }
   l.zygote = true;
   l.result = run_in_zygote(l.socket, module, request, so, scratch, &l.ended_at_report);
+  if (!l.result.started && !l.result.error.empty()) {
+    // The zygote could not run it (it could not fork: the host's memory; or it went away): whatever
+    // it started is killed, and a fresh process runs it instead.
+    l.zygote_error = l.result.error;
+    l.zygote = false;
+    l.ended_at_report = false;
+    l.result = run_python_fresh(env, module, so);
+  }
   return l;
 }
 

@@ -51,8 +51,8 @@ struct Launch {
 };
 
 // `module` on `request`: forked from the zygote when `zygote` is "auto" (ensure_zygote) or a
-// socket's path; a fresh process when it is "none" or no zygote can start. The one rule for
-// evaluations and vettings alike.
+// socket's path; a fresh process when it is "none", no zygote can start, or the zygote could not run
+// it (zygote_error says why). The one rule for evaluations and vettings alike.
 Launch launch_python(const Environment& env, PyModule module, const std::string& zygote, const nlohmann::json& request,
                      const SubprocessOptions& so, const std::filesystem::path& scratch);
 
