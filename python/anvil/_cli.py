@@ -144,3 +144,22 @@ def exit_after(main):
         except Exception:  # noqa: BLE001
             pass
     os._exit(status)
+
+
+def answer_one(protocol, handle):
+    """A one-request process's main (anvil.vet, anvil.warm): the request read on stdin, its report
+    (`handle(text)`, never raising) sent on fd 3 when open (anvil.zygote's child), else as the last
+    line of stdout; exit status 0 when its status is "done", else 2."""
+    if os.getpid() == 1:  # PID 1 of the namespace anvil made: a /proc of its own, as the runner has (CUDA's
+        from anvil import confine  # driver finds nothing of this process in the host's /proc by its pid)
+
+        confine.own_proc()
+    channel = ReportChannel(protocol)
+    try:
+        report = handle(sys.stdin.read())
+    except Exception as e:  # noqa: BLE001 - reading stdin failed
+        message = one_line(str(e))
+        report = {"protocol": protocol, "status": "error", "message": "cannot read the request: %s" % (
+            "%s: %s" % (type(e).__name__, message) if message else type(e).__name__)}
+    channel.send(report)
+    return 0 if report.get("status") == "done" else 2

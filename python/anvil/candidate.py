@@ -24,11 +24,10 @@ the judge enforces the order and count of replies. The evidence gathered here (o
 replaced functions, the profiler's kernels) can only hurt the candidate; native code can suppress
 it, which the judge's clock and comparisons make worthless for the reward.
 """
-import os
-import sys
 import time
 
 from anvil import channel, policy, timing
+from anvil._cli import exit_after
 from anvil.harness import CannotServe, Outcome, candidate_failed, leaves, map_tensors, tensor_pairs, trace
 
 POISONED_OPS = frozenset(["empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
@@ -487,6 +486,11 @@ def main(harness, sock, confinement):
     import faulthandler
 
     faulthandler.enable(all_threads=True)  # a crash leaves its Python stack in the output tail
+    exit_after(lambda: _serve(harness, sock, confinement))
+
+
+def _serve(harness, sock, confinement):
+    """The candidate's process's work; its exit status."""
     code = 0
     server = CandidateServer(harness, sock)
     try:
@@ -504,9 +508,4 @@ def main(harness, sock, confinement):
                                 "message": "the candidate's process failed: %s" % what(e), "detail": trace(e)})
         except BaseException:  # noqa: BLE001
             code = 3
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001
-            pass
-    os._exit(code)
+    return code

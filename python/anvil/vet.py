@@ -51,13 +51,12 @@ skipped (its reason in "distributions"). Exit status 0 with status "done", 2 wit
 import inspect
 import json
 import math
-import os
 import random
 import sys
 import time
 import traceback
 
-from anvil._cli import ReportChannel, exit_after, one_line, quiet_stdout, tail
+from anvil._cli import answer_one, exit_after, one_line, quiet_stdout, tail
 from anvil.harness import memory_error, meta_input_bytes
 
 PROTOCOL = "anvil.vet/1"
@@ -715,20 +714,7 @@ def vet(request_text):
 def main():
     """One request on stdin, one report on fd 3 when it is open (anvil.zygote's child), else the
     last line of stdout."""
-    if os.getpid() == 1:  # PID 1 of the namespace anvil made: a /proc of its own, as the runner has (CUDA's
-        from anvil import confine  # driver finds nothing of this process in the host's /proc by its pid)
-
-        confine.own_proc()
-    channel = ReportChannel(PROTOCOL)
-    try:
-        text = sys.stdin.read()
-    except Exception as e:  # noqa: BLE001
-        text = None
-        report = {"protocol": PROTOCOL, "status": "error", "message": "cannot read the request: %s" % _what(e)}
-    if text is not None:
-        report = vet(text)
-    channel.send(report)
-    return 0 if report.get("status") == "done" else 2
+    return answer_one(PROTOCOL, vet)
 
 
 def entry():

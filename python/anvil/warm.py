@@ -17,7 +17,7 @@ says so again, and with the judge's words.
 import sys
 import time
 
-from anvil._cli import ReportChannel, exit_after, one_line, quiet_stdout
+from anvil._cli import answer_one, exit_after, one_line, quiet_stdout
 
 PROTOCOL = "anvil.warm/1"
 
@@ -55,21 +55,7 @@ def warm(request_text):
 
 
 def main():
-    import os
-
-    if os.getpid() == 1:  # PID 1 of the namespace anvil made: a /proc of its own (as the runner's)
-        from anvil import confine
-
-        confine.own_proc()
-    channel = ReportChannel(PROTOCOL)
-    try:
-        text = sys.stdin.read()
-    except Exception as e:  # noqa: BLE001
-        report = {"protocol": PROTOCOL, "status": "error", "message": "cannot read the request: %s" % e}
-    else:
-        report = warm(text)
-    channel.send(report)
-    return 0 if report.get("status") == "done" else 2
+    return answer_one(PROTOCOL, warm)
 
 
 def entry():

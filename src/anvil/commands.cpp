@@ -68,6 +68,31 @@ std::string vet_lines(const std::string& label, const std::string& status, const
   return s;
 }
 
+// The tasks of a command over many (vet, baselines): `device` resolved (cuda where a GPU is
+// present) and checked, torch present, `target` listed; nullopt once stderr says why (`on_cpu`: what
+// to do without a GPU).
+std::optional<std::vector<std::string>> many_tasks(const char* command, const Environment& env,
+                                                   const std::string& target, std::string* device,
+                                                   const char* on_cpu) {
+  if (device->empty()) *device = env.gpus.empty() ? "cpu" : "cuda";
+  if (*device != "cpu" && *device != "cuda") {
+    std::fprintf(stderr, "anvil %s: unknown device '%s' (use cuda or cpu)\n", command, device->c_str());
+    return std::nullopt;
+  }
+  if (*device == "cuda" && env.gpus.empty()) {
+    std::fprintf(stderr, "anvil %s: no GPU found: %s\n", command, on_cpu);
+    return std::nullopt;
+  }
+  if (!env.torch.present) {
+    std::fprintf(stderr, "anvil %s: %s\n", command, env.probe_error.c_str());
+    return std::nullopt;
+  }
+  std::string err;
+  auto specs = list_tasks(env, target, &err);
+  if (!specs) std::fprintf(stderr, "anvil %s: %s\n", command, err.c_str());
+  return specs;
+}
+
 }  // namespace
 
 int cmd_init(const InitArgs& a) {
@@ -229,7 +254,7 @@ int cmd_vet(const VetArgs& a) {
   Environment env;
   if (!environment(&env)) return 2;
   VetOptions o;
-  o.device = a.device.empty() ? (env.gpus.empty() ? "cpu" : "cuda") : a.device;
+  o.device = a.device;
   o.preset = a.preset;
   o.seed = a.seed;
   o.timeout = std::chrono::seconds(a.timeout_s);
@@ -240,24 +265,8 @@ int cmd_vet(const VetArgs& a) {
     std::fprintf(stderr, "anvil vet: %s\n", e.what());
     return 2;
   }
-  if (o.device != "cpu" && o.device != "cuda") {
-    std::fprintf(stderr, "anvil vet: unknown device '%s' (use cuda or cpu)\n", o.device.c_str());
-    return 2;
-  }
-  if (o.device == "cuda" && env.gpus.empty()) {
-    std::fprintf(stderr, "anvil vet: no GPU found: vet on the CPU with --device cpu, or on a GPU host\n");
-    return 2;
-  }
-  if (!env.torch.present) {
-    std::fprintf(stderr, "anvil vet: %s\n", env.probe_error.c_str());
-    return 2;
-  }
-  std::string err;
-  auto specs = list_tasks(env, a.target, &err);
-  if (!specs) {
-    std::fprintf(stderr, "anvil vet: %s\n", err.c_str());
-    return 2;
-  }
+  auto specs = many_tasks("vet", env, a.target, &o.device, "vet on the CPU with --device cpu, or on a GPU host");
+  if (!specs) return 2;
   std::error_code ec;
   bool is_dir = fs::is_directory(a.target, ec);
   // Tasks are vetted `jobs` at a time (vetting decides nothing by time, so sharing the GPU changes
@@ -372,25 +381,9 @@ int cmd_baselines(const BaselinesArgs& a) {
   if (!environment(&env)) return 2;
   EvalOptions o = a.opts;
   o.measure_time = true;
-  if (o.device.empty()) o.device = env.gpus.empty() ? "cpu" : "cuda";
-  if (o.device != "cpu" && o.device != "cuda") {
-    std::fprintf(stderr, "anvil baselines: unknown device '%s' (use cuda or cpu)\n", o.device.c_str());
-    return 2;
-  }
-  if (o.device == "cuda" && env.gpus.empty()) {
-    std::fprintf(stderr, "anvil baselines: no GPU found: measure CPU baselines with --device cpu, or run on a GPU host\n");
-    return 2;
-  }
-  if (!env.torch.present) {
-    std::fprintf(stderr, "anvil baselines: %s\n", env.probe_error.c_str());
-    return 2;
-  }
-  std::string err;
-  auto specs = list_tasks(env, a.target, &err);
-  if (!specs) {
-    std::fprintf(stderr, "anvil baselines: %s\n", err.c_str());
-    return 2;
-  }
+  auto specs = many_tasks("baselines", env, a.target, &o.device,
+                          "measure CPU baselines with --device cpu, or run on a GPU host");
+  if (!specs) return 2;
   std::error_code ec;
   bool is_dir = fs::is_directory(a.target, ec);
   auto label = [&](const std::string& spec) {

@@ -714,7 +714,9 @@ struct BaselinePlan {
   }
 };
 
-std::optional<std::string> plan_baselines(const Environment& env, const EvalOptions& opts, BaselinePlan* p) {
+// `copy`: the task's private copy made (for a run); without it, the request and key alone.
+std::optional<std::string> plan_baselines(const Environment& env, const EvalOptions& opts, BaselinePlan* p,
+                                          bool copy = true) {
   if (auto bad = settle(env, opts, &p->settings)) return bad;
   std::string err;
   p->task = load_task(env, opts.task, &err);
@@ -724,15 +726,17 @@ std::optional<std::string> plan_baselines(const Environment& env, const EvalOpti
   if (p->device == "cuda" && env.gpus.empty()) {
     return std::string("no GPU found: measure CPU baselines with --device cpu, or run on a GPU host");
   }
-  try {
-    p->private_dir = make_temp_dir(env.cache / "tmp", "baselines");
-  } catch (const std::exception& e) {
-    return std::string(e.what());
+  if (copy) {
+    try {
+      p->private_dir = make_temp_dir(env.cache / "tmp", "baselines");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    std::error_code ec;
+    fs::create_directories(p->private_dir / "candidate", ec);  // empty: nothing is imported from it
+    if (ec) return "cannot create " + (p->private_dir / "candidate").string() + ": " + ec.message();
+    if (!write_file_atomic(p->private_dir / "harness" / "model.py", p->task->code, &err, 0444)) return err;
   }
-  std::error_code ec;
-  fs::create_directories(p->private_dir / "candidate", ec);  // empty: nothing is imported from it
-  if (ec) return "cannot create " + (p->private_dir / "candidate").string() + ": " + ec.message();
-  if (!write_file_atomic(p->private_dir / "harness" / "model.py", p->task->code, &err, 0444)) return err;
   uint32_t seed = opts.seed ? *opts.seed : static_cast<uint32_t>(std::random_device{}() & 0x7fffffff);
   EvalOptions timed = opts;
   timed.measure_time = true;  // the key of an evaluation that times its candidate (runner_request)
@@ -747,7 +751,7 @@ std::optional<std::string> plan_baselines(const Environment& env, const EvalOpti
 
 bool baselines_cached(const Environment& env, const EvalOptions& opts) {
   BaselinePlan p;
-  if (plan_baselines(env, opts, &p)) return false;
+  if (plan_baselines(env, opts, &p, /*copy=*/false)) return false;
   nlohmann::json cached = load_baselines(p.cache_path);
   return cached.contains("eager") && (opts.compile_mode == "none" || cached.contains("compile"));
 }
@@ -845,12 +849,11 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
   figures();
   std::vector<std::string> notes = keep_baselines(p.cache_path, p.device, opts.defenses, task.name,
                                                   report.value("env", nlohmann::json()), new_eager, new_compile);
+  bool kept = notes.empty();
   if (want_compile && !number_at(compile_t, "median_ms")) {
     notes.push_back("torch.compile baseline unavailable: " + compile_t.value("error", std::string("not measured")));
   }
   j["notes"] = notes;
-  bool kept = std::none_of(notes.begin(), notes.end(),
-                          [](const std::string& n) { return n.find("not kept") != std::string::npos; });
   return done(kept ? BaselinesResult::Status::kMeasured : BaselinesResult::Status::kUnclean,
               notes.empty() ? std::string() : join(notes, "\n"));
 }

@@ -64,13 +64,12 @@ SubprocessOptions vet_process(const Environment& env, const VetOptions& opts, co
 }
 
 // The vetting process's run: forked from the zygote when one answers (no torch import to wait
-// for), else a fresh process.
+// for), else a fresh process (launch_python's rule).
 SubprocessResult run_vetting(const Environment& env, const VetOptions& opts, const fs::path& dir,
                              const nlohmann::json& request) {
   SubprocessOptions so = vet_process(env, opts, dir, request);
   Launch launched = launch_python(env, PyModule::kVet, opts.zygote, request, so, dir);
   if (!launched.zygote) return launched.result;
-  if (!launched.result.started) return run_python_fresh(env, PyModule::kVet, so);  // the zygote went away
   launched.result.err_output = launched.result.output;  // the zygote's child has one output file for both
   return launched.result;
 }
