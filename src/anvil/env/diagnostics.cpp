@@ -140,23 +140,30 @@ std::string python_crash(const std::string& output, const std::vector<std::strin
     }
   }
   if (fatal == lines.size()) return "";
-  // The crashing thread's block: "Current thread 0x... (most recent call first):" among others
-  // ("Thread 0x..."), or "Stack (most recent call first):" when only it was dumped.
-  std::vector<std::string> frames;
-  bool current = false;
+  const std::string header = trim(lines[fatal]);
+  if (header.find("Fatal Python error: ", 1) != std::string::npos) {
+    // Threads that crashed at once print their dumps over each other: no frame can be read.
+    return "Fatal Python error in several threads at once (their stacks are interleaved in the output)";
+  }
+  // Each thread's block: "Current thread 0x... (most recent call first):" for the crashing one,
+  // "Thread 0x..." for the others, or "Stack (" when only one was dumped.
+  struct Block {
+    bool current = false;
+    std::vector<std::string> frames;
+  };
+  std::vector<Block> blocks;
   for (size_t i = fatal + 1; i < lines.size(); ++i) {
     const std::string& l = lines[i];
     if (starts_with(l, "Current thread ") || starts_with(l, "Stack (")) {
-      current = true;
+      blocks.push_back({true, {}});
     } else if (starts_with(l, "Thread ")) {
-      current = false;
+      blocks.push_back({false, {}});
     } else if (starts_with(l, "Extension modules:") || starts_with(l, "Fatal Python error: ")) {
       break;
-    } else if (current && starts_with(l, "  File \"")) {
-      frames.push_back(l);
+    } else if (!blocks.empty() && starts_with(l, "  File \"")) {
+      blocks.back().frames.push_back(l);
     }
   }
-  if (frames.empty()) return "";
   auto harness = [&](const std::string& frame) {
     std::string file = frame.substr(8);  // after '  File "'
     for (const auto& p : harness_prefixes) {
@@ -164,13 +171,34 @@ std::string python_crash(const std::string& output, const std::vector<std::strin
     }
     return false;
   };
-  std::vector<std::string> own;
-  for (const auto& f : frames) {
-    if (!harness(f)) own.push_back(f);
+  auto own_frames = [&](const Block& b) {
+    std::vector<std::string> own;
+    for (const auto& f : b.frames) {
+      if (!harness(f)) own.push_back(f);
+    }
+    return own;
+  };
+  // The crashing thread's own frames; when it ran no Python (a native thread: no "Current thread"),
+  // the first Python thread that was in the candidate's code, said as such.
+  std::string note;
+  const Block* chosen = nullptr;
+  for (const Block& b : blocks) {
+    if (b.current && !b.frames.empty()) chosen = &b;
   }
-  if (own.empty()) own.push_back(frames.front());
+  if (!chosen) {
+    for (const Block& b : blocks) {
+      if (!own_frames(b).empty()) {
+        chosen = &b;
+        note = "  (it crashed in a thread that runs no Python; the Python thread was here:)\n";
+        break;
+      }
+    }
+  }
+  if (!chosen) return "";
+  std::vector<std::string> own = own_frames(*chosen);
+  if (own.empty()) own.push_back(chosen->frames.front());
   if (own.size() > max_frames) own.resize(max_frames);
-  return trim(lines[fatal]) + "\n" + join(own, "\n");
+  return header + "\n" + note + join(own, "\n");
 }
 
 }  // namespace anvil

@@ -39,8 +39,10 @@ std::string format_diagnostics(const std::string& raw, const DiagnosticOptions& 
 // Python error: ..." line and the crashing thread's frames (most recent first, at most
 // `max_frames`), without those whose file starts with one of `harness_prefixes` (anvil's own
 // modules, torch's Module.__call__, threading): what the candidate's code was doing. When every frame
-// is the harness's, the innermost stays. "" when no such dump is found (or no frame of it could be
-// read: dumps of several crashing threads interleave), so the caller falls back to the output.
+// is the harness's, the innermost stays. When the crashing thread runs no Python (a native worker
+// thread), the first Python thread in the candidate's code, said as such. When several threads'
+// dumps interleave, a line that says so. "" when no such dump is found or none of its frames can be
+// read, so the caller falls back to the output.
 std::string python_crash(const std::string& output, const std::vector<std::string>& harness_prefixes,
                          size_t max_frames = 6);
 

@@ -126,5 +126,28 @@ TEST(PythonCrash, OneThreadsDumpAndTheHarnesssOwnCrash) {
   EXPECT_EQ(python_crash("Fatal Python error: Segmentation fault\n\nFaTal PyTh  Fi le\n", kHarness), "");
 }
 
+TEST(PythonCrash, ANativeThreadsCrashNamesThePythonThreadInTheCandidatesCode) {
+  // A worker thread with no Python frames crashed: no "Current thread" block.
+  std::string out = "Fatal Python error: Segmentation fault\n\n"
+                    "Thread 0x2 (most recent call first):\n"
+                    "  File \"/opt/anvil/python/anvil/candidate.py\", line 70 in watchdog\n\n"
+                    "Thread 0x1 (most recent call first):\n"
+                    "  File \"work/model_new.py\", line 18 in forward\n"
+                    "  File \"/opt/anvil/python/anvil/zygote.py\", line 129 in _child\n\n"
+                    "Extension modules: torch._C (total: 1)\n";
+  EXPECT_EQ(python_crash(out, kHarness),
+            "Fatal Python error: Segmentation fault\n"
+            "  (it crashed in a thread that runs no Python; the Python thread was here:)\n"
+            "  File \"work/model_new.py\", line 18 in forward");
+}
+
+TEST(PythonCrash, InterleavedDumpsAreSaidToBe) {
+  // Two threads crashed at once and wrote over each other (as seen from a parallel CPU kernel).
+  std::string out = "Fatal Python error: Fatal Python error: Segmentation faultSegmentation fault\n\n"
+                    "  File   File \"\"/x/threading.py/x/threading.py\"\", line , line 10021002\n";
+  EXPECT_EQ(python_crash(out, kHarness),
+            "Fatal Python error in several threads at once (their stacks are interleaved in the output)");
+}
+
 }  // namespace
 }  // namespace anvil

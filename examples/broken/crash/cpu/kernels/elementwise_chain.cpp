@@ -1,4 +1,5 @@
-// BROKEN ON PURPOSE: every row is written through a null pointer (a segmentation fault).
+// BROKEN ON PURPOSE: row 0 is written through a null pointer (a segmentation fault). Only row 0:
+// the calling thread, which runs Python, takes it, so one thread crashes and its stack is the report.
 // elementwise_chain.cpp: CPU variant of y = clamp(gelu(x * scale + bias[col]), lo, hi), rows split
 // across threads.
 #include <cmath>
@@ -13,7 +14,7 @@ extern "C" void elementwise_chain_cpu(const float* x, const float* bias, float* 
       const float* xr = x + r * cols;
       // The empty asm hides the pointer's value from the optimizer, which would otherwise delete
       // the (undefined) stores instead of performing them.
-      float* yr = nullptr;  // every row: the first page, never mapped
+      float* yr = r == 0 ? nullptr : y + r * cols;  // row 0: the first page, never mapped
       asm volatile("" : "+r"(yr));
       for (int64_t c = 0; c < cols; ++c) {
         float t = xr[c] * scale + bias[c];
