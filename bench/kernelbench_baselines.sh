@@ -56,6 +56,14 @@ print("level %s baselines: %d tasks in %.0f s (exit %d; warm-up %d tasks, %d at 
       % (level, len(tasks), wall, code, w["tasks"], w["jobs"], w["seconds"], len(w["failed"]), doc.get("overlap"),
          doc.get("measured_again"), s["measured"], s["cached"], s["not_kept"], s["task_errors"], s["errors"],
          p(secs, .5), p(secs, .9), secs[-1] if secs else None))
+# Where a measured task's time went: the judge's phases (seconds summed over the tasks, and p50)
+phases = {}
+for t in tasks:
+    for k, v in ((t.get("seconds") or {}).get("judge") or {}).items():
+        if not k.startswith("@") and isinstance(v, (int, float)):
+            phases.setdefault(k, []).append(v)
+print("  judge's phases, sum / p50 over the tasks: " + ", ".join(
+    "%s %.0f / %.2f" % (k, sum(v), p(sorted(v), .5)) for k, v in sorted(phases.items(), key=lambda kv: -sum(kv[1]))))
 for t in tasks:
     if t["status"] not in ("measured", "cached") or not t["compile_ms"]:
         print("  %-50s %-10s %s" % (t["task"].get("name", t["spec"])[:50], t["status"], (t["message"] or "")[:150]))

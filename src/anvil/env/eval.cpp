@@ -768,7 +768,8 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
        {"eager_ms", nullptr}, {"compile_ms", nullptr}, {"eager", nullptr}, {"compile", nullptr},
        {"notes", nlohmann::json::array()}, {"seconds", nullptr}};
   UserPaths paths;
-  nlohmann::json secs = nlohmann::json::object();  // total; run (the runner's process); runner (its own clock)
+  // total; run (the runner's process); runner (its own clock); judge (its phases)
+  nlohmann::json secs = nlohmann::json::object();
   auto done = [&](BaselinesResult::Status status, const std::string& message) {
     res.status = status;
     res.message = paths(message);
@@ -820,7 +821,13 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
   if (!r.started) return done(BaselinesResult::Status::kError, "cannot start the runner: " + r.error);
   nlohmann::json report = parse_report(r);
   secs["run"] = since(tr);
-  if (report.is_object()) secs["runner"] = report.value("seconds", nlohmann::json());
+  if (report.is_object()) {
+    secs["runner"] = report.value("seconds", nlohmann::json());
+    // The judge's own phases (fork, setup, check_reference, eager_batch, quiet_gpu, baselines, ...)
+    nlohmann::json phases = report.value("defenses", nlohmann::json::object());
+    if (phases.is_object()) phases = phases.value("seconds", nlohmann::json::object());
+    if (phases.is_object() && phases.contains("judge")) secs["judge"] = phases["judge"];
+  }
   if (!report.is_object()) {
     std::string how = r.timed_out ? "did not finish within " + std::to_string(opts.timeout.count()) + " s"
                       : r.memory_exceeded ? "used more than " + std::to_string(opts.memory_limit_bytes >> 30) +
