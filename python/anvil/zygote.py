@@ -42,6 +42,7 @@ import hmac
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import struct
@@ -256,6 +257,17 @@ def _authentic(conn, msg):
     return isinstance(token, str) and bool(_TOKEN) and hmac.compare_digest(token.encode(), _TOKEN)
 
 
+def _end_group(pid):
+    """Kills a child's process group (the relay's: the runner and what it started), as the client would."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _serve(conn):
     with conn:
         f = conn.makefile("rwb", buffering=0)
@@ -285,9 +297,24 @@ def _serve(conn):
         if pid == 0:
             _child(msg, done_w)
         os.close(done_w)
-        f.write((json.dumps({"pid": pid}) + "\n").encode())
         said = b""
+        watch = [done_r, conn]
+        try:
+            f.write((json.dumps({"pid": pid}) + "\n").encode())
+        except OSError:  # the client is gone already (killed while this forked): so is the child
+            watch = [done_r]
+            _end_group(pid)
         while True:  # until every write end is closed: the runner's, after its report, or at its death
+            ready, _, _ = select.select(watch, [], [])
+            if conn in ready:  # the client says nothing more: readable means it is gone (killed, say)
+                try:
+                    gone = conn.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    gone = True
+                watch = [done_r]  # (a client that wrote more is not watched further)
+                if gone:  # nobody is left to end the child at its time limit: it ends now
+                    _end_group(pid)
+                continue
             chunk = os.read(done_r, 64)
             if not chunk:
                 break

@@ -1,4 +1,5 @@
-"""Puts python/ on sys.path and offers `cli`, which runs an anvil module as a command."""
+"""Puts python/ on sys.path and offers `cli`, which runs an anvil module as a command, and
+`small_task`, a CPU-sized task file."""
 import json
 import os
 import subprocess
@@ -35,3 +36,13 @@ def cli():
         return CliResult(proc)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def small_task(tmp_path_factory):
+    """examples/tasks/01_elementwise_chain.py at a CPU-friendly size (128 x 256), as a file's path."""
+    text = open(os.path.join(os.path.dirname(PYTHON_DIR), "examples", "tasks", "01_elementwise_chain.py")).read()
+    text = text.replace("ROWS = 4096", "ROWS = 128").replace("COLS = 4096", "COLS = 256")
+    path = tmp_path_factory.mktemp("task") / "01_small.py"
+    path.write_text(text)
+    return str(path)

@@ -14,15 +14,6 @@ ANVIL = os.environ.get("ANVIL_BIN") or os.path.join(ROOT, "build", "anvil")
 pytestmark = pytest.mark.skipif(not os.path.exists(ANVIL), reason="build/anvil is not built")
 
 
-@pytest.fixture(scope="module")
-def small_task(tmp_path_factory):
-    text = open(os.path.join(ROOT, "examples", "tasks", "01_elementwise_chain.py")).read()
-    text = text.replace("ROWS = 4096", "ROWS = 128").replace("COLS = 4096", "COLS = 256")
-    path = tmp_path_factory.mktemp("task") / "01_small.py"
-    path.write_text(text)
-    return str(path)
-
-
 def anvil_eval(task, candidate, *extra):
     env = dict(os.environ, ANVIL_PYTHON=sys.executable)
     proc = subprocess.run([ANVIL, "eval", "--json", "--task", task, "--candidate", candidate,

@@ -1,9 +1,12 @@
 #include "anvil/commands.h"
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -16,6 +19,7 @@
 #include "anvil/bench/compare.h"
 #include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
+#include "anvil/serve/http_server.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/thread_pool.h"
@@ -805,6 +809,89 @@ int cmd_bench_compare(const std::string& a, const std::string& b, const std::str
     return 2;
   }
   std::printf("%s", json ? (c.dump(2) + "\n").c_str() : md.c_str());
+  return 0;
+}
+
+int cmd_serve(const ServeArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  ServeOptions so;
+  so.defaults = a.opts;
+  std::string& device = so.defaults.device;
+  if (device.empty()) device = env.gpus.empty() ? "cpu" : "cuda";
+  if (device != "cpu" && device != "cuda") {
+    std::fprintf(stderr, "anvil serve: unknown device '%s' (use cuda or cpu)\n", device.c_str());
+    return 2;
+  }
+  if (device == "cuda") {
+    if (env.gpus.empty()) {
+      std::fprintf(stderr, "anvil serve: no GPU found: serve CPU variants with --device cpu, or run on a GPU host\n");
+      return 2;
+    }
+    so.gpus = a.gpus;
+    if (so.gpus.empty()) {
+      for (size_t i = 0; i < env.gpus.size(); ++i) so.gpus.push_back(static_cast<int>(i));
+    }
+    for (int g : so.gpus) {
+      if (g < 0 || g >= static_cast<int>(env.gpus.size())) {
+        std::fprintf(stderr, "anvil serve: --gpus %d: this host has %zu GPU(s)\n", g, env.gpus.size());
+        return 2;
+      }
+    }
+  }
+  if (!env.torch.present) {
+    std::fprintf(stderr, "anvil serve: %s\n", env.probe_error.c_str());
+    return 2;
+  }
+  so.state_dir = a.state.empty() ? env.cache / "serve" : fs::absolute(a.state);
+  so.max_queue = a.max_queue;
+  so.builders = a.builders;
+  HttpServerOptions ho;
+  ho.host = a.host;
+  ho.port = static_cast<uint16_t>(a.port);
+  ho.max_body = a.max_body_mb << 20;
+  const char* token = std::getenv(a.token_env.c_str());
+  ho.token = token ? token : "";
+  bool loopback = a.host == "127.0.0.1" || a.host == "::1" || starts_with(a.host, "127.");
+  if (!loopback && ho.token.empty()) {
+    std::fprintf(stderr, "anvil serve: listening on %s (not loopback) needs a token: set %s\n", a.host.c_str(),
+                 a.token_env.c_str());
+    return 2;
+  }
+  // SIGINT and SIGTERM go to one waiter (blocked in every thread made from here on).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  Service service(env, so);
+  std::string err;
+  if (!service.start(&err)) {
+    std::fprintf(stderr, "anvil serve: %s\n", err.c_str());
+    return 2;
+  }
+  HttpServer server(service, ho);
+  if (!server.listen(&err)) {
+    std::fprintf(stderr, "anvil serve: %s\n", err.c_str());
+    service.stop();
+    return 2;
+  }
+  std::printf("anvil serve: http://%s:%u (device %s, %zu lane(s); state %s)\n", a.host.c_str(), server.port(),
+              device.c_str(), device == "cuda" ? so.gpus.size() : size_t{1}, so.state_dir.c_str());
+  std::fflush(stdout);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    std::fprintf(stderr, "anvil serve: stopping (the evaluations under way finish; a second signal ends now)\n");
+    service.drain();
+    server.stop();
+    sigwait(&stop_signals, &sig);
+    std::fprintf(stderr, "anvil serve: stopped now (the evaluations under way run again at the next start)\n");
+    _exit(1);
+  });
+  waiter.detach();
+  server.run();
+  service.stop();
   return 0;
 }
 

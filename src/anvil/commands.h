@@ -81,6 +81,22 @@ struct BaselinesArgs {
 // 1: some were measured but not kept (the machine was busy), or a task failed; 2: could not run.
 int cmd_baselines(const BaselinesArgs& a);
 
+struct ServeArgs {
+  std::string host = "127.0.0.1";
+  int port = 8571;                               // 0: any free port (printed)
+  std::string token_env = "ANVIL_SERVE_TOKEN";   // the variable holding the bearer token (never argv: ps shows it)
+  std::string state;                             // the store and the requests' files; default CACHE/serve
+  std::vector<int> gpus;                         // device cuda: one lane each; default every GPU found
+  size_t max_queue = 256;
+  unsigned builders = 0;                         // concurrent candidate builds; 0: a quarter of the cores
+  size_t max_body_mb = 64;                       // one request's body, MiB (413 beyond)
+  EvalOptions opts;                              // every evaluation's settings (a request sets a few)
+};
+// The environment as an HTTP service (docs/service.md) until SIGINT or SIGTERM: a first one stops
+// accepting and lets the evaluations under way finish; a second one ends at once (they run again
+// at the next start). A host other than loopback needs a token.
+int cmd_serve(const ServeArgs& a);
+
 struct AgentArgs {
   std::string task;               // one task (--task)
   std::string tasks;              // a directory of task files or a dataset (--tasks)

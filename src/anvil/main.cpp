@@ -265,6 +265,28 @@ int main(int argc, char** argv) {
     status = anvil::cmd_baselines(bl);
   });
 
+  anvil::ServeArgs sv;
+  EvalFlags svf;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "the environment as an HTTP service: evaluations submitted, queued durably, judged one per GPU at a "
+               "time (docs/service.md)");
+  serve_cmd->add_option("--host", sv.host, "address to listen on (default 127.0.0.1; another needs a token)");
+  serve_cmd->add_option("--port", sv.port, "port (default 8571; 0: any free one, printed)")->check(CLI::Range(0, 65535));
+  serve_cmd->add_option("--token-env", sv.token_env,
+                        "the environment variable holding the bearer token clients send (default ANVIL_SERVE_TOKEN)");
+  serve_cmd->add_option("--state", sv.state, "the store and the requests' files (default: the cache's serve/)");
+  serve_cmd->add_option("--gpus", sv.gpus, "GPU indices, one evaluation lane each (default: every GPU)")->delimiter(',');
+  serve_cmd->add_option("--max-queue", sv.max_queue, "evaluations waiting at most; beyond, 429 (default 256)")
+      ->check(CLI::Range(1, 1000000));
+  serve_cmd->add_option("--max-body-mb", sv.max_body_mb, "one request's body at most, MiB; beyond, 413 (default 64)")
+      ->check(CLI::Range(1, 4096));
+  serve_cmd->add_option("--builders", sv.builders, "candidate builds at once ahead of their evaluation (default: a quarter of the cores)");
+  add_eval_options(serve_cmd, sv.opts, svf);
+  serve_cmd->callback([&] {
+    apply_eval_flags(sv.opts, svf);
+    status = anvil::cmd_serve(sv);
+  });
+
   anvil::AgentArgs ag;
   AgentFlags agf;
   int eval_timeout_s = 600;

@@ -28,19 +28,6 @@ namespace {
 using Json = nlohmann::json;
 const std::string kSource = ANVIL_SOURCE_DIR;
 
-// Task 01 at a CPU-friendly size.
-std::string small_task() {
-  static std::string path = [] {
-    std::string text = *read_file(kSource + "/examples/tasks/01_elementwise_chain.py");
-    text = replace_all(replace_all(text, "ROWS = 4096", "ROWS = 256"), "COLS = 4096", "COLS = 512");
-    fs::path p = fs::path(ANVIL_TEST_CACHE_DIR) / "tasks" / "01_elementwise_chain_small.py";
-    std::string e;
-    write_file_atomic(p, text, &e);
-    return p.string();
-  }();
-  return path;
-}
-
 Json call(const std::string& name, Json args) { return {{"name", name}, {"arguments", std::move(args)}}; }
 Json turn(Json calls, Json content = nullptr) { return {{"content", content}, {"tool_calls", calls}}; }
 

@@ -25,19 +25,6 @@ namespace {
 
 const std::string kSource = ANVIL_SOURCE_DIR;
 
-// Task 01 at a CPU-friendly size (the candidates take any shape).
-std::string small_task() {
-  static std::string path = [] {
-    std::string text = *read_file(kSource + "/examples/tasks/01_elementwise_chain.py");
-    text = replace_all(replace_all(text, "ROWS = 4096", "ROWS = 256"), "COLS = 4096", "COLS = 512");
-    fs::path p = fs::path(ANVIL_TEST_CACHE_DIR) / "tasks" / "01_elementwise_chain_small.py";
-    std::string e;
-    write_file_atomic(p, text, &e);
-    return p.string();
-  }();
-  return path;
-}
-
 class EvalTest : public ::testing::Test {
  protected:
   static Environment& env() { return test_environment(); }

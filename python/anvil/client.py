@@ -1,0 +1,109 @@
+"""A small asyncio client of `anvil serve` (docs/service.md), for RL adapters and tests.
+
+    async with Client("http://127.0.0.1:8571") as c:
+        result = await c.evaluate(task={"path": "level1/19_ReLU.py"},
+                                  candidate={"source": open("model_new.py").read()})
+        result["outcome"], result["reward"]
+
+Standard library only (each call runs urllib in a worker thread), so it imports wherever anvil's
+Python does. A submission refused with 429 is retried after the server's Retry-After; an
+idempotency key (made per evaluate() call unless given) keeps a retried submission from running
+twice. Errors the server answers (4xx, 5xx) raise ServeError with the field it names.
+"""
+import asyncio
+import json
+import os
+import urllib.error
+import urllib.request
+import uuid
+
+
+class ServeError(Exception):
+    """The server answered an error: status, the field it names ("" for the whole request), message."""
+
+    def __init__(self, status, field, message):
+        super().__init__("%s: %s (HTTP %d)" % (field or "request", message, status))
+        self.status = status
+        self.field = field
+        self.message = message
+
+
+class Client:
+    def __init__(self, url="http://127.0.0.1:8571", token=None, timeout=120.0):
+        self.url = url.rstrip("/")
+        self.token = token if token is not None else os.environ.get("ANVIL_SERVE_TOKEN", "")
+        self.timeout = timeout
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        return False
+
+    def _call(self, method, path, body=None, headers=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                raw, status, hdrs = r.read(), r.status, r.headers
+        except urllib.error.HTTPError as e:
+            raw, status, hdrs = e.read(), e.code, e.headers
+        text = raw.decode(errors="replace")
+        ctype = hdrs.get("Content-Type", "")
+        payload = json.loads(text) if ctype.startswith("application/json") and text.strip() else text
+        return status, payload, hdrs
+
+    async def request(self, method, path, body=None, headers=None):
+        """(status, body) of one call; an error status raises ServeError (but 429: see submit)."""
+        status, payload, hdrs = await asyncio.to_thread(self._call, method, path, body, headers)
+        if status >= 400:
+            err = payload.get("error", {}) if isinstance(payload, dict) else {}
+            e = ServeError(status, err.get("field", ""), err.get("message", str(payload)))
+            e.retry_after = float(hdrs.get("Retry-After", "1") or 1)
+            raise e
+        return status, payload
+
+    async def health(self):
+        return (await self.request("GET", "/health"))[1]
+
+    async def metrics(self):
+        return (await self.request("GET", "/metrics"))[1]
+
+    async def submit(self, task, candidate, options=None, key=None, retries=60):
+        """Queues one evaluation; its id. A full queue (429) is waited out up to `retries` times."""
+        body = {"task": task, "candidate": candidate}
+        if options:
+            body["options"] = options
+        headers = {"Idempotency-Key": key} if key else None
+        for attempt in range(retries + 1):
+            try:
+                return (await self.request("POST", "/v1/evaluations", body, headers))[1]["id"]
+            except ServeError as e:
+                if e.status != 429 or attempt == retries:
+                    raise
+                await asyncio.sleep(e.retry_after)
+
+    async def result(self, evaluation_id, wait=30.0):
+        """The evaluation's state after waiting up to `wait` seconds for it to be done."""
+        return (await self.request("GET", "/v1/evaluations/%s?wait=%g" % (evaluation_id, min(wait, 60))))[1]
+
+    async def wait(self, evaluation_id, limit=None):
+        """Long polls until the evaluation is done (or `limit` seconds pass: its last state)."""
+        loop = asyncio.get_running_loop()
+        end = None if limit is None else loop.time() + limit
+        while True:
+            left = 30.0 if end is None else max(0.0, min(30.0, end - loop.time()))
+            r = await self.result(evaluation_id, wait=left)
+            if r["status"] == "done" or (end is not None and loop.time() >= end):
+                return r
+            await asyncio.sleep(0)
+
+    async def evaluate(self, task, candidate, options=None, key=None, limit=None):
+        """submit() and wait(): {"outcome", "reward", "message", "evaluation" (anvil.eval/1), ...}."""
+        key = key or uuid.uuid4().hex
+        return await self.wait(await self.submit(task, candidate, options, key=key), limit=limit)

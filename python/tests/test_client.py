@@ -1,0 +1,124 @@
+"""anvil.client against a real `anvil serve` (CPU variants): evaluations by path and by text (a
+KernelBench single file sent as its source, judged with every defense on), concurrent submissions,
+an idempotent retry, and the server's errors raised with the field they name."""
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+
+import jsonschema
+import pytest
+
+from anvil.client import Client, ServeError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANVIL = os.environ.get("ANVIL_BIN") or os.path.join(ROOT, "build", "anvil")
+KB = os.path.join(ROOT, "examples", "kernelbench", "cpu")
+
+pytestmark = pytest.mark.skipif(not os.access(ANVIL, os.X_OK), reason="%s is not built" % ANVIL)
+
+
+def schema(name):
+    return json.load(open(os.path.join(ROOT, "schemas", "anvil.serve-%s-1.schema.json" % name)))
+
+
+class Recording(Client):
+    """A Client whose every call is checked against the published schemas (schemas/anvil.serve-*)."""
+
+    checked = []
+
+    def _call(self, method, path, body=None, headers=None):
+        status, payload, hdrs = super()._call(method, path, body, headers)
+        if method == "POST" and path == "/v1/evaluations" and status < 400:  # what it accepts, the schema allows
+            jsonschema.validate(body, schema("request"))
+        if status >= 400:
+            jsonschema.validate(payload, schema("error"))
+        elif path.startswith("/v1/evaluations/") and method == "GET":
+            jsonschema.validate(payload, schema("evaluation"))
+            if payload["status"] == "done" and payload["evaluation"]:
+                jsonschema.validate(payload["evaluation"], json.load(open(os.path.join(ROOT, "schemas",
+                                                                                        "anvil.eval-1.schema.json"))))
+        elif method == "POST":
+            jsonschema.validate(payload, schema("accepted"))
+        Recording.checked.append((method, path.split("?")[0].rsplit("/", 1)[0], status))
+        return status, payload, hdrs
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    state = tmp_path_factory.mktemp("serve")
+    proc = subprocess.Popen([ANVIL, "serve", "--port", "0", "--device", "cpu", "--state", str(state),
+                             "--compile-mode", "none", "--calls", "5", "--warmup", "1", "--trials", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    line = proc.stdout.readline()
+    m = re.match(r"anvil serve: (http://127\.0\.0\.1:\d+) ", line)
+    assert m, "no address in %r; stderr: %s" % (line, proc.stderr.read() if proc.poll() is not None else "")
+    yield m.group(1)
+    os.killpg(proc.pid, signal.SIGTERM)  # a graceful stop: nothing is under way by now
+    assert proc.wait(timeout=60) == 0
+
+
+def test_a_kernelbench_single_file_sent_as_text_is_judged_with_its_protocol(server):
+    async def go():
+        async with Recording(server) as c:
+            assert (await c.health())["status"] == "ok"
+            task = {"source": open(os.path.join(KB, "add_model.py")).read(), "name": "add_model.py"}
+            cand = {"source": open(os.path.join(KB, "add_model_new.py")).read()}
+            return await asyncio.gather(
+                c.evaluate(task, cand, {"protocol": "kernelbench", "seed": 3}, limit=600),
+                c.evaluate(task, cand, {"protocol": "cuda-agent", "seed": 3}, limit=600))
+
+    results = asyncio.run(go())
+    for r in results:
+        assert r["status"] == "done", r
+        assert r["outcome"] == "ok", json.dumps(r)[:2000]
+        assert r["evaluation"]["candidate"]["kind"] == "file"  # a KernelBench single file
+        assert r["evaluation"]["defenses"]["enabled"] is True
+    assert [r["evaluation"]["protocol"]["name"] for r in results] == ["kernelbench", "cuda-agent"]
+
+
+def test_concurrent_submissions_each_answered_once(server, small_task):
+    cand = {"path": os.path.join(ROOT, "examples", "candidates", "01_elementwise_chain", "cpu")}
+    wrong = {"path": os.path.join(ROOT, "examples", "broken", "wrong_math", "cpu")}
+
+    async def go():
+        async with Recording(server) as c:
+            jobs = [c.evaluate({"path": small_task}, cand if i % 2 == 0 else wrong, {"seed": i}, limit=600)
+                    for i in range(6)]
+            results = await asyncio.gather(*jobs)
+            # A retry with the key of a finished evaluation is that evaluation, not another run.
+            first = await c.submit({"path": small_task}, cand, key="same-key")
+            again = await c.submit({"path": small_task}, cand, key="same-key")
+            return results, first, again, await c.metrics()
+
+    results, first, again, metrics = asyncio.run(go())
+    assert [r["outcome"] for r in results] == ["ok", "wrong_answer"] * 3
+    assert len({r["id"] for r in results}) == 6
+    assert first == again
+    assert 'anvil_evaluations_total{outcome="wrong_answer"} 3' in metrics
+
+
+def test_errors_name_their_field(server):
+    async def go():
+        async with Recording(server) as c:
+            with pytest.raises(ServeError) as e:
+                await c.submit({"path": "/no/such/file.py"}, {"source": "x"})
+            assert e.value.status == 400 and e.value.field == "task.path"
+            with pytest.raises(ServeError) as e:
+                await c.submit({"source": "x", "name": "../t.py"}, {"source": "x"})
+            assert e.value.field == "task.name"
+            with pytest.raises(ServeError) as e:
+                await c.result("999999")
+            assert e.value.status == 404
+
+    asyncio.run(go())
+
+
+def test_every_message_had_its_schema():
+    """(after the others) what the schemas were checked on: accepted, evaluation, error bodies."""
+    kinds = {(m, p, s // 100) for m, p, s in Recording.checked}
+    assert ("POST", "/v1", 2) in kinds  # POST /v1/evaluations accepted
+    assert ("GET", "/v1/evaluations", 2) in kinds
+    assert ("POST", "/v1", 4) in kinds and ("GET", "/v1/evaluations", 4) in kinds

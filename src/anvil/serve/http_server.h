@@ -1,0 +1,56 @@
+// http_server.h: `anvil serve`'s HTTP/1.1 front (Boost.Beast), routing to a Service.
+//
+//   GET  /health                      no token needed
+//   GET  /metrics                     Prometheus text
+//   POST /v1/evaluations              one request -> 202 {id} (200 when its idempotency key is known)
+//   POST /v1/evaluations/batch        {"evaluations": [...]} -> 202 {ids}
+//   GET  /v1/evaluations/ID[?wait=S]  its state; done: outcome, reward, the evaluation (S <= 60)
+//
+// Every connection has a thread of its own (keep-alive, bodies up to max_body bytes: 413 beyond).
+// With a token, every call but /health needs "Authorization: Bearer TOKEN" (401 without).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "anvil/serve/service.h"
+
+namespace anvil {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8571;          // 0: any free port (port() says which)
+  std::string token;             // "" : no authorization (loopback only; cmd_serve enforces it)
+  size_t max_body = 64u << 20;   // bytes of one request's body
+  int max_connections = 1024;    // beyond: 503 and the connection closed
+  int idle_timeout_s = 120;      // a connection idle this long is closed
+};
+
+class HttpServer {
+ public:
+  HttpServer(Service& service, HttpServerOptions opts);
+  ~HttpServer();
+  bool listen(std::string* error);  // binds and listens; false and *error when it cannot
+  uint16_t port() const;
+  void run();   // accepts and serves until stop()
+  void stop();  // from any thread (a signal's waiter)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The routing alone (no sockets), for tests: method, target ("/v1/evaluations/3?wait=1"), the
+// Authorization header's value and the body -> status, content type, body, extra headers.
+struct HttpAnswer {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+HttpAnswer route(Service& service, const HttpServerOptions& opts, const std::string& method, const std::string& target,
+                 const std::string& authorization, const std::string& idempotency_key, const std::string& body);
+
+}  // namespace anvil

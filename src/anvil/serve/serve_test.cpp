@@ -1,0 +1,424 @@
+// `anvil serve`: the store alone, then the real server process over real HTTP judging the CPU
+// variants (kill -9 and restarts included).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "anvil/agent/http.h"
+#include "anvil/env/test_env.h"
+#include "anvil/serve/store.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
+
+namespace anvil {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+const std::string kSource = ANVIL_SOURCE_DIR;
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::path(ANVIL_TEST_CACHE_DIR) / "serve-tests" / name;
+  std::error_code ec;
+  fs::remove_all(d, ec);
+  fs::create_directories(d, ec);
+  return d;
+}
+
+TEST(ServeStore, AcceptedIsDurableAndAKeyIsOneJob) {
+  fs::path db = fresh_dir("store-durable") / "store.db";
+  std::string err;
+  int64_t id = 0;
+  {
+    auto s = Store::open(db, &err);
+    ASSERT_TRUE(s) << err;
+    Store::Accepted a = s->accept("k", {{"n", 1}}, 10);
+    EXPECT_FALSE(a.existed);
+    id = a.id;
+    Store::Accepted again = s->accept("k", {{"n", 2}}, 10);
+    EXPECT_TRUE(again.existed);
+    EXPECT_EQ(again.id, id);
+    EXPECT_NE(s->accept("", {{"n", 3}}, 10).id, s->accept("", {{"n", 4}}, 10).id) << "no key: a new job each time";
+  }
+  auto s = Store::open(db, &err);  // reopened: what was accepted is there
+  ASSERT_TRUE(s) << err;
+  auto j = s->get(id);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->request["n"], 1);
+  EXPECT_EQ(j->state, JobState::kQueued);
+  EXPECT_EQ(s->counts()[JobState::kQueued], 3);
+  EXPECT_FALSE(s->get(999));
+}
+
+TEST(ServeStore, TheQueueIsBoundedButAKnownKeyIsStillAnswered) {
+  std::string err;
+  auto s = Store::open(fresh_dir("store-bound") / "store.db", &err);
+  ASSERT_TRUE(s) << err;
+  EXPECT_FALSE(s->accept("a", {}, 2).full);
+  EXPECT_FALSE(s->accept("b", {}, 2).full);
+  Store::Accepted c = s->accept("c", {}, 2);
+  EXPECT_TRUE(c.full);
+  EXPECT_EQ(c.id, 0);
+  Store::Accepted a = s->accept("a", {}, 2);
+  EXPECT_FALSE(a.full);
+  EXPECT_TRUE(a.existed);
+  ASSERT_TRUE(s->claim());  // one leaves the queue: room again
+  EXPECT_FALSE(s->accept("c", {}, 2).full);
+}
+
+TEST(ServeStore, ClaimsInOrderAndRecoversOnceThenFails) {
+  std::string err;
+  fs::path db = fresh_dir("store-recover") / "store.db";
+  auto s = Store::open(db, &err);
+  ASSERT_TRUE(s) << err;
+  int64_t first = s->accept("", {{"n", 1}}, 10).id;
+  int64_t second = s->accept("", {{"n", 2}}, 10).id;
+  auto j = s->claim();
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->id, first);
+  EXPECT_EQ(j->state, JobState::kRunning);
+  EXPECT_EQ(j->attempts, 1);
+  s->finish(first, {{"outcome", "ok"}});
+  EXPECT_EQ(s->get(first)->state, JobState::kDone);
+  EXPECT_EQ(s->get(first)->result["outcome"], "ok");
+  ASSERT_EQ(s->claim()->id, second);  // the server "dies" with it running
+  s.reset();
+  s = Store::open(db, &err);
+  Store::Recovered r = s->recover(2);
+  EXPECT_EQ(r.requeued, 1);
+  EXPECT_EQ(r.failed, 0);
+  ASSERT_EQ(s->claim()->attempts, 2);  // run again, and the server dies again
+  s.reset();
+  s = Store::open(db, &err);
+  r = s->recover(2);
+  EXPECT_EQ(r.requeued, 0);
+  EXPECT_EQ(r.failed, 1);
+  auto done = s->get(second);
+  EXPECT_EQ(done->state, JobState::kDone);
+  EXPECT_EQ(done->result["outcome"], "runtime_error");
+  EXPECT_EQ(done->result["reward"], -1);
+  EXPECT_FALSE(s->claim());
+}
+
+// The server as users run it: `anvil serve --port 0 --device cpu ...`, its first line read for the port.
+class Server {
+ public:
+  Server(const fs::path& state, std::vector<std::string> extra = {}, std::vector<std::string> env = {}) {
+    test_environment();  // ANVIL_CACHE: the tests' cache
+    int out[2];
+    if (pipe(out) != 0) return;
+    int err_fd = ::open((state.string() + ".stderr").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      dup2(out[1], 1);
+      if (err_fd >= 0) dup2(err_fd, 2);
+      close(out[0]);
+      close(out[1]);
+      for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+      std::vector<std::string> args = {ANVIL_BINARY, "serve", "--port", "0", "--device", "cpu", "--state", state.string(),
+                                       "--compile-mode", "none", "--calls", "5", "--warmup", "1", "--input-sets", "2",
+                                       "--trials", "3", "--builders", "2"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    if (err_fd >= 0) close(err_fd);
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    char line[512] = {0};
+    if (f && std::fgets(line, sizeof line, f)) {
+      first_line_ = trim(line);
+      size_t colon = first_line_.rfind(':', first_line_.find(" ("));
+      if (starts_with(first_line_, "anvil serve: http://") && colon != std::string::npos) {
+        port_ = std::stoi(first_line_.substr(colon + 1));
+      }
+    }
+    if (f) std::fclose(f);
+  }
+  ~Server() { kill9(); }
+  void kill9() {
+    if (pid_ > 0) {
+      kill(-pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  int exit_code() {  // waits
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  int port() const { return port_; }
+
+  HttpResponse call(const std::string& method, const std::string& path, const std::string& body = "",
+                    std::vector<std::string> headers = {}) {
+    HttpRequest r;
+    r.method = method;
+    r.url = "http://127.0.0.1:" + std::to_string(port_) + path;
+    r.body = body;
+    r.headers = headers;
+    r.headers.push_back("Content-Type: application/json");
+    r.timeout = std::chrono::seconds(120);
+    return client_->send(r);
+  }
+  Json json(const std::string& method, const std::string& path, const Json& body = nullptr,
+            std::vector<std::string> headers = {}, long* status = nullptr) {
+    HttpResponse r = call(method, path, body.is_null() ? "" : body.dump(), headers);
+    if (status) *status = r.status;
+    return Json::parse(r.body, nullptr, false);
+  }
+  // Polls (long polls of 30 s) until done, up to `limit`.
+  Json wait_done(const std::string& id, std::chrono::seconds limit = std::chrono::seconds(180)) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    Json j;
+    do {
+      j = json("GET", "/v1/evaluations/" + id + "?wait=30");
+    } while (j.value("status", "") != "done" && std::chrono::steady_clock::now() < end);
+    return j;
+  }
+  // Until the job is running (a lane claimed it).
+  bool wait_running(const std::string& id) {
+    for (int i = 0; i < 300; ++i) {
+      if (json("GET", "/v1/evaluations/" + id).value("status", "") == "running") return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+ private:
+  int pid_ = -1;
+  int port_ = 0;
+  std::string first_line_;
+  std::unique_ptr<HttpClient> client_ = make_http_client();
+};
+
+Json by_path(const std::string& candidate) {
+  return {{"task", {{"path", small_task()}}}, {"candidate", {{"path", kSource + "/" + candidate}}},
+          {"options", {{"seed", 7}}}};
+}
+
+// A workdir's files as the request's candidate.files.
+Json files_of(const fs::path& dir) {
+  Json files = Json::object();
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = *read_file(e.path());
+  }
+  return files;
+}
+
+TEST(Serve, JudgesCandidatesByPathAndByTextAndAnswersBadInputByField) {
+  fs::path state = fresh_dir("judges");
+  Server s(state / "state");
+  ASSERT_GT(s.port(), 0);
+  EXPECT_EQ(s.json("GET", "/health")["status"], "ok");
+
+  long status = 0;
+  Json ok = s.json("POST", "/v1/evaluations", by_path("examples/candidates/01_elementwise_chain/cpu"), {}, &status);
+  EXPECT_EQ(status, 202) << ok.dump();
+  Json inline_req = {{"task", {{"source", *read_file(small_task())}, {"name", "chain.py"}}},
+                     {"candidate", {{"files", files_of(kSource + "/examples/candidates/01_elementwise_chain/cpu")}}}};
+  Json by_text = s.json("POST", "/v1/evaluations", inline_req, {}, &status);
+  EXPECT_EQ(status, 202) << by_text.dump();
+  Json wrong = s.json("POST", "/v1/evaluations", by_path("examples/broken/wrong_math/cpu"));
+
+  Json a = s.wait_done(ok["id"]);
+  EXPECT_EQ(a["outcome"], "ok") << a.dump();
+  EXPECT_GE(a["reward"].get<int>(), 1);
+  EXPECT_EQ(a["evaluation"]["schema"], "anvil.eval/1");
+  Json b = s.wait_done(by_text["id"]);
+  EXPECT_EQ(b["outcome"], "ok") << b.dump();
+  EXPECT_NE(b["evaluation"]["task"].dump().find("chain.py"), std::string::npos);
+  Json c = s.wait_done(wrong["id"]);
+  EXPECT_EQ(c["outcome"], "wrong_answer");
+  EXPECT_EQ(c["reward"], -1);
+
+  // Bad input: 4xx, a JSON error naming the field, and the server goes on.
+  auto expect_error = [&](int want, const std::string& field, const std::string& method, const std::string& path,
+                          const std::string& body) {
+    HttpResponse r = s.call(method, path, body);
+    EXPECT_EQ(r.status, want) << method << " " << path << " " << body << " -> " << r.body;
+    Json j = Json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.body;
+    EXPECT_EQ(j["error"]["field"], field) << r.body;
+    EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
+  };
+  expect_error(400, "", "POST", "/v1/evaluations", "{\"task\": ");
+  expect_error(400, "", "POST", "/v1/evaluations", "[1, 2]");
+  expect_error(400, "task", "POST", "/v1/evaluations", R"({"candidate": {"path": "/"}})");
+  expect_error(400, "task.pat", "POST", "/v1/evaluations", R"({"task": {"pat": "x"}, "candidate": {"path": "/"}})");
+  expect_error(400, "task.path", "POST", "/v1/evaluations", R"({"task": {"path": "/no/such/task.py"}, "candidate": {"path": "/"}})");
+  Json escape = by_path("x");
+  escape["candidate"] = {{"files", {{"model_new.py", "x"}, {"../evil.py", "x"}}}};
+  expect_error(400, "candidate.files[\"../evil.py\"]", "POST", "/v1/evaluations", escape.dump());
+  Json bad_opt = by_path("examples/candidates/01_elementwise_chain/cpu");
+  bad_opt["options"]["timeout"] = 1;
+  expect_error(400, "options.timeout", "POST", "/v1/evaluations", bad_opt.dump());
+  bad_opt["options"] = {{"protocol", "nope"}};
+  expect_error(400, "options.protocol", "POST", "/v1/evaluations", bad_opt.dump());
+  expect_error(400, "evaluations[1].candidate", "POST", "/v1/evaluations/batch",
+               Json({{"evaluations", {by_path("examples/candidates/01_elementwise_chain/cpu"), {{"task", {{"path", small_task()}}}}}}}).dump());
+  expect_error(404, "id", "GET", "/v1/evaluations/12345", "");
+  expect_error(404, "id", "GET", "/v1/evaluations/abc", "");
+  expect_error(404, "path", "GET", "/v2/nothing", "");
+  expect_error(405, "method", "GET", "/v1/evaluations", "");
+  expect_error(405, "method", "POST", "/v1/evaluations/1", "");
+  expect_error(400, "wait", "GET", "/v1/evaluations/1?wait=soon", "");
+  EXPECT_EQ(s.json("GET", "/health")["status"], "ok") << "still serving";
+
+  std::string metrics = s.call("GET", "/metrics").body;
+  EXPECT_NE(metrics.find("anvil_evaluations_total{outcome=\"ok\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("anvil_evaluations_total{outcome=\"wrong_answer\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("anvil_request_seconds_count{kind=\"evaluation\"} 3"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("anvil_queue_depth 0"), std::string::npos) << metrics;
+}
+
+TEST(Serve, ABodyOverTheLimitIs413AndTheConnectionsAfterItAreServed) {
+  fs::path state = fresh_dir("body");
+  Server s(state / "state", {"--max-body-mb", "1"});
+  ASSERT_GT(s.port(), 0);
+  Json big = by_path("examples/candidates/01_elementwise_chain/cpu");
+  big["candidate"] = {{"files", {{"model_new.py", std::string(2u << 20, 'x')}}}};
+  HttpResponse r = s.call("POST", "/v1/evaluations", big.dump());
+  EXPECT_EQ(r.status, 413) << r.body;
+  EXPECT_NE(r.body.find("\"field\":\"body\""), std::string::npos) << r.body;
+  EXPECT_EQ(s.json("GET", "/health")["status"], "ok");
+}
+
+TEST(Serve, ARetryWithItsKeyRunsNothingTwice) {
+  fs::path state = fresh_dir("idem");
+  Server s(state / "state");
+  ASSERT_GT(s.port(), 0);
+  Json req = by_path("examples/candidates/01_elementwise_chain/cpu");
+  long st1 = 0, st2 = 0;
+  Json first = s.json("POST", "/v1/evaluations", req, {"Idempotency-Key: retry-1"}, &st1);
+  Json again = s.json("POST", "/v1/evaluations", req, {"Idempotency-Key: retry-1"}, &st2);
+  EXPECT_EQ(st1, 202);
+  EXPECT_EQ(st2, 200);
+  EXPECT_EQ(first["id"], again["id"]);
+  EXPECT_TRUE(again["existed"].get<bool>());
+  req["idempotency_key"] = "retry-1";  // the same key in the body
+  EXPECT_EQ(s.json("POST", "/v1/evaluations", req)["id"], first["id"]);
+  EXPECT_EQ(s.wait_done(first["id"])["outcome"], "ok");
+  EXPECT_EQ(s.json("GET", "/health")["done"], 1) << "one evaluation ran";
+}
+
+TEST(Serve, AFullQueueAnswers429WithRetryAfter) {
+  fs::path state = fresh_dir("full");
+  Server s(state / "state", {"--max-queue", "1", "--timeout", "60"});
+  ASSERT_GT(s.port(), 0);
+  Json hang = by_path("examples/broken/hang/cpu");
+  std::string running = s.json("POST", "/v1/evaluations", hang)["id"];
+  ASSERT_TRUE(s.wait_running(running));
+  long status = 0;
+  s.json("POST", "/v1/evaluations", hang, {}, &status);
+  EXPECT_EQ(status, 202) << "one may wait";
+  HttpResponse r = s.call("POST", "/v1/evaluations", hang.dump());
+  EXPECT_EQ(r.status, 429) << r.body;
+  int retry = std::atoi(r.header("Retry-After").c_str());
+  EXPECT_GE(retry, 1) << r.header("Retry-After");
+}
+
+// Processes working in `dir` (their cwd inside it) or, with `cmdline`, naming it in their command line.
+std::vector<int> processes_in(const std::string& dir, bool cmdline = false) {
+  std::vector<int> found;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string pid = e.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ec;
+    std::string cwd = fs::read_symlink(e.path() / "cwd", ec).string();
+    std::string cmd = cmdline ? read_file(e.path() / "cmdline").value_or("") : "";
+    if (starts_with(cwd, dir) || cmd.find(dir) != std::string::npos) found.push_back(std::stoi(pid));
+  }
+  return found;
+}
+
+TEST(Serve, AKilledServerAnswersEveryAcceptedRequestAndLeavesNoProcess) {
+  fs::path state = fresh_dir("killed");
+  // A cache of its own: every process of its evaluations works under it (their private copies).
+  fs::path cache = state / "cache";
+  std::vector<std::string> env = {"ANVIL_CACHE=" + cache.string()};
+  std::vector<std::string> flags = {"--timeout", "8"};
+  Json hang = by_path("examples/broken/hang/cpu");
+  std::string id, twice;
+  {
+    Server s(state / "state", flags, env);
+    ASSERT_GT(s.port(), 0);
+    // Once the cache's zygote is warm (it starts with the first evaluation), runners are its forks.
+    std::string runner;
+    for (int i = 0; i < 20 && !starts_with(runner, "forked"); ++i) {
+      Json ok = s.wait_done(s.json("POST", "/v1/evaluations", by_path("examples/candidates/01_elementwise_chain/cpu"))["id"]);
+      runner = ok["evaluation"]["isolation"].value("runner", "");
+      if (!starts_with(runner, "forked")) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    ASSERT_TRUE(starts_with(runner, "forked")) << runner;
+    id = s.json("POST", "/v1/evaluations", hang)["id"];
+    ASSERT_TRUE(s.wait_running(id));
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // into the candidate's hang
+    s.kill9();
+  }
+  // Its runner and the candidate's processes do not outlive it (the zygote ends a child whose
+  // client is gone; a fresh runner dies with its parent).
+  std::string work = (cache / "tmp").string();
+  for (int i = 0; i < 50 && !processes_in(work).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(processes_in(work).empty()) << processes_in(work).size() << " process(es) left in " << work;
+  {
+    Server s(state / "state", flags, env);  // restarted: the request runs again, to its end
+    ASSERT_GT(s.port(), 0);
+    Json j = s.wait_done(id);
+    EXPECT_EQ(j["outcome"], "timeout") << j.dump();
+    EXPECT_EQ(j["attempts"], 2);
+    twice = s.json("POST", "/v1/evaluations", hang)["id"];
+    ASSERT_TRUE(s.wait_running(twice));
+    s.kill9();
+  }
+  {
+    Server s(state / "state", flags, env);
+    ASSERT_TRUE(s.wait_running(twice));
+    s.kill9();  // its second server death
+  }
+  {
+    Server s(state / "state", flags, env);
+    ASSERT_GT(s.port(), 0);
+    Json j = s.json("GET", "/v1/evaluations/" + twice);
+    EXPECT_EQ(j["status"], "done");
+    EXPECT_EQ(j["outcome"], "runtime_error") << j.dump();
+    EXPECT_EQ(j["reward"], -1);
+    EXPECT_NE(j["message"].get<std::string>().find("2 times"), std::string::npos) << j.dump();
+  }
+  for (int pid : processes_in(cache.string(), true)) kill(pid, SIGKILL);  // this cache's zygote
+}
+
+TEST(Serve, OffLoopbackATokenIsRequired) {
+  fs::path state = fresh_dir("token");
+  {
+    Server s(state / "open", {"--host", "0.0.0.0"});
+    EXPECT_EQ(s.port(), 0);
+    EXPECT_EQ(s.exit_code(), 2);
+    EXPECT_NE(read_file(state.string() + "/open.stderr").value_or("").find("needs a token: set ANVIL_SERVE_TOKEN"),
+              std::string::npos);
+  }
+  Server s(state / "closed", {"--host", "0.0.0.0"}, {"ANVIL_SERVE_TOKEN=s3cret"});
+  ASSERT_GT(s.port(), 0);
+  EXPECT_EQ(s.call("GET", "/health").status, 200);
+  EXPECT_EQ(s.call("GET", "/metrics").status, 401);
+  EXPECT_EQ(s.call("GET", "/metrics", "", {"Authorization: Bearer wrong"}).status, 401);
+  EXPECT_EQ(s.call("GET", "/metrics", "", {"Authorization: Bearer s3cret"}).status, 200);
+  EXPECT_EQ(s.call("POST", "/v1/evaluations", "{}").status, 401);
+}
+
+}  // namespace
+}  // namespace anvil

@@ -1,0 +1,110 @@
+// service.h: `anvil serve`'s evaluations, apart from HTTP (docs/service.md).
+//
+// A request names a task and a candidate (paths on the server, or their text) and a few
+// evaluation options. submit() validates it, records it in the Store (durably: an id given out is
+// never lost) and wakes the workers; get() answers its state and, when done, its outcome, reward and
+// the whole evaluation (anvil.eval/1). Workers:
+//   - builders (a quarter of the cores, each build on all of them): each new job's files are written under the state directory and its
+//     candidate built into the build cache, ahead of its evaluation;
+//   - lanes: one per GPU (one for the CPU), each claims the oldest queued job and evaluates it
+//     (`anvil eval`'s path), so a device times one evaluation at a time.
+// The queue is bounded (a full one answers 429 with Retry-After); an idempotency key maps a retry
+// onto its first job. On start the jobs a previous server left running are run again once
+// (Store::recover).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "anvil/env/eval.h"
+#include "anvil/serve/store.h"
+
+namespace anvil {
+
+struct ServeOptions {
+  std::filesystem::path state_dir;  // store.db and jobs/ID/ (the requests' files)
+  EvalOptions defaults;             // every evaluation's settings, but what a request may set
+  std::vector<int> gpus = {0};      // device cuda: one lane per GPU
+  size_t max_queue = 256;           // queued jobs; beyond: 429
+  int max_attempts = 2;             // claims of one job across server restarts (Store::recover)
+  unsigned builders = 0;            // concurrent candidate builds (each on every core); 0: a quarter of the cores
+  size_t max_files = 256;           // files of one inline candidate
+  size_t max_file_bytes = 4u << 20; // bytes of one inline file
+};
+
+// What an HTTP layer sends back: a status, a JSON body, extra headers.
+struct ServeReply {
+  int status = 200;
+  nlohmann::json body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A 4xx body: {"error": {"field": ..., "message": ...}} (field "" when the whole body is wrong).
+ServeReply serve_error(int status, const std::string& field, const std::string& message);
+
+class Service {
+ public:
+  Service(const Environment& env, ServeOptions opts);
+  ~Service();
+  // Opens the store, recovers, starts the workers; false and *error when the store cannot be used.
+  bool start(std::string* error);
+  void drain();  // no new claims; long polls answer now (the HTTP front can then close its connections)
+  void stop();   // drain(), then wait for the workers: each finishes its current evaluation
+
+  ServeReply submit(const nlohmann::json& body, const std::string& idempotency_key);
+  ServeReply submit_batch(const nlohmann::json& body);
+  // `wait`: up to this long for the job to be done (long poll).
+  ServeReply get(const std::string& id, std::chrono::milliseconds wait);
+  ServeReply health();
+  std::string metrics();  // Prometheus text format
+  // The HTTP layer's latency of each call kind (submit, batch, get, health, metrics, error).
+  void observe_request(const std::string& kind, double seconds);
+
+ private:
+  struct Validated;
+  ServeReply enqueue(const nlohmann::json& body, const std::string& key, bool* accepted_new);
+  void lane(int gpu);
+  void builder();
+  nlohmann::json run(const Job& job, int gpu);
+  std::filesystem::path job_dir(int64_t id) const;
+  std::filesystem::path materialize(const Job& job, std::filesystem::path* candidate, std::string* error);
+  nlohmann::json job_body(const Job& j) const;
+  int retry_after_s();
+
+  Environment env_;
+  ServeOptions opts_;
+  std::unique_ptr<Store> store_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable work_;   // a job was queued (lanes, builders)
+  std::condition_variable done_;   // a job finished (long polls)
+  std::deque<int64_t> to_build_;
+  std::map<int64_t, bool> building_;  // jobs whose files are being written (a lane waits for them)
+  // Metrics (under mu_).
+  std::map<std::string, int64_t> outcomes_;
+  std::map<int, int> busy_;                      // gpu -> evaluations under way
+  std::deque<std::chrono::steady_clock::time_point> finished_;  // the last minute's
+  int64_t build_units_ = 0, build_compiled_ = 0;
+  double eval_seconds_sum_ = 0;
+  int64_t eval_count_ = 0;
+  struct Histogram {
+    std::vector<double> counts;  // per bucket of kBuckets, then +Inf
+    double sum = 0;
+    int64_t count = 0;
+  };
+  std::map<std::string, Histogram> latency_;
+};
+
+}  // namespace anvil
