@@ -6,9 +6,9 @@
         result["outcome"], result["reward"]
 
 Standard library only (each call runs urllib in a worker thread), so it imports wherever anvil's
-Python does. A submission refused with 429 is retried after the server's Retry-After; an
-idempotency key (made per evaluate() call unless given) keeps a retried submission from running
-twice. Errors the server answers (4xx, 5xx) raise ServeError with the field it names.
+Python does. A submission refused with 429 is retried after the server's Retry-After, and one whose
+connection failed is sent again when it has an idempotency key (evaluate() makes one per call), which
+keeps it from running twice; long polls ride out a restarting server. Errors the server answers (4xx, 5xx) raise ServeError with the field it names.
 """
 import asyncio
 import json
@@ -58,9 +58,18 @@ class Client:
         payload = json.loads(text) if ctype.startswith("application/json") and text.strip() else text
         return status, payload, hdrs
 
-    async def request(self, method, path, body=None, headers=None):
-        """(status, body) of one call; an error status raises ServeError (but 429: see submit)."""
-        status, payload, hdrs = await asyncio.to_thread(self._call, method, path, body, headers)
+    async def request(self, method, path, body=None, headers=None, transport_retries=0):
+        """(status, body) of one call; an error status raises ServeError (but 429: see submit).
+        A connection that fails (refused, reset: a server restarting) is tried again up to
+        `transport_retries` times, a second apart."""
+        for attempt in range(transport_retries + 1):
+            try:
+                status, payload, hdrs = await asyncio.to_thread(self._call, method, path, body, headers)
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if attempt == transport_retries:
+                    raise
+                await asyncio.sleep(1.0)
         if status >= 400:
             err = payload.get("error", {}) if isinstance(payload, dict) else {}
             e = ServeError(status, err.get("field", ""), err.get("message", str(payload)))
@@ -81,8 +90,9 @@ class Client:
             body["options"] = options
         headers = {"Idempotency-Key": key} if key else None
         for attempt in range(retries + 1):
-            try:
-                return (await self.request("POST", "/v1/evaluations", body, headers))[1]["id"]
+            try:  # with a key, a submission whose answer was lost is safe to send again
+                return (await self.request("POST", "/v1/evaluations", body, headers,
+                                           transport_retries=10 if key else 0))[1]["id"]
             except ServeError as e:
                 if e.status != 429 or attempt == retries:
                     raise
@@ -90,7 +100,8 @@ class Client:
 
     async def result(self, evaluation_id, wait=30.0):
         """The evaluation's state after waiting up to `wait` seconds for it to be done."""
-        return (await self.request("GET", "/v1/evaluations/%s?wait=%g" % (evaluation_id, min(wait, 60))))[1]
+        return (await self.request("GET", "/v1/evaluations/%s?wait=%g" % (evaluation_id, min(wait, 60)),
+                                   transport_retries=10))[1]
 
     async def wait(self, evaluation_id, limit=None):
         """Long polls until the evaluation is done (or `limit` seconds pass: its last state)."""
@@ -98,10 +109,12 @@ class Client:
         end = None if limit is None else loop.time() + limit
         while True:
             left = 30.0 if end is None else max(0.0, min(30.0, end - loop.time()))
+            asked = loop.time()
             r = await self.result(evaluation_id, wait=left)
             if r["status"] == "done" or (end is not None and loop.time() >= end):
                 return r
-            await asyncio.sleep(0)
+            if loop.time() - asked < 1.0:  # answered at once (a server stopping): not in a spin
+                await asyncio.sleep(1.0)
 
     async def evaluate(self, task, candidate, options=None, key=None, limit=None):
         """submit() and wait(): {"outcome", "reward", "message", "evaluation" (anvil.eval/1), ...}."""

@@ -298,20 +298,22 @@ def _serve(conn):
             _child(msg, done_w)
         os.close(done_w)
         said = b""
-        watch = [done_r, conn]
+        watch = select.poll()  # (not select(): descriptors above 1024)
+        watch.register(done_r, select.POLLIN)
+        watch.register(conn.fileno(), select.POLLIN)
         try:
             f.write((json.dumps({"pid": pid}) + "\n").encode())
         except OSError:  # the client is gone already (killed while this forked): so is the child
-            watch = [done_r]
+            watch.unregister(conn.fileno())
             _end_group(pid)
         while True:  # until every write end is closed: the runner's, after its report, or at its death
-            ready, _, _ = select.select(watch, [], [])
-            if conn in ready:  # the client says nothing more: readable means it is gone (killed, say)
+            ready = dict(watch.poll())
+            if conn.fileno() in ready:  # the client says nothing more: readable means it is gone (killed, say)
                 try:
                     gone = conn.recv(1, socket.MSG_PEEK) == b""
                 except OSError:
                     gone = True
-                watch = [done_r]  # (a client that wrote more is not watched further)
+                watch.unregister(conn.fileno())  # (a client that wrote more is not watched further)
                 if gone:  # nobody is left to end the child at its time limit: it ends now
                     _end_group(pid)
                 continue

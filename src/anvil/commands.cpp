@@ -1,8 +1,12 @@
 #include "anvil/commands.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <condition_variable>
 #include <cstdio>
@@ -858,19 +862,28 @@ int cmd_serve(const ServeArgs& a) {
                  a.token_env.c_str());
     return 2;
   }
-  // SIGINT and SIGTERM go to one waiter (blocked in every thread made from here on).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  Service service(env, so);
+  // SIGINT and SIGTERM reach a waiter through a pipe (nothing blocked: the processes anvil starts
+  // inherit no mask).
+  static int stop_pipe[2] = {-1, -1};
+  if (pipe2(stop_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "anvil serve: cannot make a pipe: %s\n", std::strerror(errno));
+    return 2;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) {
+    char c = static_cast<char>(sig);
+    (void)!::write(stop_pipe[1], &c, 1);
+  };
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  // Both live to the process's end (never destroyed: the signal waiter may still use them).
+  Service& service = *new Service(env, so);
   std::string err;
   if (!service.start(&err)) {
     std::fprintf(stderr, "anvil serve: %s\n", err.c_str());
     return 2;
   }
-  HttpServer server(service, ho);
+  HttpServer& server = *new HttpServer(service, ho);
   if (!server.listen(&err)) {
     std::fprintf(stderr, "anvil serve: %s\n", err.c_str());
     service.stop();
@@ -879,17 +892,24 @@ int cmd_serve(const ServeArgs& a) {
   std::printf("anvil serve: http://%s:%u (device %s, %zu lane(s); state %s)\n", a.host.c_str(), server.port(),
               device.c_str(), device == "cuda" ? so.gpus.size() : size_t{1}, so.state_dir.c_str());
   std::fflush(stdout);
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
+  auto next_signal = [] {
+    char c = 0;
+    while (::read(stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
+  };
+  for (int sig : {SIGINT, SIGTERM}) sigaction(sig, &sa, nullptr);
+  std::thread waiter([&service, &server, next_signal] {
+    next_signal();
     std::fprintf(stderr, "anvil serve: stopping (the evaluations under way finish; a second signal ends now)\n");
     service.drain();
     server.stop();
-    sigwait(&stop_signals, &sig);
-    std::fprintf(stderr, "anvil serve: stopped now (the evaluations under way run again at the next start)\n");
+    next_signal();
+    int n = service.release_running();  // not the candidates' doing: their attempts are given back
+    kill_child_groups();
+    std::fprintf(stderr, "anvil serve: stopped now; %d evaluation(s) under way run again at the next start\n", n);
     _exit(1);
   });
-  waiter.detach();
+  waiter.detach();  // ends with the process
   server.run();
   service.stop();
   return 0;

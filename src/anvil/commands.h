@@ -89,7 +89,7 @@ struct ServeArgs {
   std::vector<int> gpus;                         // device cuda: one lane each; default every GPU found
   size_t max_queue = 256;
   unsigned builders = 0;                         // concurrent candidate builds; 0: a quarter of the cores
-  size_t max_body_mb = 64;                       // one request's body, MiB (413 beyond)
+  size_t max_body_mb = 16;                       // one request's body, MiB (413 beyond)
   EvalOptions opts;                              // every evaluation's settings (a request sets a few)
 };
 // The environment as an HTTP service (docs/service.md) until SIGINT or SIGTERM: a first one stops

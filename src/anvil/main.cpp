@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--gpus", sv.gpus, "GPU indices, one evaluation lane each (default: every GPU)")->delimiter(',');
   serve_cmd->add_option("--max-queue", sv.max_queue, "evaluations waiting at most; beyond, 429 (default 256)")
       ->check(CLI::Range(1, 1000000));
-  serve_cmd->add_option("--max-body-mb", sv.max_body_mb, "one request's body at most, MiB; beyond, 413 (default 64)")
+  serve_cmd->add_option("--max-body-mb", sv.max_body_mb, "one request's body at most, MiB; beyond, 413 (default 16)")
       ->check(CLI::Range(1, 4096));
   serve_cmd->add_option("--builders", sv.builders, "candidate builds at once ahead of their evaluation (default: a quarter of the cores)");
   add_eval_options(serve_cmd, sv.opts, svf);

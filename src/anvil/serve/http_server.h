@@ -6,8 +6,10 @@
 //   POST /v1/evaluations/batch        {"evaluations": [...]} -> 202 {ids}
 //   GET  /v1/evaluations/ID[?wait=S]  its state; done: outcome, reward, the evaluation (S <= 60)
 //
-// Every connection has a thread of its own (keep-alive, bodies up to max_body bytes: 413 beyond).
-// With a token, every call but /health needs "Authorization: Bearer TOKEN" (401 without).
+// Every connection has a thread of its own (keep-alive, bodies up to max_body bytes: 413 beyond,
+// reads and writes with deadlines). With a token, every call but /health needs "Authorization:
+// Bearer TOKEN" (401, checked on the header before any body is read). An exception while answering
+// is a 500, never the server's end.
 #pragma once
 
 #include <atomic>
@@ -23,9 +25,9 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8571;          // 0: any free port (port() says which)
   std::string token;             // "" : no authorization (loopback only; cmd_serve enforces it)
-  size_t max_body = 64u << 20;   // bytes of one request's body
-  int max_connections = 1024;    // beyond: 503 and the connection closed
-  int idle_timeout_s = 120;      // a connection idle this long is closed
+  size_t max_body = 16u << 20;   // bytes of one request's body
+  int max_connections = 256;     // beyond: 503 and the connection closed
+  int idle_timeout_s = 75;       // a read or a write taking longer ends its connection (> a long poll's 60 s)
 };
 
 class HttpServer {
@@ -34,8 +36,8 @@ class HttpServer {
   ~HttpServer();
   bool listen(std::string* error);  // binds and listens; false and *error when it cannot
   uint16_t port() const;
-  void run();   // accepts and serves until stop()
-  void stop();  // from any thread (a signal's waiter)
+  void run();   // accepts and serves until stop(), then waits for every connection's thread to end
+  void stop();  // from any thread (a signal's waiter): no new connections, the open ones' reads end
 
  private:
   struct Impl;
@@ -44,6 +46,9 @@ class HttpServer {
 
 // The routing alone (no sockets), for tests: method, target ("/v1/evaluations/3?wait=1"), the
 // Authorization header's value and the body -> status, content type, body, extra headers.
+// Whether a request may be served (the token, when there is one; /health needs none).
+bool authorized(const HttpServerOptions& opts, const std::string& target, const std::string& authorization);
+
 struct HttpAnswer {
   int status = 200;
   std::string content_type = "application/json";

@@ -161,6 +161,7 @@ class Server {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   }
   int port() const { return port_; }
+  void signal(int sig) { kill(pid_, sig); }
 
   HttpResponse call(const std::string& method, const std::string& path, const std::string& body = "",
                     std::vector<std::string> headers = {}) {
@@ -232,6 +233,12 @@ TEST(Serve, JudgesCandidatesByPathAndByTextAndAnswersBadInputByField) {
   Json by_text = s.json("POST", "/v1/evaluations", inline_req, {}, &status);
   EXPECT_EQ(status, 202) << by_text.dump();
   Json wrong = s.json("POST", "/v1/evaluations", by_path("examples/broken/wrong_math/cpu"));
+  // A candidate whose output is not UTF-8 (its result's output tail) is recorded all the same.
+  Json noisy_req = inline_req;
+  noisy_req["candidate"]["files"]["model_new.py"] =
+      "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe not utf-8\\n'); sys.stdout.flush()\n" +
+      noisy_req["candidate"]["files"]["model_new.py"].get<std::string>();
+  Json noisy = s.json("POST", "/v1/evaluations", noisy_req);
 
   Json a = s.wait_done(ok["id"]);
   EXPECT_EQ(a["outcome"], "ok") << a.dump();
@@ -243,6 +250,9 @@ TEST(Serve, JudgesCandidatesByPathAndByTextAndAnswersBadInputByField) {
   Json c = s.wait_done(wrong["id"]);
   EXPECT_EQ(c["outcome"], "wrong_answer");
   EXPECT_EQ(c["reward"], -1);
+  Json d = s.wait_done(noisy["id"], std::chrono::seconds(120));
+  EXPECT_EQ(d["status"], "done") << d.dump();
+  EXPECT_EQ(d["outcome"], "ok") << d.dump();
 
   // Bad input: 4xx, a JSON error naming the field, and the server goes on.
   auto expect_error = [&](int want, const std::string& field, const std::string& method, const std::string& path,
@@ -275,12 +285,22 @@ TEST(Serve, JudgesCandidatesByPathAndByTextAndAnswersBadInputByField) {
   expect_error(405, "method", "GET", "/v1/evaluations", "");
   expect_error(405, "method", "POST", "/v1/evaluations/1", "");
   expect_error(400, "wait", "GET", "/v1/evaluations/1?wait=soon", "");
+  // What once ended the server: bytes that are not UTF-8 in the answer's text, a name of the wrong type.
+  expect_error(400, "", "POST", "/v1/evaluations", "\xff");
+  expect_error(404, "id", "GET", "/v1/evaluations/%FF%FE", "");
+  expect_error(400, "task.name", "POST", "/v1/evaluations",
+               R"({"task": {"source": "x", "name": 1}, "candidate": {"source": "x"}})");
+  expect_error(400, "task.name", "POST", "/v1/evaluations",
+               Json({{"task", {{"path", small_task()}, {"name", "t.py"}}}, {"candidate", {{"source", "x"}}}}).dump());
+  expect_error(400, "options.compile_mode", "POST", "/v1/evaluations",
+               Json({{"task", {{"path", small_task()}}}, {"candidate", {{"source", "x"}}},
+                     {"options", {{"compile_mode", "fastest"}}}}).dump());
   EXPECT_EQ(s.json("GET", "/health")["status"], "ok") << "still serving";
 
   std::string metrics = s.call("GET", "/metrics").body;
-  EXPECT_NE(metrics.find("anvil_evaluations_total{outcome=\"ok\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("anvil_evaluations_total{outcome=\"ok\"} 3"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("anvil_evaluations_total{outcome=\"wrong_answer\"} 1"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("anvil_request_seconds_count{kind=\"evaluation\"} 3"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("anvil_request_seconds_count{kind=\"evaluation\"} 4"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("anvil_queue_depth 0"), std::string::npos) << metrics;
 }
 
@@ -312,6 +332,13 @@ TEST(Serve, ARetryWithItsKeyRunsNothingTwice) {
   EXPECT_EQ(s.json("POST", "/v1/evaluations", req)["id"], first["id"]);
   EXPECT_EQ(s.wait_done(first["id"])["outcome"], "ok");
   EXPECT_EQ(s.json("GET", "/health")["done"], 1) << "one evaluation ran";
+  // The key of another request is refused, not mistaken for it.
+  Json other = by_path("examples/broken/wrong_math/cpu");
+  other["idempotency_key"] = "retry-1";
+  long status = 0;
+  Json refused = s.json("POST", "/v1/evaluations", other, {}, &status);
+  EXPECT_EQ(status, 422) << refused.dump();
+  EXPECT_EQ(refused["error"]["field"], "idempotency_key");
 }
 
 TEST(Serve, AFullQueueAnswers429WithRetryAfter) {
@@ -328,6 +355,12 @@ TEST(Serve, AFullQueueAnswers429WithRetryAfter) {
   EXPECT_EQ(r.status, 429) << r.body;
   int retry = std::atoi(r.header("Retry-After").c_str());
   EXPECT_GE(retry, 1) << r.header("Retry-After");
+  // A batch that does not fit queues none of its requests.
+  Json hang2 = hang;
+  hang2["idempotency_key"] = "batch-first";
+  HttpResponse b = s.call("POST", "/v1/evaluations/batch", Json({{"evaluations", {hang2, hang}}}).dump());
+  EXPECT_EQ(b.status, 429) << b.body;
+  EXPECT_EQ(s.json("GET", "/health")["queued"], 1) << "none of the batch was queued";
 }
 
 // Processes working in `dir` (their cwd inside it) or, with `cmdline`, naming it in their command line.
@@ -400,6 +433,29 @@ TEST(Serve, AKilledServerAnswersEveryAcceptedRequestAndLeavesNoProcess) {
     EXPECT_NE(j["message"].get<std::string>().find("2 times"), std::string::npos) << j.dump();
   }
   for (int pid : processes_in(cache.string(), true)) kill(pid, SIGKILL);  // this cache's zygote
+}
+
+TEST(Serve, ASecondSignalEndsAtOnceAndGivesTheAttemptBack) {
+  fs::path state = fresh_dir("signals");
+  std::string id;
+  {
+    Server s(state / "state", {"--timeout", "8"});
+    ASSERT_GT(s.port(), 0);
+    id = s.json("POST", "/v1/evaluations", by_path("examples/broken/hang/cpu"))["id"];
+    ASSERT_TRUE(s.wait_running(id));
+    s.signal(SIGTERM);  // stops accepting, waits for the evaluation...
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(s.call("GET", "/health").status, 0) << "no new connections once stopping";
+    s.signal(SIGTERM);  // ... unless told again
+    EXPECT_EQ(s.exit_code(), 1);
+  }
+  EXPECT_NE(read_file(state.string() + "/state.stderr").value_or("").find("1 evaluation(s) under way run again"),
+            std::string::npos);
+  Server s(state / "state", {"--timeout", "8"});
+  ASSERT_GT(s.port(), 0);
+  Json j = s.wait_done(id);
+  EXPECT_EQ(j["outcome"], "timeout") << j.dump();
+  EXPECT_EQ(j["attempts"], 1) << "a stop on purpose is not one of its attempts";
 }
 
 TEST(Serve, OffLoopbackATokenIsRequired) {

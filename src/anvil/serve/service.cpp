@@ -38,6 +38,8 @@ bool inside(const std::string& rel) {
 
 const std::vector<std::string> kTaskKeys = {"path", "source", "name"};
 const std::vector<std::string> kCandidateKeys = {"path", "source", "files"};
+const std::vector<std::string> kCompileModes = {"default", "reduce-overhead", "max-autotune",
+                                                "max-autotune-no-cudagraphs", "none"};
 const std::vector<std::string> kOptionKeys = {"protocol", "preset", "trials", "seed", "measure_time", "compile_mode"};
 
 std::optional<Invalid> only_keys(const Json& obj, const std::string& where, const std::vector<std::string>& keys) {
@@ -72,6 +74,7 @@ std::optional<Invalid> validate(const Json& body, const ServeOptions& o, Json* o
   if (auto bad = only_keys(t, "task", kTaskKeys)) return bad;
   if (auto bad = one_of(t, "task", {"path", "source"})) return bad;
   if (t.contains("path")) {
+    if (t.contains("name")) return Invalid{"task.name", "only with task.source (a path names its own file)"};
     if (!t["path"].is_string() || t["path"].get<std::string>().empty()) return Invalid{"task.path", "a non-empty string"};
     std::string spec = t["path"];
     // FILE or DATASET#ROW: the file part must exist here.
@@ -84,9 +87,9 @@ std::optional<Invalid> validate(const Json& body, const ServeOptions& o, Json* o
     if (t["source"].get<std::string>().size() > o.max_file_bytes) {
       return Invalid{"task.source", "larger than " + std::to_string(o.max_file_bytes) + " bytes"};
     }
+    if (t.contains("name") && !t["name"].is_string()) return Invalid{"task.name", "a file name ending in .py"};
     std::string name = t.value("name", std::string("task.py"));
-    if (!t.value("name", Json("task.py")).is_string() || !inside(name) || name.find('/') != std::string::npos ||
-        !ends_with(name, ".py")) {
+    if (!inside(name) || name.find('/') != std::string::npos || !ends_with(name, ".py")) {
       return Invalid{"task.name", "a file name ending in .py, without directories"};
     }
     req["task"] = {{"source", t["source"]}, {"name", name}};
@@ -153,6 +156,10 @@ std::optional<Invalid> validate(const Json& body, const ServeOptions& o, Json* o
         return Invalid{"options.preset", e.what()};
       }
     }
+    if (op.contains("compile_mode") &&
+        std::find(kCompileModes.begin(), kCompileModes.end(), op["compile_mode"].get<std::string>()) == kCompileModes.end()) {
+      return Invalid{"options.compile_mode", "one of: " + join(kCompileModes, ", ")};
+    }
     if (op.contains("trials") && (!op["trials"].is_number_integer() || op["trials"] < 1 || op["trials"] > 100)) {
       return Invalid{"options.trials", "an integer from 1 to 100"};
     }
@@ -206,12 +213,23 @@ bool Service::start(std::string* error) {
     *error = e.what();
     return false;
   }
-  // Each build compiles its units on every core: a quarter of the cores' builds at once (as the agent's).
-  unsigned builders = opts_.builders ? opts_.builders : std::max(1u, std::thread::hardware_concurrency() / 4);
+  // Builds ahead share the host with the lanes' timing: on a GPU one at a time on a quarter of the
+  // cores (opts_.defaults.build.jobs); on the CPU none (the CPU is what a lane times: each
+  // evaluation builds its own candidate).
+  unsigned builders = opts_.defaults.device == "cuda" ? (opts_.builders ? opts_.builders : 1) : 0;
+  if (opts_.defaults.build.jobs == 0) opts_.defaults.build.jobs = std::max(1u, std::thread::hardware_concurrency() / 4);
   std::vector<int> lanes = opts_.defaults.device == "cuda" ? opts_.gpus : std::vector<int>{-1};
   for (int g : lanes) threads_.emplace_back([this, g] { lane(g); });
   for (unsigned i = 0; i < builders; ++i) threads_.emplace_back([this] { builder(); });
   return true;
+}
+
+int Service::release_running() {
+  try {
+    return store_ ? store_->release_running() : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 void Service::drain() {
@@ -238,71 +256,94 @@ int Service::retry_after_s() {
   return std::max(1, static_cast<int>(std::ceil(mean / static_cast<double>(lanes))));
 }
 
-ServeReply Service::enqueue(const Json& body, const std::string& header_key, bool* accepted_new) {
-  Json req;
-  if (auto bad = validate(body, opts_, &req)) return serve_error(400, bad->field, bad->message);
-  std::string key = header_key;
+namespace {
+
+// The idempotency key of a request: the header's or the body's (both: the same).
+std::optional<Invalid> key_of(const Json& body, const std::string& header_key, std::string* key) {
+  *key = header_key;
   if (body.is_object() && body.contains("idempotency_key")) {
-    if (!body["idempotency_key"].is_string()) return serve_error(400, "idempotency_key", "a string");
+    if (!body["idempotency_key"].is_string()) return Invalid{"idempotency_key", "a string"};
     std::string k = body["idempotency_key"];
-    if (!key.empty() && k != key) {
-      return serve_error(400, "idempotency_key", "differs from the Idempotency-Key header");
-    }
-    key = k;
+    if (!key->empty() && k != *key) return Invalid{"idempotency_key", "differs from the Idempotency-Key header"};
+    *key = k;
   }
-  if (key.size() > 256) return serve_error(400, "idempotency_key", "longer than 256 characters");
-  Store::Accepted a;
+  if (key->size() > 256) return Invalid{"idempotency_key", "longer than 256 bytes"};
+  return std::nullopt;
+}
+
+}  // namespace
+
+ServeReply Service::accept(const std::vector<std::pair<std::string, Json>>& requests, std::vector<Store::Accepted>* out) {
   try {
-    a = store_->accept(key, req, opts_.max_queue);
+    *out = store_->accept_all(requests, opts_.max_queue);
   } catch (const std::exception& e) {
     return serve_error(503, "", e.what());
   }
-  if (a.full) {
+  const Store::Accepted& last = out->back();
+  if (last.full) {
     ServeReply r = serve_error(429, "", "the queue is full (" + std::to_string(opts_.max_queue) +
                                             " evaluations waiting): try again later");
     r.headers.emplace_back("Retry-After", std::to_string(retry_after_s()));
     return r;
   }
-  *accepted_new = !a.existed;
-  if (!a.existed) {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      to_build_.push_back(a.id);
-    }
-    work_.notify_all();
+  if (last.conflict) {
+    return serve_error(422, "idempotency_key",
+                       "already used by evaluation " + std::to_string(last.id) + ", a different request");
   }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto& a : *out) {
+      if (!a.existed) to_build_.push_back(a.id);
+    }
+  }
+  work_.notify_all();
+  return {202, nullptr, {}};
+}
+
+ServeReply Service::submit(const Json& body, const std::string& header_key) {
+  Json req;
+  std::string key;
+  if (auto bad = validate(body, opts_, &req)) return serve_error(400, bad->field, bad->message);
+  if (auto bad = key_of(body, header_key, &key)) return serve_error(400, bad->field, bad->message);
+  std::vector<Store::Accepted> got;
+  ServeReply r = accept({{key, req}}, &got);
+  if (r.status != 202) return r;
+  const Store::Accepted& a = got.front();
   return {a.existed ? 200 : 202, {{"id", std::to_string(a.id)}, {"status", job_state_name(a.state)}, {"existed", a.existed}}, {}};
 }
 
-ServeReply Service::submit(const Json& body, const std::string& key) {
-  bool fresh = false;
-  return enqueue(body, key, &fresh);
-}
-
 ServeReply Service::submit_batch(const Json& body) {
-  if (!body.is_object() || !body.contains("evaluations") || !body["evaluations"].is_array()) {
-    return serve_error(400, "evaluations", "an array of evaluation requests");
+  if (!body.is_object() || !body.contains("evaluations") || !body["evaluations"].is_array() ||
+      body["evaluations"].empty()) {
+    return serve_error(400, "evaluations", "a non-empty array of evaluation requests");
   }
+  if (body.size() != 1) return serve_error(400, "", "a batch has only \"evaluations\"");
+  // All or none: every one validated, then all queued in one transaction.
+  std::vector<std::pair<std::string, Json>> requests;
   const Json& all = body["evaluations"];
-  // All or none: every one is validated before any is queued.
   for (size_t i = 0; i < all.size(); ++i) {
     Json req;
-    if (auto bad = validate(all[i], opts_, &req)) {
+    std::string key;
+    std::optional<Invalid> bad = validate(all[i], opts_, &req);
+    if (!bad) bad = key_of(all[i], "", &key);
+    if (bad) {
       return serve_error(400, "evaluations[" + std::to_string(i) + "]" + (bad->field.empty() ? "" : "." + bad->field),
                          bad->message);
     }
+    requests.emplace_back(key, req);
+  }
+  std::vector<Store::Accepted> got;
+  ServeReply r = accept(requests, &got);
+  if (r.status != 202) {
+    if (r.body.contains("error")) {
+      r.body["error"]["field"] = "evaluations[" + std::to_string(got.size() - 1) + "]" +
+                                 (r.body["error"]["field"].get<std::string>().empty() ? "" : ".") +
+                                 r.body["error"]["field"].get<std::string>();
+    }
+    return r;
   }
   Json ids = Json::array();
-  for (size_t i = 0; i < all.size(); ++i) {
-    bool fresh = false;
-    ServeReply r = enqueue(all[i], "", &fresh);
-    if (r.status >= 400) {
-      // Those before it are queued: say which, so the client retries only the rest.
-      r.body["queued"] = ids;
-      return r;
-    }
-    ids.push_back(r.body["id"]);
-  }
+  for (const auto& a : got) ids.push_back(std::to_string(a.id));
   return {202, {{"ids", ids}}, {}};
 }
 
@@ -321,26 +362,25 @@ Json Service::job_body(const Job& j) const {
 }
 
 ServeReply Service::get(const std::string& id_text, std::chrono::milliseconds wait) {
-  int64_t id = 0;
-  try {
-    size_t used = 0;
-    id = std::stoll(id_text, &used);
-    if (used != id_text.size() || id <= 0) throw std::invalid_argument("id");
-  } catch (const std::exception&) {
-    return serve_error(404, "id", "no evaluation " + id_text);
+  if (id_text.empty() || id_text.size() > 18 || id_text.find_first_not_of("0123456789") != std::string::npos) {
+    return serve_error(404, "id", "no evaluation with that id (ids are numbers)");
   }
+  int64_t id = std::stoll(id_text);
   auto deadline = SteadyClock::now() + wait;
-  for (;;) {
-    std::optional<Job> j;
-    try {
-      j = store_->get(id);
-    } catch (const std::exception& e) {
-      return serve_error(503, "", e.what());
+  try {
+    // Its state only while waiting (a row's request may be megabytes); the whole row once.
+    for (;;) {
+      std::optional<JobState> st = store_->state_of(id);
+      if (!st) return serve_error(404, "id", "no evaluation " + id_text);
+      if (*st == JobState::kDone || SteadyClock::now() >= deadline || stopping_) break;
+      std::unique_lock<std::mutex> g(mu_);
+      done_.wait_until(g, std::min(deadline, SteadyClock::now() + std::chrono::seconds(1)));
     }
+    std::optional<Job> j = store_->get(id);
     if (!j) return serve_error(404, "id", "no evaluation " + id_text);
-    if (j->state == JobState::kDone || SteadyClock::now() >= deadline || stopping_) return {200, job_body(*j), {}};
-    std::unique_lock<std::mutex> g(mu_);
-    done_.wait_until(g, std::min(deadline, SteadyClock::now() + std::chrono::seconds(1)));
+    return {200, job_body(*j), {}};
+  } catch (const std::exception& e) {
+    return serve_error(503, "", e.what());
   }
 }
 
@@ -352,7 +392,7 @@ ServeReply Service::health() {
     return serve_error(503, "", e.what());
   }
   return {200,
-          {{"status", "ok"},
+          {{"status", stopping_ ? "draining" : "ok"},
            {"device", opts_.defaults.device},
            {"lanes", opts_.defaults.device == "cuda" ? opts_.gpus.size() : 1},
            {"queued", c[JobState::kQueued]},
@@ -401,15 +441,17 @@ std::string Service::metrics() {
   for (const auto& [outcome, n] : outcomes_) {
     line("anvil_evaluations_total{outcome=\"" + prometheus_escape(outcome) + "\"} " + std::to_string(n));
   }
-  line("# HELP anvil_build_units_total Translation units of evaluated candidates, and those compiled (cache misses).");
+  line("# HELP anvil_build_units_total Translation units of evaluated candidates.");
   line("# TYPE anvil_build_units_total counter");
   line("anvil_build_units_total " + std::to_string(build_units_));
+  line("# HELP anvil_build_units_compiled_total Translation units compiled by evaluations (build cache misses).");
+  line("# TYPE anvil_build_units_compiled_total counter");
   line("anvil_build_units_compiled_total " + std::to_string(build_compiled_));
-  line("# HELP anvil_build_cache_hit_ratio Units found in the build cache over all units evaluated.");
+  line("# HELP anvil_build_cache_hit_ratio Units found in the build cache over all units evaluated (1 when none yet).");
   line("# TYPE anvil_build_cache_hit_ratio gauge");
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.4f",
-                build_units_ ? 1.0 - static_cast<double>(build_compiled_) / static_cast<double>(build_units_) : 0.0);
+                build_units_ ? 1.0 - static_cast<double>(build_compiled_) / static_cast<double>(build_units_) : 1.0);
   line(std::string("anvil_build_cache_hit_ratio ") + ratio);
   line("# HELP anvil_request_seconds Latency of the service's calls, by kind (evaluation: accepted to done).");
   line("# TYPE anvil_request_seconds histogram");

@@ -4,12 +4,13 @@
 // evaluation options. submit() validates it, records it in the Store (durably: an id given out is
 // never lost) and wakes the workers; get() answers its state and, when done, its outcome, reward and
 // the whole evaluation (anvil.eval/1). Workers:
-//   - builders (a quarter of the cores, each build on all of them): each new job's files are written under the state directory and its
-//     candidate built into the build cache, ahead of its evaluation;
+//   - builders (device cuda): each new job's files are written under the state directory and its
+//     candidate built into the build cache ahead of its evaluation, one at a time on a quarter of
+//     the cores (the lanes' timing shares the host); on the CPU none (each evaluation builds);
 //   - lanes: one per GPU (one for the CPU), each claims the oldest queued job and evaluates it
 //     (`anvil eval`'s path), so a device times one evaluation at a time.
 // The queue is bounded (a full one answers 429 with Retry-After); an idempotency key maps a retry
-// onto its first job. On start the jobs a previous server left running are run again once
+// onto its first job (the same key for another request: 422). On start the jobs a previous server left running are run again once
 // (Store::recover).
 #pragma once
 
@@ -38,7 +39,8 @@ struct ServeOptions {
   std::vector<int> gpus = {0};      // device cuda: one lane per GPU
   size_t max_queue = 256;           // queued jobs; beyond: 429
   int max_attempts = 2;             // claims of one job across server restarts (Store::recover)
-  unsigned builders = 0;            // concurrent candidate builds (each on every core); 0: a quarter of the cores
+  unsigned builders = 0;            // device cuda: builds ahead at once (each on defaults.build.jobs cores, 0: a
+                                    // quarter); 0: one. Device cpu: none (the CPU is what is timed)
   size_t max_files = 256;           // files of one inline candidate
   size_t max_file_bytes = 4u << 20; // bytes of one inline file
 };
@@ -61,6 +63,9 @@ class Service {
   bool start(std::string* error);
   void drain();  // no new claims; long polls answer now (the HTTP front can then close its connections)
   void stop();   // drain(), then wait for the workers: each finishes its current evaluation
+  // The evaluations under way queued again, their claim taken back (a stop on purpose that cannot
+  // wait for them: they are not the candidates' doing). How many.
+  int release_running();
 
   ServeReply submit(const nlohmann::json& body, const std::string& idempotency_key);
   ServeReply submit_batch(const nlohmann::json& body);
@@ -72,8 +77,9 @@ class Service {
   void observe_request(const std::string& kind, double seconds);
 
  private:
-  struct Validated;
-  ServeReply enqueue(const nlohmann::json& body, const std::string& key, bool* accepted_new);
+  // Queues validated requests (all or none); 202 with *out filled, or the refusal.
+  ServeReply accept(const std::vector<std::pair<std::string, nlohmann::json>>& requests,
+                    std::vector<Store::Accepted>* out);
   void lane(int gpu);
   void builder();
   nlohmann::json run(const Job& job, int gpu);
@@ -91,7 +97,6 @@ class Service {
   std::condition_variable work_;   // a job was queued (lanes, builders)
   std::condition_variable done_;   // a job finished (long polls)
   std::deque<int64_t> to_build_;
-  std::map<int64_t, bool> building_;  // jobs whose files are being written (a lane waits for them)
   // Metrics (under mu_).
   std::map<std::string, int64_t> outcomes_;
   std::map<int, int> busy_;                      // gpu -> evaluations under way

@@ -126,31 +126,56 @@ void Store::exec(const char* sql) {
   }
 }
 
+namespace {
+std::string text_of(const nlohmann::json& j) {  // never throws: bytes that are not UTF-8 become U+FFFD
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+}  // namespace
+
+Store::Accepted Store::accept_locked(const std::string& key, const nlohmann::json& request, size_t max_queued) {
+  Accepted a;
+  std::string text = text_of(request);
+  if (!key.empty()) {
+    Stmt q(db_, "SELECT id, state, request FROM jobs WHERE key = ? AND key <> ''");
+    if (q.bind(1, key).row()) {
+      a.id = q.i64(0);
+      a.existed = true;
+      a.state = static_cast<JobState>(q.i64(1));
+      a.conflict = q.text(2) != text;
+      return a;
+    }
+  }
+  Stmt n(db_, "SELECT count(*) FROM jobs WHERE state = 0");
+  n.row();
+  if (static_cast<size_t>(n.i64(0)) >= max_queued) {
+    a.full = true;
+    return a;
+  }
+  Stmt ins(db_, "INSERT INTO jobs (key, request, state, attempts, accepted_at) VALUES (?, ?, 0, 0, ?)");
+  ins.bind(1, key).bind(2, text).bind(3, now_s()).row();
+  a.id = sqlite3_last_insert_rowid(db_);
+  return a;
+}
+
 Store::Accepted Store::accept(const std::string& key, const nlohmann::json& request, size_t max_queued) {
+  return accept_all({{key, request}}, max_queued).front();
+}
+
+std::vector<Store::Accepted> Store::accept_all(const std::vector<std::pair<std::string, nlohmann::json>>& requests,
+                                               size_t max_queued) {
   std::lock_guard<std::mutex> g(mu_);
   exec("BEGIN IMMEDIATE");
   try {
-    Accepted a;
-    if (!key.empty()) {
-      Stmt q(db_, "SELECT id, state FROM jobs WHERE key = ?");
-      if (q.bind(1, key).row()) {
-        a = {q.i64(0), true, false, static_cast<JobState>(q.i64(1))};
-        exec("COMMIT");
-        return a;
+    std::vector<Accepted> out;
+    for (const auto& [key, request] : requests) {
+      out.push_back(accept_locked(key, request, max_queued));
+      if (out.back().full || out.back().conflict) {
+        exec("ROLLBACK");  // none is new
+        return out;
       }
     }
-    Stmt n(db_, "SELECT count(*) FROM jobs WHERE state = 0");
-    n.row();
-    if (static_cast<size_t>(n.i64(0)) >= max_queued) {
-      exec("COMMIT");
-      a.full = true;
-      return a;
-    }
-    Stmt ins(db_, "INSERT INTO jobs (key, request, state, attempts, accepted_at) VALUES (?, ?, 0, 0, ?)");
-    ins.bind(1, key).bind(2, request.dump()).bind(3, now_s()).row();
-    a = {sqlite3_last_insert_rowid(db_), false, false, JobState::kQueued};
     exec("COMMIT");
-    return a;
+    return out;
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
@@ -183,7 +208,21 @@ std::optional<Job> Store::claim() {
 void Store::finish(int64_t id, const nlohmann::json& result) {
   std::lock_guard<std::mutex> g(mu_);
   Stmt u(db_, "UPDATE jobs SET state = 2, result = ?, finished_at = ? WHERE id = ?");
-  u.bind(1, result.dump()).bind(2, now_s()).bind(3, id).row();
+  u.bind(1, text_of(result)).bind(2, now_s()).bind(3, id).row();
+}
+
+std::optional<JobState> Store::state_of(int64_t id) {
+  std::lock_guard<std::mutex> g(mu_);
+  Stmt q(db_, "SELECT state FROM jobs WHERE id = ?");
+  if (!q.bind(1, id).row()) return std::nullopt;
+  return static_cast<JobState>(q.i64(0));
+}
+
+int Store::release_running() {
+  std::lock_guard<std::mutex> g(mu_);
+  Stmt u(db_, "UPDATE jobs SET state = 0, attempts = max(attempts - 1, 0) WHERE state = 1");
+  u.row();
+  return sqlite3_changes(db_);
 }
 
 std::optional<Job> Store::get(int64_t id) {
@@ -210,7 +249,7 @@ Store::Recovered Store::recover(int max_attempts) {
         ++r.requeued;
       } else {
         Stmt u(db_, "UPDATE jobs SET state = 2, result = ?, finished_at = ? WHERE id = ?");
-        u.bind(1, abandoned_result(attempts).dump()).bind(2, now_s()).bind(3, id).row();
+        u.bind(1, text_of(abandoned_result(attempts))).bind(2, now_s()).bind(3, id).row();
         ++r.failed;
       }
     }

@@ -16,6 +16,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,17 +52,25 @@ class Store {
     int64_t id = 0;
     bool existed = false;  // the key was already known: this is that job (nothing new was queued)
     bool full = false;     // refused: max_queued jobs are queued already (id 0)
+    bool conflict = false; // refused: the key names a job of another request (id: that job)
     JobState state = JobState::kQueued;
   };
   // Records a new queued job, durably, unless `key` (non-empty) names an existing one or
   // `max_queued` jobs are queued already. Throws std::runtime_error when the database cannot be
   // written.
   Accepted accept(const std::string& key, const nlohmann::json& request, size_t max_queued);
+  // Several at once, all or none: every one is accepted, or (one full or in conflict) none is new
+  // and that one's answer says why.
+  std::vector<Accepted> accept_all(const std::vector<std::pair<std::string, nlohmann::json>>& requests,
+                                   size_t max_queued);
   // The oldest queued job, now running (attempts + 1); nullopt when none is queued.
   std::optional<Job> claim();
   // A running job's result; it is done.
   void finish(int64_t id, const nlohmann::json& result);
   std::optional<Job> get(int64_t id);
+  std::optional<JobState> state_of(int64_t id);  // without reading its request or result
+  // The jobs running now, queued again with the claim taken back: the server is stopped on purpose.
+  int release_running();
 
   struct Recovered {
     int requeued = 0;  // were running, run again
@@ -73,6 +83,7 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   void exec(const char* sql);
+  Accepted accept_locked(const std::string& key, const nlohmann::json& request, size_t max_queued);
   std::mutex mu_;
   sqlite3* db_;
 };

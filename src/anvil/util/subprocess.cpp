@@ -118,12 +118,16 @@ void unregister_child_group(int pgid) {
   }
 }
 
-namespace {
-void stop_handler(int sig) {
+void kill_child_groups() {
   for (auto& slot : g_groups) {
     int pgid = slot.load();
     if (pgid > 0) ::kill(-pgid, SIGKILL);
   }
+}
+
+namespace {
+void stop_handler(int sig) {
+  kill_child_groups();
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }

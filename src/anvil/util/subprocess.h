@@ -71,6 +71,8 @@ size_t tree_resident_bytes(int pid);
 void register_child_group(int pgid);
 void unregister_child_group(int pgid);
 void install_stop_handler();
+// SIGKILL to every registered group now (async-signal-safe).
+void kill_child_groups();
 
 // Finds a program on PATH (or checks a path with a slash); empty if not found.
 std::filesystem::path find_program(const std::string& name);
