@@ -88,7 +88,7 @@ struct ServeArgs {
   std::string state;                             // the store and the requests' files; default CACHE/serve
   std::vector<int> gpus;                         // device cuda: one lane each; default every GPU found
   size_t max_queue = 256;
-  unsigned builders = 0;                         // concurrent candidate builds; 0: a quarter of the cores
+  unsigned builders = 0;                         // on a GPU, builds ahead at once (0: one); none on the CPU
   size_t max_body_mb = 16;                       // one request's body, MiB (413 beyond)
   EvalOptions opts;                              // every evaluation's settings (a request sets a few)
 };

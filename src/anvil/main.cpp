@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   serve_cmd->add_option("--max-body-mb", sv.max_body_mb, "one request's body at most, MiB; beyond, 413 (default 16)")
       ->check(CLI::Range(1, 4096));
-  serve_cmd->add_option("--builders", sv.builders, "candidate builds at once ahead of their evaluation (default: a quarter of the cores)");
+  serve_cmd->add_option("--builders", sv.builders, "on a GPU: candidate builds at once ahead of their evaluation, each on a quarter of the cores (default 1); none on the CPU");
   add_eval_options(serve_cmd, sv.opts, svf);
   serve_cmd->callback([&] {
     apply_eval_flags(sv.opts, svf);
