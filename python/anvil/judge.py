@@ -972,29 +972,35 @@ class Judge(Harness):
                 continue
             self.stage = "timing"
             if name == "compile":
-                results["compile"] = self.time_compile()
+                with self.clock("compile"):
+                    results["compile"] = self.time_compile()
                 continue
             try:
-                results["eager"] = dict(self.time_one(self.ref, t["warmup"]), **results.get("eager", {}))
+                with self.clock("eager"):
+                    results["eager"] = dict(self.time_one(self.ref, t["warmup"]), **results.get("eager", {}))
             except Outcome:
                 raise
             except BaseException as e:  # noqa: BLE001
                 raise Outcome("task_error", "while timing: %s" % raised(e, "the reference Model"), trace(e))
 
-    def time_one(self, fn, warmup):
+    def time_one(self, fn, warmup, first_call=None):
         """One baseline, with what the machine was doing meanwhile: how long the judge's threads
         waited for a CPU from the end of the warm-up (torch.compile compiles in it) to the end,
-        whether the candidate's processes were gone, other processes on the GPU."""
+        whether the candidate's processes were gone, other processes on the GPU. first_call: the
+        clock's name for the first call's seconds (torch.compile's compilation)."""
         t = self.req["timing"]
         self.pin_flags()
         cuda = self.device.type == "cuda"
         before = evidence.other_gpu_processes(self.device) if cuda else None
         waited = [evidence.RunQueue([os.getpid()])]
         warmed = [0]
+        began = time.perf_counter()
 
         def observe(phase, _k, _out, _sample_ms):  # outside any timed region
             if phase == "warmup":
                 warmed[0] += 1
+                if warmed[0] == 1 and first_call:
+                    self.clock[first_call] = round(time.perf_counter() - began, 4)
                 if warmed[0] == warmup:
                     waited[0] = evidence.RunQueue([os.getpid()])
 
@@ -1013,7 +1019,8 @@ class Judge(Harness):
         """torch.compile(ref) timed like the others, compiled during warm-up; {"error"} if it fails."""
         mode = self.req["timing"]["compile_mode"]
         try:
-            return self.time_one(timing.compiled(self.torch, self.ref, mode), max(1, self.req["timing"]["warmup"]))
+            return self.time_one(timing.compiled(self.torch, self.ref, mode), max(1, self.req["timing"]["warmup"]),
+                                 first_call="compile_first_call")
         except BaseException as e:  # noqa: BLE001 - a baseline that does not compile is reported
             if isinstance(e, KeyboardInterrupt):
                 raise

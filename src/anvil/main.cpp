@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
                      "none on the CPU)")
       ->check(CLI::Range(1, 64));
   bl_cmd->add_option("--overlap", bl.overlap,
-                     "measurements at once on a GPU, one using it while the others do their host work (default 1)")
+                     "measurements at once on a GPU, one using it while the others do their host work (default 2)")
       ->check(CLI::Range(1, 16));
   bl_cmd->add_flag("--json", bl.json, "print one JSON document");
   add_eval_options(bl_cmd, bl.opts, blf);

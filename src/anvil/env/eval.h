@@ -111,10 +111,10 @@ bool baselines_cached(const Environment& env, const EvalOptions& opts);
 // cores, the GPU host's, leave the zygote and the system room).
 inline constexpr int kWarmJobsCuda = 8;
 // Measurements `anvil baselines` runs at once on a GPU by default (--overlap N: one on the GPU, the
-// others doing their host work). 1 until overlapping is measured to gain: its one run so far (10 L2
-// problems on a fresh H100 host, bench/results/kb-baselines-2026-11-27/) took 76 s where one at a
-// time had taken 49 s for the same problems on another fresh host.
-inline constexpr int kOverlapCuda = 1;
+// others doing their host work). 2: in one run on one H100 (20 L2 problems, caches warm; 2, 1, 2 at
+// once), 72 s and 69 s against 92 s one at a time, the figures the same within 0.3%
+// (bench/results/kb-baselines-2026-11-27/overlap-ab-*.json, docs/baselines.md).
+inline constexpr int kOverlapCuda = 2;
 
 // torch.compile's caches warmed for opts.task (python/anvil/warm.py): its reference compiled and
 // called once, nothing timed. Several may run at once on one GPU. Returns "" when done, else why not.
