@@ -9,6 +9,14 @@ once, the server killed with SIGKILL part-way and restarted on the same state, a
 
     python3 bench/serve_load.py --device cuda --clients 64 --duration 300 --kill-at 150 --out r.json
     python3 bench/serve_load.py --device cpu --clients 4 --duration 40 --kill-at 20   # a CPU run
+    python3 bench/serve_load.py --sessions ...   # each client drives sessions instead (below)
+
+With --sessions each client plays a rollout worker: it opens a session, asks a model for each turn
+(tests/replay_server.py, one per pair, scripted: the bundled candidate's files written, compile,
+verify, profile, finish), runs the turn's tool calls through the session, sends their results back
+as tool messages, and finalizes; the session's final evaluation is its answer. A tool call cut off
+by the kill is sent again once the server is back (these scripted calls are safe to repeat). The
+throughput's baseline is the same sessions run one at a time on the same server.
 
 Prints one JSON document (also to --out) and a few summary lines on stderr.
 """
@@ -29,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import ANVIL, ROOT, fingerprint, median  # noqa: E402
 from anvil.client import Client, ServeError  # noqa: E402
+import urllib.request  # noqa: E402
 
 PAIRS = ["01_elementwise_chain", "02_softmax", "03_layernorm", "04_gemm_bias_relu", "05_conv_bias_relu",
          "06_mlp_block"]
@@ -112,16 +121,98 @@ async def client_loop(url, reqs, k, deadline, log):
             n += 1
 
 
-async def metrics_loop(url, deadline, depth):
-    """The queue's depth every second (to know when it was saturated)."""
+def start_replay(pair, device, workdir):
+    """A replay model server for one pair: its candidate's files written, compile, verify, profile,
+    finish. Its URL."""
+    cand = os.path.join(ROOT, "examples", "candidates", pair, device)
+    files = {os.path.relpath(os.path.join(d, f), cand): open(os.path.join(d, f)).read()
+             for d, _, fs in os.walk(cand) for f in fs if "__pycache__" not in d}
+    script = {"turns": [{"content": "writing the kernels",
+                         "tool_calls": [{"name": "write_file", "arguments": {"path": p, "content": t}}
+                                        for p, t in sorted(files.items())]},
+                        {"content": None, "tool_calls": [{"name": "compile", "arguments": {}}]},
+                        {"content": None, "tool_calls": [{"name": "verify", "arguments": {}}]},
+                        {"content": None, "tool_calls": [{"name": "profile", "arguments": {}}]},
+                        {"content": "done", "tool_calls": [{"name": "finish", "arguments": {}}]}]}
+    path = os.path.join(workdir, pair + ".json")
+    json.dump(script, open(path, "w"))
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "replay_server.py"), "--script", path,
+                          "--port", "0"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    line = p.stdout.readline()
+    return p, "http://127.0.0.1:%d/v1" % int(line.split()[1])
+
+
+def chat(model_url, messages, tools):
+    req = urllib.request.Request(model_url + "/chat/completions", method="POST", data=json.dumps(
+        {"model": "replay", "messages": messages, "tools": tools}).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)["choices"][0]["message"]
+
+
+async def one_session(c, task, model_url, seed, calls_log):
+    """One scripted episode through a session; (its final result, tool calls sent again)."""
+    s = await c.create_session(task, {"seed": seed})
+    messages, resent = list(s["messages"]), 0
+    for _ in range(20):
+        msg = await asyncio.to_thread(chat, model_url, messages, s["tools"])
+        calls = msg.get("tool_calls") or []
+        messages.append({"role": "assistant", "content": msg.get("content"), "tool_calls": calls})
+        if not calls:
+            break
+        req = [{"name": tc["function"]["name"], "arguments": tc["function"]["arguments"], "id": tc["id"]}
+               for tc in calls]
+        for attempt in range(60):
+            t0 = time.time()
+            try:
+                results = await c.call_tools(s["id"], req)
+                break
+            except (OSError, ServeError) as e:  # the server killed mid-call: the same calls once it is back
+                if isinstance(e, ServeError) and e.status < 500:
+                    raise
+                resent += 1
+                await asyncio.sleep(1.0)
+        calls_log.append({"kind": "calls:" + "+".join(sorted({r["name"] for r in req})), "s": time.time() - t0})
+        messages += [{"role": "tool", "tool_call_id": r["id"], "content": r["content"]} for r in results]
+        if any(r["finish"] for r in results):
+            break
+    t0 = time.time()
+    final = await c.finalize(s["id"], limit=900)
+    calls_log.append({"kind": "finalize", "s": time.time() - t0})
+    await c.end_session(s["id"])
+    return s["id"], final, resent
+
+
+async def session_loop(url, reqs, models, k, deadline, log, calls_log):
+    """One client: sessions one after another until the deadline."""
+    async with Client(url, timeout=120) as c:
+        n = 0
+        while time.time() < deadline:
+            i = (k + n) % len(reqs)
+            t0 = time.time()
+            try:
+                sid, r, resent = await one_session(c, reqs[i][0], models[i], k * 1000 + n, calls_log)
+                log.append({"key": sid, "id": r.get("id"), "status": r["status"], "outcome": r.get("outcome"),
+                            "reward": r.get("reward"), "attempts": r.get("attempts"), "resent_calls": resent,
+                            "latency_s": time.time() - t0, "done_at": time.time()})
+            except (ServeError, OSError) as e:
+                log.append({"key": "c%d-%d" % (k, n), "id": None, "error": str(e)[:200], "latency_s": time.time() - t0})
+            n += 1
+
+
+async def metrics_loop(url, deadline, depth, stop):
+    """Every second: the queue's depth plus the tool calls waiting for a device (to know when it
+    was saturated), and the seconds the device has been held (anvil_device_held_seconds_total)."""
     async with Client(url) as c:
-        while time.time() < deadline + 5:
+        while time.time() < deadline + 5 or not stop.is_set():
             try:
                 m = await c.metrics()
                 q = re.search(r"^anvil_queue_depth (\d+)", m, re.M)
-                depth.append((time.time(), int(q.group(1)) if q else None))
+                w = re.search(r"^anvil_tool_calls_waiting (\d+)", m, re.M)
+                held = re.search(r"^anvil_device_held_seconds_total\{[^}]*\} ([0-9.]+)", m, re.M)
+                depth.append((time.time(), int(q.group(1)) + (int(w.group(1)) if w else 0) if q else None,
+                              float(held.group(1)) if held else None))
             except Exception:  # noqa: BLE001 - the server is down for its restart
-                depth.append((time.time(), None))
+                depth.append((time.time(), None, None))
             await asyncio.sleep(1.0)
 
 
@@ -145,14 +236,23 @@ def main():
     ap.add_argument("--overhead-runs", type=int, default=10)
     ap.add_argument("--tasks", default=os.path.join(ROOT, "examples", "tasks"))
     ap.add_argument("--eval-args", default="", help="evaluation settings for the server and the direct runs")
+    ap.add_argument("--sessions", action="store_true", help="clients drive scripted sessions (see above)")
     ap.add_argument("--out")
     a = ap.parse_args()
     extra = a.eval_args.split()
     reqs = requests_for(a.device, a.tasks)
+    replays, models = [], []
+    if a.sessions:
+        scripts = tempfile.mkdtemp(prefix="serve-load-scripts-")
+        for p in PAIRS[:len(reqs)]:
+            proc, model_url = start_replay(p, a.device, scripts)
+            replays.append(proc)
+            models.append(model_url)
     state = tempfile.mkdtemp(prefix="serve-load-") + "/state"
     srv = Server(state, a.device, extra)
     doc = {"fingerprint": fingerprint(), "device": a.device, "clients": a.clients, "duration_s": a.duration,
-           "kill_at_s": a.kill_at, "pairs": [p for p in PAIRS][:len(reqs)], "eval_args": extra}
+           "kill_at_s": a.kill_at, "pairs": [p for p in PAIRS][:len(reqs)], "eval_args": extra,
+           "mode": "sessions" if a.sessions else "evaluations"}
     url = srv.start()
 
     # The service's overhead over a direct `anvil eval` of one cached candidate (warmed once each).
@@ -173,10 +273,18 @@ def main():
                        "median_overhead_ms": round(1000 * (median([s for s, _ in served]) -
                                                            median([s for s, _ in direct])), 1)}
 
-    # Throughput one after another (`anvil eval` of each pair in turn), the baseline of the load's.
+    # Throughput one after another, the baseline of the load's: `anvil eval` of each pair in turn,
+    # or (sessions) each pair's session alone on the server.
+    calls_log = []
     t0 = time.time()
-    seq = [direct_eval(a.device, t, c, 7, extra) for t, c in reqs]
-    doc["sequential"] = {"evaluations": len(seq), "seconds": round(time.time() - t0, 2),
+    if a.sessions:
+        async def sequential():
+            async with Client(url) as c:
+                return [await one_session(c, reqs[i][0], models[i], 7, []) for i in range(len(reqs))]
+        seq = asyncio.run(sequential())
+    else:
+        seq = [direct_eval(a.device, t, c, 7, extra) for t, c in reqs]
+    doc["sequential"] = {"evaluations" if not a.sessions else "sessions": len(seq), "seconds": round(time.time() - t0, 2),
                          "per_minute": round(60 * len(seq) / (time.time() - t0), 2)}
 
     # The load, with a SIGKILL and a restart part-way.
@@ -186,9 +294,15 @@ def main():
     start = time.time()
     deadline = start + a.duration
 
+    stop = threading.Event()
+
     async def load():
-        tasks = [asyncio.create_task(client_loop(url, reqs, k, deadline, log)) for k in range(a.clients)]
-        tasks.append(asyncio.create_task(metrics_loop(url, deadline, depth)))
+        import concurrent.futures
+        # Every client's calls run in threads (urllib): enough of them that none waits for one.
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4 * a.clients + 16))
+        tasks = [asyncio.create_task(session_loop(url, reqs, models, k, deadline, log, calls_log) if a.sessions
+                                     else client_loop(url, reqs, k, deadline, log)) for k in range(a.clients)]
+        sampler_task = asyncio.create_task(metrics_loop(url, deadline, depth, stop))
         if a.kill_at is not None:
             await asyncio.sleep(a.kill_at)
             srv.kill9()
@@ -196,6 +310,8 @@ def main():
             await asyncio.to_thread(srv.start)
             doc["restarted_after_s"] = round(time.time() - start - doc["killed_at_s"], 2)
         await asyncio.gather(*tasks)
+        stop.set()
+        await sampler_task
 
     asyncio.run(load())
     sampler.stop.set()
@@ -207,16 +323,26 @@ def main():
 
     metrics = asyncio.run(final_metrics())
     srv.stop()
+    for p in replays:
+        p.kill()
 
     by_key = {}
     for e in log:
         by_key.setdefault(e["key"], set()).add(e["id"])
     done = [e for e in log if e.get("status") == "done"]
     lat = [e["latency_s"] for e in done]
-    saturated = [t for t, d in depth if d]
+    saturated = [t for t, d, _ in depth if d]
     busy = [u for t, u in sampler.samples if saturated and saturated[0] <= t <= saturated[-1]]
+    # The device held by an evaluation (a lane's or a session tool's), over the seconds the queue
+    # was not empty (pairs of samples on one server: the counter restarts with it).
+    held = wall = 0.0
+    for (t0, d0, h0), (t1, d1, h1) in zip(depth, depth[1:]):
+        if d0 and h0 is not None and h1 is not None and h1 >= h0:
+            held += h1 - h0
+            wall += t1 - t0
     doc["load"] = {
-        "submitted": len(log), "done": len(done), "errors": [e["error"] for e in log if "error" in e][:10],
+        "submitted": len(log), "done": len(done), "error_count": sum(1 for e in log if "error" in e),
+        "errors": [e["error"] for e in log if "error" in e][:10],
         "not_done": [e for e in log if e.get("id") and e.get("status") != "done"][:10],
         "keys_with_two_ids": [k for k, ids in by_key.items() if len(ids) > 1],
         "outcomes": {o: sum(1 for e in done if e["outcome"] == o) for o in sorted({e["outcome"] for e in done})},
@@ -225,7 +351,19 @@ def main():
         "per_minute": round(60 * len(done) / (end - start), 2),
         "gpu_util_while_queued_mean": round(sum(busy) / len(busy), 1) if busy else None,
         "gpu_util_samples": len(busy),
+        "device_held_while_queued": round(held / wall, 3) if wall else None,
+        "queued_seconds": round(wall, 1),
     }
+    if a.sessions:
+        kinds = sorted({e["kind"] for e in calls_log})
+        doc["load"]["client_latency_s"] = {k: {"n": sum(1 for e in calls_log if e["kind"] == k),
+                                               "p50": pct([e["s"] for e in calls_log if e["kind"] == k], 0.5),
+                                               "p99": pct([e["s"] for e in calls_log if e["kind"] == k], 0.99)}
+                                           for k in kinds}
+        doc["load"]["resent_calls"] = sum(e.get("resent_calls", 0) for e in done)
+        doc["load"]["rewards"] = {str(r): sum(1 for e in done if e.get("reward") == r)
+                                  for r in sorted({e.get("reward") for e in done}, key=str)}
+        doc["load"]["vs_sequential"] = round(doc["load"]["per_minute"] / doc["sequential"]["per_minute"], 3)
     doc["server_histograms"] = [l for l in metrics.splitlines() if l.startswith("anvil_request_seconds_")
                                 and ('le="+Inf"' in l or "_sum" in l)]
     text = json.dumps(doc, indent=1)
@@ -235,11 +373,11 @@ def main():
     ld = doc["load"]
     print("overhead: median %s ms (served %s s, direct %s s); sequential %s/min; load %d done of %d submitted "
           "(%d errors, %d keys with two ids, %d run again after the kill), %s/min, p50 %s s p99 %s s, GPU %s%% busy "
-          "while queued" % (doc["overhead"]["median_overhead_ms"], median(doc["overhead"]["served_s"]),
+          "while queued (held by an evaluation %s of that time)" % (doc["overhead"]["median_overhead_ms"], median(doc["overhead"]["served_s"]),
                             median(doc["overhead"]["direct_s"]), doc["sequential"]["per_minute"], ld["done"],
-                            ld["submitted"], len(ld["errors"]), len(ld["keys_with_two_ids"]),
+                            ld["submitted"], ld["error_count"], len(ld["keys_with_two_ids"]),
                             ld["rerun_after_kill"], ld["per_minute"], ld["latency_p50_s"], ld["latency_p99_s"],
-                            ld["gpu_util_while_queued_mean"]), file=sys.stderr)
+                            ld["gpu_util_while_queued_mean"], ld["device_held_while_queued"]), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 Standard library only (each call runs urllib in a worker thread), so it imports wherever anvil's
 Python does. A submission refused with 429 is retried after the server's Retry-After, and one whose
 connection failed is sent again when it has an idempotency key (evaluate() makes one per call), which
-keeps it from running twice; long polls ride out a restarting server. Errors the server answers (4xx, 5xx) raise ServeError with the field it names.
+keeps it from running twice; long polls ride out a restarting server, and a refused connection
+(nothing sent) is tried again for up to 30 s by every call. Errors the server answers (4xx, 5xx) raise ServeError with the field it names.
 """
 import asyncio
 import json
@@ -29,10 +30,12 @@ class ServeError(Exception):
 
 
 class Client:
-    def __init__(self, url="http://127.0.0.1:8571", token=None, timeout=120.0):
+    def __init__(self, url="http://127.0.0.1:8571", token=None, timeout=120.0, tool_timeout=3600.0):
         self.url = url.rstrip("/")
         self.token = token if token is not None else os.environ.get("ANVIL_SERVE_TOKEN", "")
         self.timeout = timeout
+        self.tool_timeout = tool_timeout  # a session's tool calls (a verify waits for a GPU, then runs)
+        self.refused_wait = 30  # seconds of refused connections any call rides out (a server restarting)
 
     async def __aenter__(self):
         return self
@@ -40,7 +43,7 @@ class Client:
     async def __aexit__(self, *exc):
         return False
 
-    def _call(self, method, path, body=None, headers=None):
+    def _call(self, method, path, body=None, headers=None, timeout=None):
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
@@ -49,7 +52,7 @@ class Client:
         for k, v in (headers or {}).items():
             req.add_header(k, v)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as r:
                 raw, status, hdrs = r.read(), r.status, r.headers
         except urllib.error.HTTPError as e:
             raw, status, hdrs = e.read(), e.code, e.headers
@@ -58,16 +61,23 @@ class Client:
         payload = json.loads(text) if ctype.startswith("application/json") and text.strip() else text
         return status, payload, hdrs
 
-    async def request(self, method, path, body=None, headers=None, transport_retries=0):
+    async def request(self, method, path, body=None, headers=None, transport_retries=0, timeout=None):
         """(status, body) of one call; an error status raises ServeError (but 429: see submit).
         A connection that fails (refused, reset: a server restarting) is tried again up to
         `transport_retries` times, a second apart."""
-        for attempt in range(transport_retries + 1):
+        attempt, refused = 0, 0
+        while True:
             try:
-                status, payload, hdrs = await asyncio.to_thread(self._call, method, path, body, headers)
+                status, payload, hdrs = await asyncio.to_thread(self._call, method, path, body, headers, timeout)
                 break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if attempt == transport_retries:
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+                # A refused connection sent nothing: any call may be tried again (for up to
+                # refused_wait seconds: a server restarting); another failure only as allowed.
+                if isinstance(getattr(e, "reason", e), ConnectionRefusedError) and refused < self.refused_wait:
+                    refused += 1
+                elif attempt < transport_retries:
+                    attempt += 1
+                else:
                     raise
                 await asyncio.sleep(1.0)
         if status >= 400:
@@ -120,3 +130,35 @@ class Client:
         """submit() and wait(): {"outcome", "reward", "message", "evaluation" (anvil.eval/1), ...}."""
         key = key or uuid.uuid4().hex
         return await self.wait(await self.submit(task, candidate, options, key=key), limit=limit)
+
+    # -- sessions ---------------------------------------------------------------------------------
+    async def create_session(self, task, options=None, ttl_s=None):
+        """A session for `task` ({"path"} on the server, or {"source", "name"}): {"id", "workdir",
+        "tools" (chat-completions tool schemas), "messages" (the system prompt and the task),
+        "expires_at", "limits"}."""
+        body = {"task": task}
+        if options:
+            body["options"] = options
+        if ttl_s is not None:
+            body["ttl_s"] = ttl_s
+        return (await self.request("POST", "/v1/sessions", body, transport_retries=0))[1]
+
+    async def call_tools(self, session_id, calls):
+        """Runs `calls` ([{"name", "arguments" (an object, or the model's JSON text)}, "id"?]) in
+        order on the server; one result each: {"name", "content" (the tool message's text),
+        "error", "error_kind"?, "finish", "out_of_time", "seconds", "detail"?}. Not retried: a tool
+        call is not idempotent."""
+        return (await self.request("POST", "/v1/sessions/%s/calls" % session_id, {"calls": calls},
+                                   timeout=self.tool_timeout))[1]["results"]
+
+    async def finalize(self, session_id, limit=None):
+        """The session's workdir judged afresh (once, however often asked: a lost answer is safe to
+        ask again): the evaluation's result as wait() gives it (outcome, reward, evaluation)."""
+        r = (await self.request("POST", "/v1/sessions/%s/finalize" % session_id, transport_retries=10))[1]
+        return await self.wait(r["evaluation"], limit=limit)
+
+    async def session(self, session_id):
+        return (await self.request("GET", "/v1/sessions/%s" % session_id))[1]
+
+    async def end_session(self, session_id):
+        return (await self.request("DELETE", "/v1/sessions/%s" % session_id))[1]

@@ -29,12 +29,20 @@ class Recording(Client):
 
     checked = []
 
-    def _call(self, method, path, body=None, headers=None):
-        status, payload, hdrs = super()._call(method, path, body, headers)
+    def _call(self, method, path, body=None, headers=None, timeout=None):
+        status, payload, hdrs = super()._call(method, path, body, headers, timeout)
         if method == "POST" and path == "/v1/evaluations" and status < 400:  # what it accepts, the schema allows
             jsonschema.validate(body, schema("request"))
+        session = re.match(r"^/v1/sessions(?:/[0-9a-f]+(/calls|/finalize)?)?$", path)
+        if session and method == "POST" and status < 400:
+            jsonschema.validate(body or {}, schema("session-calls" if session.group(1) == "/calls" else
+                                                   "session-request") if session.group(1) != "/finalize" else {})
         if status >= 400:
             jsonschema.validate(payload, schema("error"))
+        elif session:
+            kind = {("POST", None): "session-opened", ("GET", None): "session-state", ("DELETE", None): "session-ended",
+                    ("POST", "/calls"): "session-results", ("POST", "/finalize"): "session-finalized"}
+            jsonschema.validate(payload, schema(kind[(method, session.group(1) if path != "/v1/sessions" else None)]))
         elif path.startswith("/v1/evaluations/") and method == "GET":
             jsonschema.validate(payload, schema("evaluation"))
             if payload["status"] == "done" and payload["evaluation"]:
@@ -116,9 +124,51 @@ def test_errors_name_their_field(server):
     asyncio.run(go())
 
 
+def test_a_session_driven_from_outside_is_judged_like_an_episode(server, small_task):
+    """What a trainer's rollout worker does: open a session, run the model's tool calls (here a
+    scripted model's: the CPU candidate written, compiled, verified), finalize, end it."""
+    cand = os.path.join(ROOT, "examples", "candidates", "01_elementwise_chain", "cpu")
+    files = {os.path.relpath(os.path.join(d, f), cand): open(os.path.join(d, f)).read()
+             for d, _, fs in os.walk(cand) for f in fs}
+
+    async def go():
+        async with Recording(server) as c:
+            s = await c.create_session({"path": small_task}, {"seed": 5})
+            names = {t["function"]["name"] for t in s["tools"]}
+            assert {"bash", "write_file", "compile", "verify", "profile", "finish"} <= names
+            assert s["messages"][0]["role"] == "system" and "model.py" in s["messages"][1]["content"]
+            with pytest.raises(ServeError) as e:
+                await c.call_tools(s["id"], [{"name": "write_file", "arguments": {"path": "x", "content": "y"}},
+                                             {"name": "launch_missiles"}])
+            assert e.value.status == 400 and e.value.field == "calls[1].name"
+            calls = [{"name": "write_file", "arguments": json.dumps({"path": p, "content": t})} for p, t in files.items()]
+            results = await c.call_tools(s["id"], calls + [{"name": "compile", "arguments": {}},
+                                                           {"name": "verify", "arguments": {}},
+                                                           {"name": "finish", "arguments": {}}])
+            assert [r["name"] for r in results] == [c_["name"] for c_ in calls] + ["compile", "verify", "finish"]
+            assert not any(r["error"] for r in results), results
+            assert results[-2]["content"].startswith("CORRECT"), results[-2]
+            assert results[-1]["finish"] is True
+            state = await c.session(s["id"])
+            assert state["finished"] is True and state["calls"] == len(calls) + 3
+            final, again = await asyncio.gather(c.finalize(s["id"], limit=600), c.finalize(s["id"], limit=600))
+            ended = await c.end_session(s["id"])
+            with pytest.raises(ServeError) as gone:
+                await c.session(s["id"])
+            return final, again, ended, gone.value
+
+    final, again, ended, gone = asyncio.run(go())
+    assert final["outcome"] == "ok" and final["reward"] >= 1, json.dumps(final)[:2000]
+    assert again["id"] == final["id"]  # finalize asked twice: one evaluation
+    assert ended["deleted"] is True
+    assert gone.status == 404 and gone.field == "session"
+
+
 def test_every_message_had_its_schema():
     """(after the others) what the schemas were checked on: accepted, evaluation, error bodies."""
     kinds = {(m, p, s // 100) for m, p, s in Recording.checked}
     assert ("POST", "/v1", 2) in kinds  # POST /v1/evaluations accepted
     assert ("GET", "/v1/evaluations", 2) in kinds
     assert ("POST", "/v1", 4) in kinds and ("GET", "/v1/evaluations", 4) in kinds
+    assert ("POST", "/v1", 2) in kinds  # a session opened
+    assert any(m == "POST" and p.startswith("/v1/sessions/") and s == 2 for m, p, s in kinds)  # calls, finalize

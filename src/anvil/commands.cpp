@@ -850,6 +850,10 @@ int cmd_serve(const ServeArgs& a) {
   so.state_dir = a.state.empty() ? env.cache / "serve" : fs::absolute(a.state);
   so.max_queue = a.max_queue;
   so.builders = a.builders;
+  so.sessions.ttl = std::chrono::seconds(a.session_ttl_s);
+  so.sessions.max_ttl = std::max(so.sessions.max_ttl, so.sessions.ttl);
+  so.sessions.max_sessions = a.max_sessions;
+  so.sessions.bash_gpu = a.bash_gpu;
   HttpServerOptions ho;
   ho.host = a.host;
   ho.port = static_cast<uint16_t>(a.port);

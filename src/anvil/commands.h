@@ -90,6 +90,9 @@ struct ServeArgs {
   size_t max_queue = 256;
   unsigned builders = 0;                         // on a GPU, builds ahead at once (0: one); none on the CPU
   size_t max_body_mb = 16;                       // one request's body, MiB (413 beyond)
+  int session_ttl_s = 3600;                      // a session's time to live after its last use (a client may ask for another)
+  size_t max_sessions = 1024;                    // sessions open at once (429 beyond)
+  bool bash_gpu = false;                         // sessions' shells see the GPUs
   EvalOptions opts;                              // every evaluation's settings (a request sets a few)
 };
 // The environment as an HTTP service (docs/service.md) until SIGINT or SIGTERM: a first one stops

@@ -280,6 +280,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   serve_cmd->add_option("--max-body-mb", sv.max_body_mb, "one request's body at most, MiB; beyond, 413 (default 16)")
       ->check(CLI::Range(1, 4096));
+  serve_cmd->add_option("--session-ttl", sv.session_ttl_s,
+                        "seconds a session lives after its last use unless it asks otherwise (default 3600)")
+      ->check(CLI::Range(1, 7 * 24 * 3600));
+  serve_cmd->add_flag("--bash-gpu", sv.bash_gpu,
+                      "sessions' bash sees the GPUs (its GPU work is not scheduled: it can disturb other sessions' timing)");
+  serve_cmd->add_option("--max-sessions", sv.max_sessions, "sessions open at once; beyond, 429 (default 1024)")
+      ->check(CLI::Range(1, 1000000));
   serve_cmd->add_option("--builders", sv.builders, "on a GPU: candidate builds at once ahead of their evaluation, each on a quarter of the cores (default 1); none on the CPU");
   add_eval_options(serve_cmd, sv.opts, svf);
   serve_cmd->callback([&] {

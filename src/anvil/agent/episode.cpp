@@ -244,6 +244,40 @@ size_t shorten_context(Json& record, int level, int keep_turns) {
   return removed;
 }
 
+std::optional<EpisodeOpening> open_episode(const Environment& env, const Task& task, const std::filesystem::path& workdir,
+                                          const std::string& protocol, const std::filesystem::path& skill_path,
+                                          std::string* err) {
+  std::string signature;
+  try {
+    Json probe = probe_task(env, task, /*run_forward=*/false);
+    if (!probe.value("ok", false)) {
+      *err = "task_error: " + probe.value("cause", std::string("the task cannot be imported"));
+      return std::nullopt;
+    }
+    signature = probe["model"].value("init_signature", std::string());
+  } catch (const std::exception& e) {
+    *err = e.what();
+    return std::nullopt;
+  }
+  std::filesystem::path skill = skill_path.empty() ? env.share() / "agent" / "SKILL.md" : skill_path;
+  auto skill_file = read_file(skill);
+  if (!skill_file) {
+    *err = "cannot read the system prompt " + skill.string();
+    return std::nullopt;
+  }
+  auto skill_text = skill_for_protocol(*skill_file, protocol, err);
+  if (!skill_text) {
+    *err = "the system prompt " + skill.string() + ": " + *err;
+    return std::nullopt;
+  }
+  if (!create_workdir(env, task, workdir, signature, false, err)) {
+    *err = "cannot create the workdir: " + *err;
+    return std::nullopt;
+  }
+  give_workdir_to_jail(env, workdir);
+  return EpisodeOpening{*skill_text, task_message(task, workdir)};
+}
+
 EpisodeResult run_episode(const Environment& env, ModelClient& model, const EpisodeOptions& opts_in) {
   EpisodeOptions opts = opts_in;
   EpisodeResult res;
@@ -307,34 +341,12 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
       res.error = traj_path.string() + " exists: resume it (--resume) or choose another output directory";
       return res;
     }
-    std::string signature;
-    try {
-      Json probe = probe_task(env, *task, /*run_forward=*/false);
-      if (!probe.value("ok", false)) {
-        res.error = "task_error: " + probe.value("cause", std::string("the task cannot be imported"));
-        return res;
-      }
-      signature = probe["model"].value("init_signature", std::string());
-    } catch (const std::exception& e) {
-      res.error = e.what();
+    std::optional<EpisodeOpening> opening = open_episode(env, *task, workdir, opts.tools.eval.protocol, opts.skill, &err);
+    if (!opening) {
+      res.error = err;
       return res;
     }
-    if (!create_workdir(env, *task, workdir, signature, false, &err)) {
-      res.error = "cannot create the workdir: " + err;
-      return res;
-    }
-    give_workdir_to_jail(env, workdir);
     std::filesystem::path skill = opts.skill.empty() ? env.share() / "agent" / "SKILL.md" : opts.skill;
-    auto skill_file = read_file(skill);
-    if (!skill_file) {
-      res.error = "cannot read the system prompt " + skill.string();
-      return res;
-    }
-    auto skill_text = skill_for_protocol(*skill_file, opts.tools.eval.protocol, &err);
-    if (!skill_text) {
-      res.error = "the system prompt " + skill.string() + ": " + err;
-      return res;
-    }
     const Endpoint& ep = model.endpoint();
     record = {
         {"schema", kTrajectorySchema},
@@ -355,8 +367,8 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
         {"tool_results_as_user", opts.tool_results_as_user},
         {"tools", tools.schemas()},
         {"messages",
-         Json::array({{{"role", "system"}, {"content", *skill_text}},
-                      {{"role", "user"}, {"content", task_message(*task, workdir)}}})},
+         Json::array({{{"role", "system"}, {"content", opening->system_prompt}},
+                      {{"role", "user"}, {"content", opening->task_message}}})},
         {"turns", Json::array()},
         {"context", {{"shortened", Json::object()}, {"shortened_chars", 0}}},
         {"counters",

@@ -23,6 +23,7 @@
 
 #include "anvil/agent/model_client.h"
 #include "anvil/agent/tools.h"
+#include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
 
 namespace anvil {
@@ -54,6 +55,18 @@ struct EpisodeResult {
 };
 
 EpisodeResult run_episode(const Environment& env, ModelClient& model, const EpisodeOptions& opts);
+
+// An episode's opening (run_episode's, and `anvil serve`'s sessions'): the task probed, its
+// workdir created as `anvil init` creates one and given to the tools' jail, the system prompt
+// (`skill`, default share/agent/SKILL.md, for the protocol) and the task's first user message.
+// nullopt and *err ("task_error: ..." when the task itself cannot be imported).
+struct EpisodeOpening {
+  std::string system_prompt;
+  std::string task_message;
+};
+std::optional<EpisodeOpening> open_episode(const Environment& env, const Task& task, const std::filesystem::path& workdir,
+                                          const std::string& protocol, const std::filesystem::path& skill,
+                                          std::string* err);
 
 // The system prompt for a protocol (env/protocol.h): `text` with the blocks between
 // "<!-- protocol: NAME -->" and "<!-- end protocol -->" lines kept for NAME == protocol and dropped

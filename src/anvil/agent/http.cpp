@@ -58,8 +58,8 @@ class CurlClient : public HttpClient {
       res.error = std::string("curl_global_init failed: ") + curl_easy_strerror(g);
       return res;
     }
-    if (req.method != "GET" && req.method != "POST") {
-      res.error = "unsupported HTTP method '" + req.method + "' (GET or POST)";
+    if (req.method != "GET" && req.method != "POST" && req.method != "DELETE") {
+      res.error = "unsupported HTTP method '" + req.method + "' (GET, POST or DELETE)";
       return res;
     }
     CURL* h = curl_easy_init();
@@ -87,6 +87,8 @@ class CurlClient : public HttpClient {
       curl_easy_setopt(h, CURLOPT_POST, 1L);
       curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
       curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    } else if (req.method == "DELETE") {
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
     } else {
       curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     }

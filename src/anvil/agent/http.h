@@ -13,7 +13,7 @@
 namespace anvil {
 
 struct HttpRequest {
-  std::string method = "POST";        // GET or POST
+  std::string method = "POST";        // GET, POST or DELETE
   std::string url;
   std::vector<std::string> headers;   // "Name: value"
   std::string body;                   // POST body

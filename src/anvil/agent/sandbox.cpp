@@ -67,7 +67,7 @@ SandboxResult run_sandboxed(const std::string& command, const SandboxOptions& op
   for (auto& b : protected_binds(workdir, opts.read_only)) j.binds.push_back(b);
   j.toolchain = opts.toolchain;
   j.hide = opts.hide;
-  j.gpu = true;
+  j.gpu = opts.gpu;
   j.network = opts.network;
   j.env = clean_env(o);
   j.timeout = opts.timeout;

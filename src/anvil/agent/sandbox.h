@@ -22,6 +22,7 @@ struct SandboxOptions {
   std::chrono::milliseconds timeout{180000};  // then the whole command is killed (0: no limit)
   size_t max_output = 1 << 20;         // bytes kept from the output (stdout and stderr merged)
   bool network = false;                // true: keep the host's network
+  bool gpu = true;                     // the GPUs' device files visible
   std::vector<std::string> read_only;  // workdir-relative files bound read-only (protected), those that exist
   std::vector<std::string> env;        // extra "NAME=value" for the shell (replacing a variable of that name)
   const JailConfig* config = nullptr;  // share/sandbox.json (required)

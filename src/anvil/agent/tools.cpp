@@ -97,20 +97,53 @@ std::string valid_utf8(const std::string& s) {
 
 Slots::Slots(std::vector<int> ids) : free_(std::move(ids)) { total_ = free_.size(); }
 
-int Slots::acquire() {
+int Slots::acquire(int priority) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !free_.empty(); });
+  waiting_[priority] += 1;
+  // The highest waiting priority goes first; but after kMaxSkips grants in a row that passed a
+  // lower waiter over, the lower ones go first once (none waits for ever).
+  cv_.wait(lock, [&] {
+    if (free_.empty()) return false;
+    bool top = waiting_.begin()->first <= priority;
+    bool lower_waits = waiting_.rbegin()->first < waiting_.begin()->first;
+    if (skips_ >= kMaxSkips && lower_waits) return !top;
+    return top;
+  });
+  bool passed_over = waiting_.rbegin()->first < priority;
+  skips_ = passed_over ? skips_ + 1 : 0;
+  if (--waiting_[priority] == 0) waiting_.erase(priority);
   int id = free_.front();
   free_.erase(free_.begin());
+  since_[id] = std::chrono::steady_clock::now();
+  if (!free_.empty()) cv_.notify_all();  // another slot: the next waiter in order
   return id;
 }
 
 void Slots::release(int id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    auto it = since_.find(id);
+    if (it != since_.end()) {
+      held_s_[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
+      since_.erase(it);
+    }
     free_.push_back(id);
   }
-  cv_.notify_one();
+  cv_.notify_all();  // every waiter checks its priority
+}
+
+int Slots::waiting(int priority) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = waiting_.find(priority);
+  return it == waiting_.end() ? 0 : it->second;
+}
+
+double Slots::held_seconds(int id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  double s = held_s_.count(id) ? held_s_[id] : 0.0;
+  auto it = since_.find(id);
+  if (it != since_.end()) s += std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
+  return s;
 }
 
 // ---- argument checks --------------------------------------------------------------------------
@@ -369,6 +402,7 @@ ToolOutcome ToolBox::bash(const Json& a) {
   bool cut = false;
   so.timeout = capped(std::chrono::seconds(std::clamp(t, 1L, 600L)), &cut);
   so.max_output = 1 << 20;
+  so.gpu = opts_.bash_gpu;
   so.read_only = files_.protected_files;
   so.config = config_;
   so.toolchain = toolchain_;
@@ -425,7 +459,7 @@ ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
   o.task = opts_.task;
   o.candidate = opts_.workdir.string();
   o.measure_time = timed;
-  int gpu = opts_.gpus ? opts_.gpus->acquire() : -1;
+  int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
   Slots::Hold hold{opts_.gpus, gpu};
   if (gpu >= 0) o.gpu = gpu;
   // The evaluation's own timeouts and the build's units stop at the episode's wall clock.
@@ -500,7 +534,7 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
   };
   std::string metrics;
   for (const char* m : kMetrics) metrics += std::string(metrics.empty() ? "" : ",") + m;
-  int gpu = opts_.gpus ? opts_.gpus->acquire() : -1;
+  int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
   Slots::Hold hold{opts_.gpus, gpu};
   fs::path task_dir = make_temp_dir(env_.cache / "tmp", "ncu");
   struct Cleanup {

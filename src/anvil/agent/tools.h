@@ -15,8 +15,11 @@
 // exception.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -33,13 +36,20 @@ namespace anvil {
 
 // A fixed set of interchangeable resources (the GPUs of a host, or CPU slots
 // for builds and CPU evaluations), shared by concurrent episodes. acquire()
-// blocks until one is free and returns its index.
+// blocks until one is free and returns its index; while callers of a higher
+// priority wait, no lower one is served (`anvil serve`: an agent's verify ahead
+// of a queued evaluation), but for one turn after every kMaxSkips grants that
+// passed a lower waiter over (no caller waits for ever).
 class Slots {
  public:
   explicit Slots(std::vector<int> ids);
-  int acquire();
+  int acquire(int priority = 0);
   void release(int id);
   size_t size() const { return total_; }
+  // Seconds slot `id` has been held, summed (the one held now counted to this moment).
+  double held_seconds(int id);
+  // Callers waiting now at `priority`.
+  int waiting(int priority);
 
   struct Hold {  // RAII
     Slots* slots;
@@ -51,6 +61,11 @@ class Slots {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int> free_;
+  std::map<int, int, std::greater<int>> waiting_;  // priority -> callers waiting
+  std::map<int, std::chrono::steady_clock::time_point> since_;  // id -> when it was taken (held ones)
+  std::map<int, double> held_s_;                                // id -> seconds held before
+  static constexpr int kMaxSkips = 4;
+  int skips_ = 0;  // grants in a row that passed a lower waiter over
   size_t total_;
 };
 
@@ -63,6 +78,8 @@ struct ToolOptions {
   bool ncu = true;                     // offer ncu_profile when possible
   Slots* gpus = nullptr;               // evaluations take one (its id is the GPU index); null: no queue
   Slots* builds = nullptr;             // compile takes one; null: no queue
+  int gpu_priority = 0;                // of this box's evaluations among the gpus' other users
+  bool bash_gpu = true;                // the shell sees the GPUs (unscheduled: beside whatever `gpus` schedules)
   // The episode's wall clock: no tool call runs past it (each call's timeout is at most what is
   // left, and a call made after it runs nothing).
   std::optional<std::chrono::steady_clock::time_point> deadline;

@@ -86,6 +86,52 @@ HttpAnswer not_allowed(const std::string& allow, const std::string& path) {
   return r;
 }
 
+// A JSON body, or the 400 that says where it is malformed.
+std::optional<HttpAnswer> parse_body(const std::string& body, Json* out) {
+  try {
+    *out = Json::parse(body);
+  } catch (const std::exception& e) {  // nlohmann's message says where (the byte's position)
+    return error_answer(400, "", std::string("malformed JSON: ") + e.what());
+  }
+  return std::nullopt;
+}
+
+//   POST /v1/sessions, GET|DELETE /v1/sessions/ID, POST /v1/sessions/ID/calls, POST /v1/sessions/ID/finalize
+HttpAnswer sessions_route(Sessions& sessions, const std::string& method, const std::string& path, const std::string& body,
+                          std::string* kind) {
+  Json j;
+  if (path == "/v1/sessions") {
+    if (method != "POST") return not_allowed("POST", path);
+    if (auto bad = parse_body(body, &j)) return *bad;
+    *kind = "session_create";
+    return json_answer(sessions.create(j));
+  }
+  std::string rest = path.substr(std::string("/v1/sessions/").size());
+  size_t slash = rest.find('/');
+  std::string id = rest.substr(0, slash);
+  std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  if (action.empty()) {
+    if (method == "GET") {
+      *kind = "session_get";
+      return json_answer(sessions.get(id));
+    }
+    if (method == "DELETE") {
+      *kind = "session_delete";
+      return json_answer(sessions.remove(id));
+    }
+    return not_allowed("GET, DELETE", path);
+  }
+  if (action != "calls" && action != "finalize") return error_answer(404, "path", "no such endpoint: " + method + " " + path);
+  if (method != "POST") return not_allowed("POST", path);
+  if (action == "finalize") {
+    *kind = "session_finalize";
+    return json_answer(sessions.finalize(id));
+  }
+  if (auto bad = parse_body(body, &j)) return *bad;
+  *kind = "session_calls";
+  return json_answer(sessions.calls(id, j));
+}
+
 HttpAnswer dispatch(Service& service, const std::string& method, const std::string& path, const std::string& query,
                     const std::string& idempotency_key, const std::string& body, std::string* kind) {
   if (path == "/health") {
@@ -100,6 +146,9 @@ HttpAnswer dispatch(Service& service, const std::string& method, const std::stri
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = service.metrics();
     return r;
+  }
+  if (path == "/v1/sessions" || path.rfind("/v1/sessions/", 0) == 0) {
+    return sessions_route(service.sessions(), method, path, body, kind);
   }
   const std::string prefix = "/v1/evaluations";
   if (path == prefix || path == prefix + "/batch") {
@@ -296,6 +345,8 @@ struct HttpServer::Impl {
       bool keep = req.keep_alive() && !stopping;
       HttpAnswer a = route(service, opts, std::string(req.method_string()), target, header("Authorization"),
                            header("Idempotency-Key"), req.body());
+      // The answer's write has a deadline of its own (a tool call may take minutes to answer).
+      stream.expires_after(std::chrono::seconds(opts.idle_timeout_s));
       answer(stream, std::move(a), keep, ec);
       if (ec || !keep) break;
     }

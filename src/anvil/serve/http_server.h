@@ -5,6 +5,10 @@
 //   POST /v1/evaluations              one request -> 202 {id} (200 when its idempotency key is known)
 //   POST /v1/evaluations/batch        {"evaluations": [...]} -> 202 {ids}
 //   GET  /v1/evaluations/ID[?wait=S]  its state; done: outcome, reward, the evaluation (S <= 60)
+//   POST /v1/sessions                 {task, options?, ttl_s?} -> 201 {id, tools, messages, workdir}
+//   GET|DELETE /v1/sessions/ID        its state | its end
+//   POST /v1/sessions/ID/calls        {calls: [{name, arguments}]} -> {results}, in order
+//   POST /v1/sessions/ID/finalize     -> 202 {evaluation}: the workdir evaluated as POST /v1/evaluations
 //
 // Every connection has a thread of its own (keep-alive, bodies up to max_body bytes: 413 beyond,
 // reads and writes with deadlines). With a token, every call but /health needs "Authorization:

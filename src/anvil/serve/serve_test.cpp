@@ -1,6 +1,7 @@
 // `anvil serve`: the store alone, then the real server process over real HTTP judging the CPU
 // variants (kill -9 and restarts included).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "anvil/agent/http.h"
+#include "anvil/agent/tools.h"
 #include "anvil/env/test_env.h"
 #include "anvil/serve/store.h"
 #include "anvil/util/fs.h"
@@ -105,6 +107,62 @@ TEST(ServeStore, ClaimsInOrderAndRecoversOnceThenFails) {
   EXPECT_EQ(done->result["outcome"], "runtime_error");
   EXPECT_EQ(done->result["reward"], -1);
   EXPECT_FALSE(s->claim());
+}
+
+// A session's verify (priority 1) goes ahead of a queued evaluation (0) waiting for the same GPU.
+TEST(ServeSlots, AWaiterOfHigherPriorityIsServedFirst) {
+  Slots gpu({0});
+  int held = gpu.acquire(0);
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto waiter = [&](const std::string& name, int priority) {
+    return std::thread([&, name, priority] {
+      int id = gpu.acquire(priority);
+      {
+        std::lock_guard<std::mutex> g(mu);
+        order.push_back(name);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      gpu.release(id);
+    });
+  };
+  std::thread low = waiter("evaluation", 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // it waits first
+  std::thread high = waiter("verify", 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  gpu.release(held);
+  low.join();
+  high.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"verify", "evaluation"}));
+}
+
+// ... but not for ever: a stream of verifies lets a queued evaluation through every few grants.
+TEST(ServeSlots, ALowerWaiterIsServedAfterAFewGrantsPassItOver) {
+  Slots gpu({0});
+  int held = gpu.acquire(0);
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::vector<std::thread> threads;
+  auto waiter = [&](const std::string& name, int priority) {
+    threads.emplace_back([&, name, priority] {
+      int id = gpu.acquire(priority);
+      {
+        std::lock_guard<std::mutex> g(mu);
+        order.push_back(name);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      gpu.release(id);
+    });
+  };
+  waiter("evaluation", 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 10; ++i) waiter("verify", 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  gpu.release(held);
+  for (auto& t : threads) t.join();
+  size_t at = std::find(order.begin(), order.end(), "evaluation") - order.begin();
+  EXPECT_GE(at, 1u) << "verifies first";
+  EXPECT_LE(at, 4u) << "the evaluation waited past the limit on skips";
 }
 
 // The server as users run it: `anvil serve --port 0 --device cpu ...`, its first line read for the port.
@@ -375,6 +433,139 @@ std::vector<int> processes_in(const std::string& dir, bool cmdline = false) {
     if (starts_with(cwd, dir) || cmd.find(dir) != std::string::npos) found.push_back(std::stoi(pid));
   }
   return found;
+}
+
+// A session as a trainer's rollout worker drives one: the opening, tool calls in order (a refused
+// request runs none of them), a kill -9 and a restart in the middle, the finalize's evaluation (once,
+// however often asked), then its end; and one left alone expires.
+TEST(Serve, ASessionRunsToolsInOrderSurvivesARestartAndFinalizesToOneEvaluation) {
+  fs::path state = fresh_dir("sessions") / "state";
+  auto s = std::make_unique<Server>(state, std::vector<std::string>{"--session-ttl", "4"});
+  ASSERT_GT(s->port(), 0);
+  long status = 0;
+  Json made = s->json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}, {"ttl_s", 600}}, {}, &status);
+  ASSERT_EQ(status, 201) << made.dump();
+  std::string id = made["id"];
+  EXPECT_EQ(id.size(), 32u);
+  std::vector<std::string> tools;
+  for (const auto& t : made["tools"]) tools.push_back(t["function"]["name"]);
+  for (const char* want : {"bash", "read_file", "write_file", "compile", "verify", "profile", "finish"}) {
+    EXPECT_NE(std::find(tools.begin(), tools.end(), want), tools.end()) << want << " in " << made["tools"].dump();
+  }
+  ASSERT_EQ(made["messages"].size(), 2u);
+  EXPECT_EQ(made["messages"][0]["role"], "system");
+  EXPECT_NE(made["messages"][1]["content"].get<std::string>().find("model.py"), std::string::npos);
+  fs::path workdir = made["workdir"].get<std::string>();
+  EXPECT_TRUE(fs::exists(workdir / "model.py"));
+
+  // The candidate written with write_file, in one request; one with an unknown tool runs nothing.
+  fs::path cand = kSource + "/examples/candidates/01_elementwise_chain/cpu";
+  Json writes = Json::array();
+  const Json files = files_of(cand);
+  for (const auto& [rel, text] : files.items()) {
+    writes.push_back({{"name", "write_file"}, {"arguments", {{"path", rel}, {"content", text}}}});
+  }
+  Json refused = writes;
+  refused.push_back({{"name", "rm_rf"}, {"arguments", Json::object()}});
+  Json r = s->json("POST", "/v1/sessions/" + id + "/calls", {{"calls", refused}}, {}, &status);
+  EXPECT_EQ(status, 400) << r.dump();
+  EXPECT_EQ(r["error"]["field"], "calls[" + std::to_string(writes.size()) + "].name") << r.dump();
+  EXPECT_FALSE(fs::exists(workdir / "kernels" / "elementwise_chain.cpp")) << "a refused request ran a call";
+  Json calls = writes;
+  calls.push_back({{"name", "compile"}, {"arguments", Json::object()}, {"id", "c1"}});
+  calls.push_back({{"name", "read_file"}, {"arguments", "{not json"}});
+  r = s->json("POST", "/v1/sessions/" + id + "/calls", {{"calls", calls}}, {}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  ASSERT_EQ(r["results"].size(), calls.size());
+  for (size_t i = 0; i < writes.size(); ++i) EXPECT_FALSE(r["results"][i]["error"]) << r["results"][i].dump();
+  const Json& compiled = r["results"][writes.size()];
+  EXPECT_EQ(compiled["id"], "c1");
+  EXPECT_FALSE(compiled["error"]) << compiled.dump();
+  EXPECT_TRUE(starts_with(compiled["content"].get<std::string>(), "compiled")) << compiled.dump();
+  EXPECT_EQ(r["results"].back()["error_kind"], "bad_arguments") << r["results"].back().dump();
+
+  // kill -9, and a new server on the same state serves the session on.
+  s->kill9();
+  s = std::make_unique<Server>(state, std::vector<std::string>{"--session-ttl", "4"});
+  ASSERT_GT(s->port(), 0);
+  Json got = s->json("GET", "/v1/sessions/" + id, nullptr, {}, &status);
+  ASSERT_EQ(status, 200) << got.dump();
+  EXPECT_EQ(got["calls"], calls.size());
+  r = s->json("POST", "/v1/sessions/" + id + "/calls", {{"calls", {{{"name", "verify"}, {"arguments", Json::object()}}}}},
+              {}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_TRUE(starts_with(r["results"][0]["content"].get<std::string>(), "CORRECT")) << r.dump();
+
+  // What a policy may leave in its workdir: a FIFO (a copy would block or fail), a setuid binary
+  // (copied by root it would be root's): the snapshot takes regular files only, without those bits.
+  r = s->json("POST", "/v1/sessions/" + id + "/calls",
+              {{"calls", {{{"name", "bash"}, {"arguments", {{"command", "mkfifo pipe && cp /bin/true suid && chmod 4755 suid && ls"}}}}}}},
+              {}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_FALSE(r["results"][0]["error"]) << r.dump();
+
+  // finalize: one evaluation, however often asked; the tools close.
+  Json fin = s->json("POST", "/v1/sessions/" + id + "/finalize", nullptr, {}, &status);
+  EXPECT_EQ(status, 202) << fin.dump();
+  Json again = s->json("POST", "/v1/sessions/" + id + "/finalize", nullptr, {}, &status);
+  EXPECT_EQ(status, 200) << again.dump();
+  EXPECT_EQ(again["evaluation"], fin["evaluation"]);
+  EXPECT_EQ(s->call("POST", "/v1/sessions/" + id + "/calls", Json({{"calls", {{{"name", "finish"}}}}}).dump()).status, 409);
+  Json done = s->wait_done(fin["evaluation"]);
+  EXPECT_EQ(done["outcome"], "ok") << done.dump();
+  EXPECT_GE(done["reward"].get<int>(), 1);
+  fs::path snap = state / "finals" / id / "candidate";
+  EXPECT_TRUE(fs::exists(snap / "model_new.py"));
+  EXPECT_FALSE(fs::exists(snap / "pipe"));
+  struct stat st {};
+  if (::stat((snap / "suid").c_str(), &st) == 0) {
+    EXPECT_EQ(st.st_mode & (S_ISUID | S_ISGID), 0u);
+  }
+
+  EXPECT_EQ(s->call("DELETE", "/v1/sessions/" + id).status, 200);
+  EXPECT_FALSE(fs::exists(state / "sessions" / id));
+  Json gone = s->json("GET", "/v1/sessions/" + id, nullptr, {}, &status);
+  EXPECT_EQ(status, 404);
+  EXPECT_EQ(gone["error"]["field"], "session");
+  EXPECT_EQ(s->call("GET", "/v1/sessions/nope").status, 404);
+  EXPECT_EQ(s->call("POST", "/v1/sessions/" + id + "/nothing", "{}").status, 404);
+  Json bad_task = s->json("POST", "/v1/sessions", {{"task", {{"source", "import nothing_here\n"}, {"name", "t.py"}}}}, {}, &status);
+  EXPECT_EQ(status, 400) << bad_task.dump();
+  EXPECT_EQ(bad_task["error"]["field"], "task") << bad_task.dump();
+  EXPECT_EQ(s->json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}, {"ttl", 5}})["error"]["field"], "ttl");
+
+  // Ended while a request runs: DELETE answers at once, the request stops after its current call.
+  Json busy = s->json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}, {"ttl_s", 600}}, {}, &status);
+  ASSERT_EQ(status, 201) << busy.dump();
+  std::string busy_id = busy["id"];
+  long busy_status = 0;
+  std::thread request([&] {
+    Json sleep = {{"name", "bash"}, {"arguments", {{"command", "sleep 3"}}}};
+    s->json("POST", "/v1/sessions/" + busy_id + "/calls", {{"calls", {sleep, sleep, sleep}}}, {}, &busy_status);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  Json during = s->json("GET", "/v1/sessions/" + busy_id, nullptr, {}, &status);
+  EXPECT_EQ(status, 200) << during.dump();
+  EXPECT_EQ(during["busy"], true) << "GET answers from the saved state, without waiting";
+  auto t_del = std::chrono::steady_clock::now();
+  EXPECT_EQ(s->call("DELETE", "/v1/sessions/" + busy_id).status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t_del, std::chrono::seconds(2)) << "DELETE waited for the request";
+  request.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t_del, std::chrono::seconds(5)) << "the request ran its other calls";
+  EXPECT_EQ(busy_status, 404);
+  EXPECT_FALSE(fs::exists(state / "sessions" / busy_id));
+
+  // Left alone past its time to live (the server's 4 s): gone, its directory too.
+  Json idle = s->json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}}, {}, &status);
+  ASSERT_EQ(status, 201) << idle.dump();
+  std::string idle_id = idle["id"];
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  EXPECT_EQ(s->call("GET", "/v1/sessions/" + idle_id).status, 404);
+  for (int i = 0; i < 100 && fs::exists(state / "sessions" / idle_id); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_FALSE(fs::exists(state / "sessions" / idle_id)) << "the reaper removes an expired session";
+  EXPECT_EQ(s->json("GET", "/health")["sessions"], 0);
 }
 
 TEST(Serve, AKilledServerAnswersEveryAcceptedRequestAndLeavesNoProcess) {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "anvil/env/protocol.h"
+#include "anvil/serve/requests.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
 
@@ -19,162 +19,6 @@ using SteadyClock = std::chrono::steady_clock;
 
 // Latency buckets (seconds) of every call kind's histogram.
 const std::vector<double> kBuckets = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600};
-
-// A request that cannot be accepted: which field, and why.
-struct Invalid {
-  std::string field;
-  std::string message;
-};
-
-// A relative path that stays inside its directory: no "..", not absolute, no empty parts.
-bool inside(const std::string& rel) {
-  if (rel.empty() || rel.size() > 255 || rel.front() == '/') return false;
-  for (const auto& part : fs::path(rel)) {
-    std::string p = part.string();
-    if (p.empty() || p == "." || p == ".." || p.find('\0') != std::string::npos) return false;
-  }
-  return true;
-}
-
-const std::vector<std::string> kTaskKeys = {"path", "source", "name"};
-const std::vector<std::string> kCandidateKeys = {"path", "source", "files"};
-const std::vector<std::string> kCompileModes = {"default", "reduce-overhead", "max-autotune",
-                                                "max-autotune-no-cudagraphs", "none"};
-const std::vector<std::string> kOptionKeys = {"protocol", "preset", "trials", "seed", "measure_time", "compile_mode"};
-
-std::optional<Invalid> only_keys(const Json& obj, const std::string& where, const std::vector<std::string>& keys) {
-  for (const auto& [k, _] : obj.items()) {
-    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-      return Invalid{where + "." + k, "unknown field (known: " + join(keys, ", ") + ")"};
-    }
-  }
-  return std::nullopt;
-}
-
-// Exactly one of `keys` present, as a string (or an object of strings for "files").
-std::optional<Invalid> one_of(const Json& obj, const std::string& where, const std::vector<std::string>& keys) {
-  int n = 0;
-  for (const auto& k : keys) n += obj.contains(k) ? 1 : 0;
-  if (n != 1) return Invalid{where, "give exactly one of: " + join(keys, ", ")};
-  return std::nullopt;
-}
-
-// The request as the store keeps it, or why it is refused. Paths are made absolute here (the
-// server's working directory), so a restart elsewhere reads the same files.
-std::optional<Invalid> validate(const Json& body, const ServeOptions& o, Json* out) {
-  if (!body.is_object()) return Invalid{"", "the body must be a JSON object"};
-  if (auto bad = only_keys(body, "", {"task", "candidate", "options", "idempotency_key"})) {
-    bad->field = bad->field.substr(1);
-    return bad;
-  }
-  Json req = Json::object();
-  // task
-  if (!body.contains("task") || !body["task"].is_object()) return Invalid{"task", "an object: {path} or {source, name}"};
-  const Json& t = body["task"];
-  if (auto bad = only_keys(t, "task", kTaskKeys)) return bad;
-  if (auto bad = one_of(t, "task", {"path", "source"})) return bad;
-  if (t.contains("path")) {
-    if (t.contains("name")) return Invalid{"task.name", "only with task.source (a path names its own file)"};
-    if (!t["path"].is_string() || t["path"].get<std::string>().empty()) return Invalid{"task.path", "a non-empty string"};
-    std::string spec = t["path"];
-    // FILE or DATASET#ROW: the file part must exist here.
-    std::string file = spec.substr(0, spec.rfind('#') == std::string::npos ? spec.size() : spec.rfind('#'));
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec)) return Invalid{"task.path", "no such file on the server: " + file};
-    req["task"] = {{"path", fs::absolute(file).string() + spec.substr(file.size())}};
-  } else {
-    if (!t["source"].is_string()) return Invalid{"task.source", "the task's Python source, a string"};
-    if (t["source"].get<std::string>().size() > o.max_file_bytes) {
-      return Invalid{"task.source", "larger than " + std::to_string(o.max_file_bytes) + " bytes"};
-    }
-    if (t.contains("name") && !t["name"].is_string()) return Invalid{"task.name", "a file name ending in .py"};
-    std::string name = t.value("name", std::string("task.py"));
-    if (!inside(name) || name.find('/') != std::string::npos || !ends_with(name, ".py")) {
-      return Invalid{"task.name", "a file name ending in .py, without directories"};
-    }
-    req["task"] = {{"source", t["source"]}, {"name", name}};
-  }
-  // candidate
-  if (!body.contains("candidate") || !body["candidate"].is_object()) {
-    return Invalid{"candidate", "an object: {path}, {source} (a KernelBench single file) or {files}"};
-  }
-  const Json& c = body["candidate"];
-  if (auto bad = only_keys(c, "candidate", kCandidateKeys)) return bad;
-  if (auto bad = one_of(c, "candidate", kCandidateKeys)) return bad;
-  if (c.contains("path")) {
-    if (!c["path"].is_string() || c["path"].get<std::string>().empty()) {
-      return Invalid{"candidate.path", "a non-empty string"};
-    }
-    std::error_code ec;
-    if (!fs::exists(c["path"].get<std::string>(), ec)) {
-      return Invalid{"candidate.path", "no such file or directory on the server: " + c["path"].get<std::string>()};
-    }
-    req["candidate"] = {{"path", fs::absolute(c["path"].get<std::string>()).string()}};
-  } else if (c.contains("source")) {
-    if (!c["source"].is_string()) return Invalid{"candidate.source", "the single file's Python source, a string"};
-    if (c["source"].get<std::string>().size() > o.max_file_bytes) {
-      return Invalid{"candidate.source", "larger than " + std::to_string(o.max_file_bytes) + " bytes"};
-    }
-    req["candidate"] = {{"source", c["source"]}};
-  } else {
-    const Json& files = c["files"];
-    if (!files.is_object() || files.empty()) return Invalid{"candidate.files", "an object of relative path -> text"};
-    if (files.size() > o.max_files) {
-      return Invalid{"candidate.files", "more than " + std::to_string(o.max_files) + " files"};
-    }
-    for (const auto& [name, text] : files.items()) {
-      std::string field = "candidate.files[\"" + name + "\"]";
-      if (!inside(name)) return Invalid{field, "a relative path inside the candidate's directory"};
-      if (!text.is_string()) return Invalid{field, "the file's text, a string"};
-      if (text.get<std::string>().size() > o.max_file_bytes) {
-        return Invalid{field, "larger than " + std::to_string(o.max_file_bytes) + " bytes"};
-      }
-    }
-    if (!files.contains("model_new.py")) return Invalid{"candidate.files", "no model_new.py"};
-    req["candidate"] = {{"files", files}};
-  }
-  // options
-  Json opts = Json::object();
-  if (body.contains("options")) {
-    const Json& op = body["options"];
-    if (!op.is_object()) return Invalid{"options", "an object"};
-    if (auto bad = only_keys(op, "options", kOptionKeys)) return bad;
-    for (const char* k : {"protocol", "preset", "compile_mode"}) {
-      if (op.contains(k) && !op[k].is_string()) return Invalid{std::string("options.") + k, "a string"};
-    }
-    if (op.contains("protocol")) {
-      try {
-        protocol_named(op["protocol"]);
-      } catch (const std::exception& e) {
-        return Invalid{"options.protocol", e.what()};
-      }
-    }
-    if (op.contains("preset")) {
-      try {
-        tolerance_preset(op["preset"]);
-      } catch (const std::exception& e) {
-        return Invalid{"options.preset", e.what()};
-      }
-    }
-    if (op.contains("compile_mode") &&
-        std::find(kCompileModes.begin(), kCompileModes.end(), op["compile_mode"].get<std::string>()) == kCompileModes.end()) {
-      return Invalid{"options.compile_mode", "one of: " + join(kCompileModes, ", ")};
-    }
-    if (op.contains("trials") && (!op["trials"].is_number_integer() || op["trials"] < 1 || op["trials"] > 100)) {
-      return Invalid{"options.trials", "an integer from 1 to 100"};
-    }
-    if (op.contains("seed") && (!op["seed"].is_number_unsigned() || op["seed"] > 0xffffffffu)) {
-      return Invalid{"options.seed", "an integer from 0 to 2^32-1"};
-    }
-    if (op.contains("measure_time") && !op["measure_time"].is_boolean()) {
-      return Invalid{"options.measure_time", "true or false"};
-    }
-    opts = op;
-  }
-  req["options"] = opts;
-  *out = req;
-  return std::nullopt;
-}
 
 std::string prometheus_escape(const std::string& s) {
   std::string out;
@@ -190,10 +34,6 @@ std::string prometheus_escape(const std::string& s) {
 }
 
 }  // namespace
-
-ServeReply serve_error(int status, const std::string& field, const std::string& message) {
-  return {status, {{"error", {{"field", field}, {"message", message}}}}, {}};
-}
 
 Service::Service(const Environment& env, ServeOptions opts) : env_(env), opts_(std::move(opts)) {}
 
@@ -218,9 +58,30 @@ bool Service::start(std::string* error) {
   // evaluation builds its own candidate).
   unsigned builders = opts_.defaults.device == "cuda" ? (opts_.builders ? opts_.builders : 1) : 0;
   if (opts_.defaults.build.jobs == 0) opts_.defaults.build.jobs = std::max(1u, std::thread::hardware_concurrency() / 4);
-  std::vector<int> lanes = opts_.defaults.device == "cuda" ? opts_.gpus : std::vector<int>{-1};
-  for (int g : lanes) threads_.emplace_back([this, g] { lane(g); });
+  bool cuda = opts_.defaults.device == "cuda";
+  gpu_slots_ = std::make_unique<Slots>(cuda ? opts_.gpus : std::vector<int>{0});
+  std::vector<int> build_ids;
+  for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency() / 4); ++i) build_ids.push_back(static_cast<int>(i));
+  build_slots_ = std::make_unique<Slots>(build_ids);
+  SessionOptions so = opts_.sessions;
+  so.dir = opts_.state_dir / "sessions";
+  so.finals = opts_.state_dir / "finals";
+  so.defaults = opts_.defaults;
+  so.limits = opts_.limits;
+  std::error_code ec;
+  fs::create_directories(so.dir, ec);
+  fs::create_directories(so.finals, ec);
+  if (ec) {
+    *error = "cannot make " + so.dir.string() + ": " + ec.message();
+    return false;
+  }
+  sessions_ = std::make_unique<Sessions>(
+      env_, so, gpu_slots_.get(), build_slots_.get(),
+      [this](const Json& body, const std::string& key) { return submit(body, key); },
+      [this](const std::string& kind, double seconds) { observe_request(kind, seconds); });
+  for (size_t i = 0; i < gpu_slots_->size(); ++i) threads_.emplace_back([this] { lane(); });
   for (unsigned i = 0; i < builders; ++i) threads_.emplace_back([this] { builder(); });
+  threads_.emplace_back([this] { reaper(); });
   return true;
 }
 
@@ -303,7 +164,7 @@ ServeReply Service::accept(const std::vector<std::pair<std::string, Json>>& requ
 ServeReply Service::submit(const Json& body, const std::string& header_key) {
   Json req;
   std::string key;
-  if (auto bad = validate(body, opts_, &req)) return serve_error(400, bad->field, bad->message);
+  if (auto bad = validate_evaluation(body, opts_.limits, &req)) return serve_error(400, bad->field, bad->message);
   if (auto bad = key_of(body, header_key, &key)) return serve_error(400, bad->field, bad->message);
   std::vector<Store::Accepted> got;
   ServeReply r = accept({{key, req}}, &got);
@@ -324,7 +185,7 @@ ServeReply Service::submit_batch(const Json& body) {
   for (size_t i = 0; i < all.size(); ++i) {
     Json req;
     std::string key;
-    std::optional<Invalid> bad = validate(all[i], opts_, &req);
+    std::optional<Invalid> bad = validate_evaluation(all[i], opts_.limits, &req);
     if (!bad) bad = key_of(all[i], "", &key);
     if (bad) {
       return serve_error(400, "evaluations[" + std::to_string(i) + "]" + (bad->field.empty() ? "" : "." + bad->field),
@@ -398,6 +259,7 @@ ServeReply Service::health() {
            {"queued", c[JobState::kQueued]},
            {"running", c[JobState::kRunning]},
            {"done", c[JobState::kDone]},
+           {"sessions", sessions_ ? sessions_->count() : 0},
            {"max_queue", opts_.max_queue}},
           {}};
 }
@@ -426,12 +288,27 @@ std::string Service::metrics() {
   line("# HELP anvil_queue_depth Evaluations accepted and waiting for a lane (one lane per GPU).");
   line("# TYPE anvil_queue_depth gauge");
   line("anvil_queue_depth " + std::to_string(c[JobState::kQueued]));
+  line("# HELP anvil_tool_calls_waiting Sessions' tool calls waiting for a device (they go before the queue).");
+  line("# TYPE anvil_tool_calls_waiting gauge");
+  line("anvil_tool_calls_waiting " + std::to_string(gpu_slots_ ? gpu_slots_->waiting(1) : 0));
   line("# HELP anvil_lane_busy Evaluations under way, per lane (a GPU's index, or cpu).");
   line("# TYPE anvil_lane_busy gauge");
   std::vector<int> lanes = opts_.defaults.device == "cuda" ? opts_.gpus : std::vector<int>{-1};
   for (int l : lanes) {
     line("anvil_lane_busy{lane=\"" + (l < 0 ? std::string("cpu") : std::to_string(l)) + "\"} " +
          std::to_string(busy_.count(l) ? busy_.at(l) : 0));
+  }
+  line("# HELP anvil_sessions Sessions open (on disk, not expired or ended yet).");
+  line("# TYPE anvil_sessions gauge");
+  line("anvil_sessions " + std::to_string(sessions_ ? sessions_->count() : 0));
+  line("# HELP anvil_device_held_seconds_total Seconds each device (a GPU's index, or cpu) was held by an evaluation, a lane's or a session tool's.");
+  line("# TYPE anvil_device_held_seconds_total counter");
+  if (gpu_slots_) {
+    for (int l : lanes) {
+      char v[64];
+      std::snprintf(v, sizeof v, "%.3f", gpu_slots_->held_seconds(l < 0 ? 0 : l));
+      line("anvil_device_held_seconds_total{lane=\"" + (l < 0 ? std::string("cpu") : std::to_string(l)) + "\"} " + v);
+    }
   }
   line("# HELP anvil_evaluations_per_minute Evaluations finished in the last minute.");
   line("# TYPE anvil_evaluations_per_minute gauge");
@@ -524,6 +401,20 @@ fs::path Service::materialize(const Job& job, fs::path* candidate, std::string* 
   return dir / "task" / req["task"]["name"].get<std::string>();
 }
 
+void Service::reaper() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      // Every 30 s, or half a (short) time to live.
+      auto every = std::max<std::chrono::seconds>(std::chrono::seconds(1), std::min(std::chrono::seconds(30), opts_.sessions.ttl / 2));
+      work_.wait_for(g, every, [&] { return stopping_.load(); });
+      if (stopping_) return;
+    }
+    int n = sessions_->reap();
+    if (n) std::fprintf(stderr, "anvil serve: %d session(s) expired and removed\n", n);
+  }
+}
+
 void Service::builder() {
   for (;;) {
     int64_t id = 0;
@@ -556,17 +447,10 @@ Json Service::run(const Job& job, int gpu) {
   if (task.empty()) {
     return {{"outcome", "error"}, {"reward", nullptr}, {"message", "cannot write the request's files: " + error}};
   }
-  EvalOptions o = opts_.defaults;
+  EvalOptions o = with_options(opts_.defaults, job.request["options"]);
   o.task = task.string();
   o.candidate = candidate.string();
   if (gpu >= 0) o.gpu = gpu;
-  const Json& op = job.request["options"];
-  if (op.contains("protocol")) o.protocol = op["protocol"];
-  if (op.contains("preset")) o.preset = op["preset"];
-  if (op.contains("trials")) o.trials = op["trials"];
-  if (op.contains("seed")) o.seed = op["seed"].get<uint32_t>();
-  if (op.contains("measure_time")) o.measure_time = op["measure_time"];
-  if (op.contains("compile_mode")) o.compile_mode = op["compile_mode"];
   EvalResult r;
   try {
     r = evaluate(env_, o);
@@ -580,8 +464,13 @@ Json Service::run(const Job& job, int gpu) {
           {"evaluation", r.json}};
 }
 
-void Service::lane(int gpu) {
+void Service::lane() {
+  const bool cuda = opts_.defaults.device == "cuda";
   while (!stopping_) {
+    // A slot first, then a job: a claimed job runs at once (a restart's recovery counts real attempts).
+    int slot = gpu_slots_->acquire(0);
+    Slots::Hold hold{gpu_slots_.get(), slot};
+    if (stopping_) break;
     std::optional<Job> j;
     try {
       j = store_->claim();
@@ -589,10 +478,13 @@ void Service::lane(int gpu) {
       std::fprintf(stderr, "anvil serve: the store: %s\n", e.what());
     }
     if (!j) {
+      gpu_slots_->release(slot);
+      hold.slots = nullptr;
       std::unique_lock<std::mutex> g(mu_);
       work_.wait_for(g, std::chrono::milliseconds(500));
       continue;
     }
+    int gpu = cuda ? slot : -1;
     {
       std::lock_guard<std::mutex> g(mu_);
       busy_[gpu] += 1;

@@ -7,8 +7,9 @@
 //   - builders (device cuda): each new job's files are written under the state directory and its
 //     candidate built into the build cache ahead of its evaluation, one at a time on a quarter of
 //     the cores (the lanes' timing shares the host); on the CPU none (each evaluation builds);
-//   - lanes: one per GPU (one for the CPU), each claims the oldest queued job and evaluates it
-//     (`anvil eval`'s path), so a device times one evaluation at a time.
+//   - lanes: one per GPU (one for the CPU), each takes a GPU slot, claims the oldest queued job and
+//     evaluates it (`anvil eval`'s path), so a device times one evaluation at a time; sessions'
+//     tool calls (sessions.h) take the same slots ahead of them.
 // The queue is bounded (a full one answers 429 with Retry-After); an idempotency key maps a retry
 // onto its first job (the same key for another request: 422). On start the jobs a previous server left running are run again once
 // (Store::recover).
@@ -29,6 +30,9 @@
 #include <nlohmann/json.hpp>
 
 #include "anvil/env/eval.h"
+#include "anvil/agent/tools.h"
+#include "anvil/serve/requests.h"
+#include "anvil/serve/sessions.h"
 #include "anvil/serve/store.h"
 
 namespace anvil {
@@ -41,19 +45,10 @@ struct ServeOptions {
   int max_attempts = 2;             // claims of one job across server restarts (Store::recover)
   unsigned builders = 0;            // device cuda: builds ahead at once (each on defaults.build.jobs cores, 0: a
                                     // quarter); 0: one. Device cpu: none (the CPU is what is timed)
-  size_t max_files = 256;           // files of one inline candidate
-  size_t max_file_bytes = 4u << 20; // bytes of one inline file
+  RequestLimits limits;             // what one request may carry inline
+  SessionOptions sessions;          // ttl, max_sessions, tool limits (dir, finals, defaults, limits: set by start())
 };
 
-// What an HTTP layer sends back: a status, a JSON body, extra headers.
-struct ServeReply {
-  int status = 200;
-  nlohmann::json body;
-  std::vector<std::pair<std::string, std::string>> headers;
-};
-
-// A 4xx body: {"error": {"field": ..., "message": ...}} (field "" when the whole body is wrong).
-ServeReply serve_error(int status, const std::string& field, const std::string& message);
 
 class Service {
  public:
@@ -72,6 +67,7 @@ class Service {
   // `wait`: up to this long for the job to be done (long poll).
   ServeReply get(const std::string& id, std::chrono::milliseconds wait);
   ServeReply health();
+  Sessions& sessions() { return *sessions_; }
   std::string metrics();  // Prometheus text format
   // The HTTP layer's latency of each call kind (submit, batch, get, health, metrics, error).
   void observe_request(const std::string& kind, double seconds);
@@ -80,7 +76,8 @@ class Service {
   // Queues validated requests (all or none); 202 with *out filled, or the refusal.
   ServeReply accept(const std::vector<std::pair<std::string, nlohmann::json>>& requests,
                     std::vector<Store::Accepted>* out);
-  void lane(int gpu);
+  void lane();
+  void reaper();
   void builder();
   nlohmann::json run(const Job& job, int gpu);
   std::filesystem::path job_dir(int64_t id) const;
@@ -91,6 +88,9 @@ class Service {
   Environment env_;
   ServeOptions opts_;
   std::unique_ptr<Store> store_;
+  std::unique_ptr<Slots> gpu_slots_;    // a GPU (the CPU: one slot) to evaluate on: lanes, then sessions' tools first
+  std::unique_ptr<Slots> build_slots_;  // sessions' compile calls
+  std::unique_ptr<Sessions> sessions_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;

@@ -1,0 +1,474 @@
+#include "anvil/serve/sessions.h"
+
+#include <chrono>
+#include <cstdio>
+#include <atomic>
+#include <random>
+
+#include "anvil/agent/episode.h"
+#include "anvil/env/task.h"
+#include "anvil/env/workdir.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
+
+namespace anvil {
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// 128 random bits, hex: a session's id (it names a directory and grants its tools).
+std::string new_id() {
+  std::random_device rd;
+  std::string id;
+  char buf[9];
+  for (int i = 0; i < 4; ++i) {
+    std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rd()));
+    id += buf;
+  }
+  return id;
+}
+
+bool well_formed(const std::string& id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// Removes a session's directory: renamed out of the way under `mu` (find() and reap() pass it by
+// from then on), deleted after.
+void discard(std::mutex& mu, const fs::path& dir) {
+  fs::path trash = dir;
+  trash += ".ended";
+  std::error_code ec;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    fs::rename(dir, trash, ec);
+  }
+  remove_tree(ec ? dir : trash);
+}
+
+ServeReply unknown(const std::string& id) {
+  return serve_error(404, "session", "no session " + id + " (ended, expired, or never made)");
+}
+
+}  // namespace
+
+namespace {
+
+// A session's request lock; at its release, a session ended meanwhile (its DELETE found the lock
+// taken) has its directory removed.
+template <class S>
+struct Held {
+  std::mutex& registry;
+  S& s;
+  std::unique_lock<std::mutex> lock;
+  Held(std::mutex& r, S& session, bool wait = true)
+      : registry(r), s(session), lock(session.mu, std::defer_lock) {
+    if (wait) {
+      lock.lock();
+    } else {
+      lock.try_lock();
+    }
+  }
+  ~Held() {
+    if (!lock.owns_lock()) return;
+    lock.unlock();
+    if (s.gone) discard(registry, s.dir);
+  }
+};
+
+}  // namespace
+
+struct Sessions::Session {
+  std::mutex mu;  // one request at a time
+  fs::path dir;
+  Json meta;      // session.json
+  std::unique_ptr<ToolBox> tools;
+  std::atomic<bool> gone{false};  // ended (DELETE, expiry): a request under way stops after its current call
+};
+
+Sessions::Sessions(const Environment& env, SessionOptions opts, Slots* gpus, Slots* builds, SubmitFn submit,
+                   ObserveFn observe)
+    : env_(env), opts_(std::move(opts)), gpus_(gpus), builds_(builds), submit_(std::move(submit)),
+      observe_(std::move(observe)) {}
+
+Sessions::~Sessions() = default;
+
+std::unique_ptr<ToolBox> Sessions::tool_box(const Json& meta) const {
+  ToolOptions t;
+  t.workdir = fs::path(meta["dir"].get<std::string>()) / "workdir";
+  t.task = meta["task"]["spec"];
+  t.eval = with_options(opts_.defaults, meta["options"]);
+  t.bash_timeout = opts_.bash_timeout;
+  t.max_output = opts_.max_output;
+  t.gpus = gpus_;
+  t.builds = builds_;
+  t.gpu_priority = 1;
+  t.bash_gpu = opts_.bash_gpu;
+  // The wall clock counts from the session's creation, across restarts.
+  double left = meta["created_at"].get<double>() + meta["wall_clock_s"].get<double>() - unix_now();
+  t.deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(left));
+  auto box = std::make_unique<ToolBox>(env_, t);
+  box->restore(meta.value("state", Json()));
+  return box;
+}
+
+bool Sessions::save(const Session& s, std::string* err) const {
+  return write_file_atomic(s.dir / "session.json", s.meta.dump(1) + "\n", err);
+}
+
+size_t Sessions::count() const {
+  std::error_code ec;
+  size_t n = 0;
+  for (fs::directory_iterator it(opts_.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (well_formed(it->path().filename().string())) ++n;
+  }
+  return n;
+}
+
+ServeReply Sessions::create(const Json& body) {
+  if (!body.is_object()) return serve_error(400, "", "the body must be a JSON object");
+  if (auto bad = only_keys(body, "", {"task", "options", "ttl_s"})) return serve_error(400, bad->field, bad->message);
+  Json task_req, options;
+  if (auto bad = validate_task(body, opts_.limits, &task_req)) return serve_error(400, bad->field, bad->message);
+  if (auto bad = validate_options(body, &options)) return serve_error(400, bad->field, bad->message);
+  int64_t ttl = opts_.ttl.count();
+  if (body.contains("ttl_s")) {
+    int64_t least = std::min<int64_t>(60, opts_.ttl.count());
+    if (!body["ttl_s"].is_number_integer() || body["ttl_s"] < least || body["ttl_s"] > opts_.max_ttl.count()) {
+      return serve_error(400, "ttl_s", "an integer from " + std::to_string(least) + " to " + std::to_string(opts_.max_ttl.count()));
+    }
+    ttl = body["ttl_s"];
+  }
+  std::string id = new_id();
+  fs::path dir = opts_.dir / id;
+  std::error_code ec;
+  {
+    std::lock_guard<std::mutex> g(mu_);  // counted and made at once: concurrent creates stay within the limit
+    if (count() >= opts_.max_sessions) {
+      ServeReply r = serve_error(429, "", "the server holds " + std::to_string(opts_.max_sessions) +
+                                              " sessions: end some (DELETE /v1/sessions/ID) or try later");
+      r.headers.emplace_back("Retry-After", "30");
+      return r;
+    }
+    fs::create_directories(dir, ec);
+  }
+  if (ec) return serve_error(503, "", "cannot make the session's directory " + dir.string() + ": " + ec.message());
+  struct Undo {
+    fs::path dir;
+    bool keep = false;
+    ~Undo() {
+      if (!keep) remove_tree(dir);
+    }
+  } undo{dir};
+  std::string err;
+  std::string spec;
+  if (task_req.contains("path")) {
+    spec = task_req["path"];
+  } else {
+    fs::path file = dir / "task" / task_req["name"].get<std::string>();
+    fs::create_directories(file.parent_path(), ec);
+    if (!write_file_atomic(file, task_req["source"].get<std::string>(), &err)) return serve_error(503, "", err);
+    spec = file.string();
+  }
+  std::optional<Task> task = load_task(env_, spec, &err);
+  if (!task) return serve_error(400, "task", "the task cannot be loaded: " + err);
+  EvalOptions eval = with_options(opts_.defaults, options);
+  std::optional<EpisodeOpening> opening = open_episode(env_, *task, dir / "workdir", eval.protocol, opts_.skill, &err);
+  if (!opening) {
+    if (starts_with(err, "task_error: ")) return serve_error(400, "task", err.substr(12));
+    return serve_error(500, "", err);
+  }
+  double now = unix_now();
+  auto s = std::make_shared<Session>();
+  s->dir = dir;
+  s->meta = {{"id", id},
+             {"dir", dir.string()},
+             {"task", {{"spec", spec}, {"name", task->name}, {"request", task_req.contains("path") ? task_req : Json{{"name", task_req["name"]}}}}},
+             {"options", options},
+             {"created_at", now},
+             {"ttl_s", ttl},
+             {"expires_at", now + static_cast<double>(ttl)},
+             {"wall_clock_s", static_cast<double>(opts_.wall_clock.count())},
+             {"calls", 0},
+             {"finished", false},
+             {"evaluation", nullptr},
+             {"state", nullptr}};
+  s->tools = tool_box(s->meta);
+  s->meta["state"] = s->tools->state();
+  if (!save(*s, &err)) return serve_error(503, "", err);
+  undo.keep = true;
+  Json reply = {{"id", id},
+                {"workdir", (dir / "workdir").string()},
+                {"task", {{"name", task->name}}},
+                {"protocol", eval.protocol},
+                {"tools", s->tools->schemas()},
+                {"messages",
+                 Json::array({{{"role", "system"}, {"content", opening->system_prompt}},
+                              {{"role", "user"}, {"content", opening->task_message}}})},
+                {"expires_at", s->meta["expires_at"]},
+                {"limits",
+                 {{"ttl_s", ttl},
+                  {"wall_clock_s", opts_.wall_clock.count()},
+                  {"max_tool_output", opts_.max_output},
+                  {"max_calls_per_request", opts_.max_calls}}}};
+  std::lock_guard<std::mutex> g(mu_);
+  open_[id] = s;
+  return {201, reply, {}};
+}
+
+std::shared_ptr<Sessions::Session> Sessions::find(const std::string& id, ServeReply* refused) {
+  if (!well_formed(id)) {
+    *refused = serve_error(404, "session", "no session " + id + " (a session's id is 32 hex digits)");
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = open_.find(id);
+  if (it != open_.end()) return it->second;
+  // Made by an earlier server: read it back.
+  fs::path dir = opts_.dir / id;
+  auto text = read_file(dir / "session.json");
+  if (!text) {
+    *refused = unknown(id);
+    return nullptr;
+  }
+  auto s = std::make_shared<Session>();
+  s->dir = dir;
+  try {
+    s->meta = Json::parse(*text);
+    s->tools = tool_box(s->meta);
+  } catch (const std::exception& e) {
+    *refused = serve_error(500, "session", "session " + id + " cannot be read back: " + e.what());
+    return nullptr;
+  }
+  open_[id] = s;
+  return s;
+}
+
+ServeReply Sessions::calls(const std::string& id, const Json& body) {
+  ServeReply refused;
+  auto s = find(id, &refused);
+  if (!s) return refused;
+  if (!body.is_object() || !body.contains("calls") || !body["calls"].is_array() || body["calls"].empty()) {
+    return serve_error(400, "calls", "a non-empty array of {name, arguments}");
+  }
+  if (auto bad = only_keys(body, "", {"calls"})) return serve_error(400, bad->field, bad->message);
+  const Json& calls = body["calls"];
+  if (calls.size() > opts_.max_calls) {
+    return serve_error(400, "calls", "more than " + std::to_string(opts_.max_calls) + " calls in one request");
+  }
+  // Every call checked before any runs: a request is answered whole or refused whole.
+  std::vector<std::pair<std::string, Json>> todo;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    std::string at = "calls[" + std::to_string(i) + "]";
+    const Json& c = calls[i];
+    if (!c.is_object()) return serve_error(400, at, "an object {name, arguments}");
+    if (auto bad = only_keys(c, at, {"name", "arguments", "id"})) return serve_error(400, bad->field, bad->message);
+    if (!c.contains("name") || !c["name"].is_string()) return serve_error(400, at + ".name", "the tool's name, a string");
+    std::string name = c["name"];
+    if (!s->tools->has(name)) {
+      return serve_error(400, at + ".name", "no tool named '" + name + "' (the tools: " + join(s->tools->names(), ", ") + ")");
+    }
+    Json args = c.value("arguments", Json::object());
+    if (args.is_string()) {  // the model's own text, as a chat completion carries it
+      try {
+        args = Json::parse(args.get<std::string>().empty() ? std::string("{}") : args.get<std::string>());
+      } catch (const std::exception&) {
+        args = Json(c["arguments"]);  // answered as bad arguments, as `anvil agent` answers the model
+      }
+    } else if (!args.is_object()) {
+      return serve_error(400, at + ".arguments", "an object, or a string holding one");
+    }
+    todo.emplace_back(name, args);
+  }
+  Held<Session> held(mu_, *s);
+  if (s->gone) return unknown(id);
+  double now = unix_now();
+  if (now > s->meta["expires_at"].get<double>()) return unknown(id);
+  if (!s->meta["evaluation"].is_null()) {
+    return serve_error(409, "session", "session " + id + " was finalized (evaluation " +
+                                           s->meta["evaluation"].get<std::string>() + "): its tools are closed");
+  }
+  Json results = Json::array();
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (s->gone) break;  // ended meanwhile (DELETE): no further call runs
+    const auto& [name, args] = todo[i];
+    ToolOutcome out;
+    if (args.is_string()) {
+      out.error = true;
+      out.error_kind = "bad_arguments";
+      out.text = "error: " + name + ": the arguments are not valid JSON";
+    } else {
+      out = s->tools->call(name, args);
+    }
+    if (observe_) observe_("tool_" + name, out.seconds);
+    Json r = {{"name", name},         {"content", valid_utf8(out.text)}, {"error", out.error},
+              {"finish", out.finish}, {"out_of_time", out.out_of_time},  {"seconds", out.seconds}};
+    if (calls[i].contains("id")) r["id"] = calls[i]["id"];
+    if (!out.error_kind.empty()) r["error_kind"] = out.error_kind;
+    if (!out.detail.is_null()) r["detail"] = out.detail;
+    results.push_back(r);
+    if (out.finish) s->meta["finished"] = true;
+  }
+  if (s->gone) return unknown(id);  // its DELETE left the directory to this request (Held)
+  s->meta["calls"] = s->meta["calls"].get<int64_t>() + static_cast<int64_t>(todo.size());
+  s->meta["state"] = s->tools->state();
+  s->meta["expires_at"] = unix_now() + s->meta["ttl_s"].get<double>();
+  std::string err;
+  if (!save(*s, &err)) std::fprintf(stderr, "anvil serve: session %s: %s\n", id.c_str(), err.c_str());
+  return {200, {{"results", results}, {"calls", s->meta["calls"]}, {"expires_at", s->meta["expires_at"]}}, {}};
+}
+
+ServeReply Sessions::finalize(const std::string& id) {
+  ServeReply refused;
+  auto s = find(id, &refused);
+  if (!s) return refused;
+  Held<Session> held(mu_, *s);
+  if (s->gone || unix_now() > s->meta["expires_at"].get<double>()) return unknown(id);
+  // The workdir as it is now, copied where the evaluation reads it (a session ended before its
+  // evaluation runs takes nothing from it); its id the idempotency key: a retry answers the same.
+  fs::path snap = opts_.finals / id;
+  std::error_code ec;
+  Json candidate = {{"path", (snap / "candidate").string()}};
+  Json task = s->meta["task"]["request"].contains("path")
+                  ? Json{{"path", s->meta["task"]["spec"]}}
+                  : Json{{"path", (snap / "task" / s->meta["task"]["request"]["name"].get<std::string>()).string()}};
+  if (s->meta["evaluation"].is_null() && !fs::exists(snap / "candidate", ec)) {  // (a snapshot made before a
+    // crash that lost its session.json's update is the one already submitted: kept)
+    fs::path tmp = opts_.finals / (id + ".tmp");
+    remove_tree(tmp);
+    fs::create_directories(tmp, ec);
+    std::string err;
+    if (!copy_candidate_files(s->dir / "workdir", tmp / "candidate", &err)) {
+      remove_tree(tmp);
+      return serve_error(422, "workdir", "the workdir cannot be evaluated: " + err);
+    }
+    if (!s->meta["task"]["request"].contains("path")) {
+      fs::create_directories(tmp / "task", ec);
+      if (!ec) fs::copy_file(s->meta["task"]["spec"].get<std::string>(), tmp / "task" / s->meta["task"]["request"]["name"].get<std::string>(), ec);
+    }
+    if (!ec) {
+      remove_tree(snap);
+      fs::rename(tmp, snap, ec);
+    }
+    if (ec) {
+      remove_tree(tmp);
+      return serve_error(503, "", "cannot snapshot the session's workdir: " + ec.message());
+    }
+  }
+  ServeReply r = submit_({{"task", task}, {"candidate", candidate}, {"options", s->meta["options"]}}, "session:" + id);
+  if (r.status != 200 && r.status != 202) return r;
+  s->meta["evaluation"] = r.body["id"];
+  s->meta["expires_at"] = unix_now() + s->meta["ttl_s"].get<double>();
+  std::string err;
+  if (!save(*s, &err)) std::fprintf(stderr, "anvil serve: session %s: %s\n", id.c_str(), err.c_str());
+  return {r.status, {{"session", id}, {"evaluation", r.body["id"]}, {"status", r.body["status"]}, {"existed", r.body["existed"]}},
+          {}};
+}
+
+ServeReply Sessions::get(const std::string& id) {
+  ServeReply refused;
+  auto s = find(id, &refused);
+  if (!s) return refused;
+  Json m;
+  Held<Session> held(mu_, *s, /*wait=*/false);
+  if (held.lock.owns_lock()) {
+    m = s->meta;
+  } else {  // a request under way: the session as last saved
+    auto text = read_file(s->dir / "session.json");
+    m = text ? Json::parse(*text, nullptr, false) : Json();
+  }
+  if (s->gone || !m.is_object() || !m["expires_at"].is_number() || unix_now() > m["expires_at"].get<double>()) {
+    return unknown(id);
+  }
+  return {200,
+          {{"id", id},
+           {"workdir", (s->dir / "workdir").string()},
+           {"task", {{"name", m["task"]["name"]}}},
+           {"options", m["options"]},
+           {"calls", m["calls"]},
+           {"finished", m["finished"]},
+           {"evaluation", m["evaluation"]},
+           {"created_at", m["created_at"]},
+           {"expires_at", m["expires_at"]},
+           {"busy", !held.lock.owns_lock()}},
+          {}};
+}
+
+ServeReply Sessions::remove(const std::string& id) {
+  ServeReply refused;
+  auto s = find(id, &refused);
+  if (!s) return refused;
+  if (s->gone.exchange(true)) return unknown(id);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    open_.erase(id);
+  }
+  // Ended now; its directory goes at once, or, when a request holds it, when that request stops
+  // (after its current call). Its session.json renamed first: a restart meanwhile does not revive it.
+  std::error_code ec;
+  fs::rename(s->dir / "session.json", s->dir / "session.ended", ec);
+  Held<Session> held(mu_, *s, /*wait=*/false);  // free: removed as it is released; busy: by its holder
+  return {200, {{"id", id}, {"deleted", true}}, {}};
+}
+
+int Sessions::reap() {
+  std::vector<std::string> ids;
+  std::error_code ec;
+  for (fs::directory_iterator it(opts_.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string id = it->path().filename().string();
+    if (well_formed(id)) ids.push_back(id);
+  }
+  int n = 0;
+  double now = unix_now();
+  for (const auto& id : ids) {
+    std::shared_ptr<Session> s;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = open_.find(id);
+      if (it != open_.end()) s = it->second;
+    }
+    if (!s) {  // not loaded: its file says when it expires
+      auto text = read_file(opts_.dir / id / "session.json");
+      double expires = 0;
+      try {
+        if (text) expires = Json::parse(*text).value("expires_at", 0.0);
+      } catch (const std::exception&) {
+      }
+      if (!text && fs::exists(opts_.dir / id / "session.ended", ec)) {  // ended while busy, then a restart
+        discard(mu_, opts_.dir / id);
+        ++n;
+        continue;
+      }
+      if (!text) {  // being made, or a create that died: gone after a day
+        auto age = fs::file_time_type::clock::now() - fs::last_write_time(opts_.dir / id, ec);
+        if (ec || age < std::chrono::hours(24)) continue;
+      }
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (open_.count(id)) continue;  // loaded meanwhile: the next round
+        if (text && expires > now) continue;
+      }
+      discard(mu_, opts_.dir / id);
+      ++n;
+      continue;
+    }
+    std::unique_lock<std::mutex> busy(s->mu, std::try_to_lock);
+    if (!busy.owns_lock() || s->gone || s->meta["expires_at"].get<double>() > now) continue;
+    s->gone = true;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      open_.erase(id);
+    }
+    discard(mu_, s->dir);
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace anvil

@@ -1,0 +1,89 @@
+// sessions.h: `anvil serve`'s sessions, the agent's loop driven from outside (docs/service.md).
+//
+// A trainer's rollout worker holds the model; the server holds the episode's workdir and tools.
+// create() makes a session from a task (a file or dataset row on the server, or inline source):
+// its workdir as `anvil agent` makes one (open_episode), the tools' schemas, the system prompt and
+// the task's first message. calls() runs tool calls in order with the same ToolBox and limits as
+// `anvil agent` (the bash timeout, the answer's length, the episode's wall clock); the sandboxed
+// shell (without the GPUs unless bash_gpu: a shell's GPU work is not scheduled), the protected
+// compile/verify/profile. finalize() snapshots the workdir (a candidate's files, as an evaluation
+// copies them: regular files only, bounded) and submits it as an ordinary evaluation (durable, idempotent: a second finalize answers the same evaluation), whose
+// reward the client reads from /v1/evaluations/ID. A session lives on disk (STATE/sessions/ID:
+// session.json, workdir/), so a restarted server serves it on; it expires `ttl` after its last use
+// (reap()), and delete ends it at once (a request under way stops after its current call). GET
+// never waits for a request under way: it answers the session as last saved.
+//
+// The tools' evaluations take the service's GPU slots at a higher priority than the queued
+// evaluations (a verify is part of an agent's turn; a final evaluation can wait for it).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "anvil/agent/tools.h"
+#include "anvil/env/eval.h"
+#include "anvil/serve/requests.h"
+
+namespace anvil {
+
+struct ServeReply;
+
+struct SessionOptions {
+  std::filesystem::path dir;                // STATE/sessions: one directory per session
+  std::filesystem::path finals;             // STATE/finals: the snapshots finalize() submits
+  EvalOptions defaults;                     // the tools' evaluations, but what a session's options set
+  RequestLimits limits;
+  std::chrono::seconds ttl{3600};           // a session's default time to live after its last use
+  std::chrono::seconds max_ttl{24 * 3600};  // the most a client may ask
+  std::chrono::seconds wall_clock{3 * 3600};  // tool time of one session, as `anvil agent --wall-clock`
+  std::chrono::milliseconds bash_timeout{180000};
+  size_t max_output = 12000;                // characters of one tool answer
+  size_t max_sessions = 1024;               // open at once; beyond: 429
+  size_t max_calls = 32;                    // tool calls in one request
+  bool bash_gpu = false;                    // the shell sees the GPUs (unscheduled: it could disturb others' timing)
+  std::filesystem::path skill;              // the system prompt; empty: share/agent/SKILL.md
+};
+
+// Submits an evaluation request (its body, and an idempotency key) as POST /v1/evaluations does.
+using SubmitFn = std::function<ServeReply(const nlohmann::json& body, const std::string& key)>;
+// Records one tool call's latency (kind "tool_NAME").
+using ObserveFn = std::function<void(const std::string& kind, double seconds)>;
+
+class Sessions {
+ public:
+  // gpus: the evaluation slots the tools share with the service's lanes; builds: compile's.
+  Sessions(const Environment& env, SessionOptions opts, Slots* gpus, Slots* builds, SubmitFn submit, ObserveFn observe);
+  ~Sessions();
+
+  ServeReply create(const nlohmann::json& body);                       // 201
+  ServeReply calls(const std::string& id, const nlohmann::json& body);  // 200 {results}
+  ServeReply finalize(const std::string& id);                           // 202 {evaluation}
+  ServeReply get(const std::string& id);
+  ServeReply remove(const std::string& id);
+  int reap();           // expired sessions removed (one busy with a request is left for later); how many
+  size_t count() const;  // sessions on disk
+
+ private:
+  struct Session;
+  std::shared_ptr<Session> find(const std::string& id, ServeReply* refused);
+  std::unique_ptr<ToolBox> tool_box(const nlohmann::json& meta) const;
+  bool save(const Session& s, std::string* err) const;
+
+  const Environment& env_;
+  SessionOptions opts_;
+  Slots* gpus_;
+  Slots* builds_;
+  SubmitFn submit_;
+  ObserveFn observe_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Session>> open_;  // loaded (the others are read from disk when used)
+};
+
+}  // namespace anvil
