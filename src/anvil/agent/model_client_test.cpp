@@ -505,10 +505,10 @@ TEST(Http, ATransportFailureIsNotAnException) {
   EXPECT_FALSE(r.transport_ok);
   EXPECT_EQ(r.status, 0);
   EXPECT_TRUE(has(r.error, "127.0.0.1")) << r.error;
-  req.method = "DELETE";
+  req.method = "PUT";
   r = http->send(req);
   EXPECT_FALSE(r.transport_ok);
-  EXPECT_TRUE(has(r.error, "unsupported HTTP method 'DELETE'")) << r.error;
+  EXPECT_TRUE(has(r.error, "unsupported HTTP method 'PUT'")) << r.error;
 }
 
 TEST(Http, HeaderLookupIsCaseInsensitiveAndReadsTheFinalResponse) {

@@ -46,10 +46,10 @@ std::optional<double> number_at(const nlohmann::json& j, const char* key) {
 }
 
 // Copies the candidate (without build outputs) into `dst`.
-bool copy_candidate(const fs::path& src, const fs::path& dst, std::string* err) {
+bool copy_candidate(const fs::path& src, const fs::path& dst, std::string* err, bool* refused = nullptr) {
   // Regular files only, bounded (env/workdir.h): a FIFO, a symlink out or a 3 GB sparse file in
   // the candidate is skipped or refused, never read into memory.
-  return copy_candidate_files(src, dst, err);
+  return copy_candidate_files(src, dst, err, refused);
 }
 
 std::string gpu_name(const Environment& env, int gpu) {
@@ -392,7 +392,11 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   fs::path harness = private_dir / "harness";
   paths = user_paths(private_dir, opts.candidate, !is_dir, task->row < 0 ? task->spec : std::string());
   if (is_dir) {
-    if (!copy_candidate(cand, work, &err)) return fail("cannot copy the candidate: " + err);
+    bool refused = false;
+    if (!copy_candidate(cand, work, &err, &refused)) {  // too large: the candidate's doing, judged (reward -1)
+      return refused ? finish("load_error", "the candidate cannot be judged: " + err)
+                     : fail("cannot copy the candidate: " + err);
+    }
   } else {
     if (!copy_single_file_candidate(cand, work, &err)) return fail("cannot copy the candidate: " + err);
   }

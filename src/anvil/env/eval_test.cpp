@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "anvil/env/test_env.h"
 
 #include <fcntl.h>
@@ -64,6 +66,25 @@ TEST_F(EvalTest, CorrectCandidateIsRewarded) {
   double expect = j["timing"]["eager_ms"].get<double>() / j["timing"]["candidate_ms"].get<double>();
   EXPECT_DOUBLE_EQ(j["timing"]["speedup_eager"].get<double>(), expect);
   EXPECT_EQ(j["reward"], milestone_reward(true, expect, std::nullopt));
+}
+
+// A workdir beyond what an evaluation copies (more than 10000 files) is the candidate's doing:
+// judged a load_error with reward -1 (an RL trainer must not read it as "anvil could not judge").
+TEST_F(EvalTest, ACandidateTooLargeToCopyIsALoadError) {
+  fs::path dir = fs::path(ANVIL_TEST_CACHE_DIR) / "too-many-files";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::copy(kSource + "/examples/candidates/01_elementwise_chain/cpu", dir, fs::copy_options::recursive, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  fs::create_directories(dir / "many", ec);
+  for (int i = 0; i <= 10000; ++i) std::ofstream(dir / "many" / ("f" + std::to_string(i)));
+  EvalOptions o = options("");
+  o.candidate = dir.string();
+  nlohmann::json j = run(o);
+  EXPECT_EQ(j["outcome"], "load_error") << j.dump(2);
+  EXPECT_EQ(j["reward"], -1);
+  EXPECT_NE(j["message"].get<std::string>().find("more than 10000 files"), std::string::npos) << j["message"];
+  fs::remove_all(dir, ec);
 }
 
 TEST_F(EvalTest, BaselinesAreCachedPerTask) {

@@ -38,7 +38,13 @@ bool left_out(const fs::path& rel, bool is_dir) {
 
 }  // namespace
 
-bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string* err) {
+bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string* err, bool* refused) {
+  if (refused) *refused = false;
+  auto refuse = [&](const std::string& why) {
+    *err = why;
+    if (refused) *refused = true;
+    return false;
+  };
   // First what would be copied, by lstat alone: nothing is opened before the limits pass.
   std::vector<fs::path> files;
   uint64_t total = 0;
@@ -54,19 +60,12 @@ bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string*
     if (!fs::is_regular_file(st)) continue;  // a symlink, FIFO, socket or device: skipped
     uint64_t size = fs::file_size(it->path(), ec);
     if (ec) continue;
-    if (std::string e = candidate_file_too_large(rel.generic_string(), size); !e.empty()) {
-      *err = e;
-      return false;
-    }
+    if (std::string e = candidate_file_too_large(rel.generic_string(), size); !e.empty()) return refuse(e);
     total += size;
-    if (total > kMaxCandidateBytes) {
-      *err = tree_too_large(total);
-      return false;
-    }
+    if (total > kMaxCandidateBytes) return refuse(tree_too_large(total));
     files.push_back(rel);
     if (files.size() > kMaxCandidateFiles) {
-      *err = "the candidate has more than " + std::to_string(kMaxCandidateFiles) + " files";
-      return false;
+      return refuse("the candidate has more than " + std::to_string(kMaxCandidateFiles) + " files");
     }
   }
   if (ec) {

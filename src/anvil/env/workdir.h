@@ -53,8 +53,10 @@ std::string candidate_file_too_large(const std::string& rel, uint64_t bytes);
 // Copies a candidate's files from src to dst: regular files only (symlinks, FIFOs, sockets and
 // devices are skipped, never opened or followed), without build/, __pycache__/, .git/ and
 // cuda_extension.so, each read in bounded chunks. A file over 64 MiB or a tree over 256 MiB (or
-// 10000 files) is refused before anything is read, with a message naming it. False with *err.
-bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string* err);
+// 10000 files) is refused before anything is read, with a message naming it. False with *err;
+// *refused (when given) true when the candidate's own size or count was refused (its doing, not
+// the host's: judged as a load_error), false for an I/O failure.
+bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string* err, bool* refused = nullptr);
 
 // Copies a single-file candidate (`file`, as dst/model_new.py) and the C, C++ and CUDA sources
 // and headers beside it (its directory and two levels below it, hidden directories, build/ and

@@ -555,6 +555,25 @@ TEST(Serve, ASessionRunsToolsInOrderSurvivesARestartAndFinalizesToOneEvaluation)
   EXPECT_EQ(busy_status, 404);
   EXPECT_FALSE(fs::exists(state / "sessions" / busy_id));
 
+  // A workdir beyond what an evaluation copies (10001 files): judged as an evaluation judges it
+  // (load_error, reward -1), so a policy cannot trade a bad reward for no answer.
+  Json big = s->json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}, {"ttl_s", 600}}, {}, &status);
+  ASSERT_EQ(status, 201) << big.dump();
+  std::string big_id = big["id"];
+  r = s->json("POST", "/v1/sessions/" + big_id + "/calls",
+              {{"calls", {{{"name", "bash"}, {"arguments", {{"command", "mkdir many && cd many && for i in $(seq 10001); do : > f$i; done"}}}}}}},
+              {}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  Json big_fin = s->json("POST", "/v1/sessions/" + big_id + "/finalize", nullptr, {}, &status);
+  ASSERT_EQ(status, 202) << big_fin.dump();
+  Json big_done = s->wait_done(big_fin["evaluation"]);
+  EXPECT_EQ(big_done["outcome"], "load_error") << big_done.dump();
+  EXPECT_EQ(big_done["reward"], -1);
+  EXPECT_NE(big_done["message"].get<std::string>().find("10000 files"), std::string::npos) << big_done.dump();
+  EXPECT_EQ(s->json("POST", "/v1/sessions/" + big_id + "/finalize", nullptr, {}, &status)["evaluation"], big_fin["evaluation"]);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(s->call("DELETE", "/v1/sessions/" + big_id).status, 200);
+
   // Left alone past its time to live (the server's 4 s): gone, its directory too.
   Json idle = s->json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}}, {}, &status);
   ASSERT_EQ(status, 201) << idle.dump();

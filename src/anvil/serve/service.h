@@ -64,6 +64,9 @@ class Service {
 
   ServeReply submit(const nlohmann::json& body, const std::string& idempotency_key);
   ServeReply submit_batch(const nlohmann::json& body);
+  // An evaluation recorded done at once with `result` (a request validated by the caller), as
+  // submit answers: {id, status, existed}.
+  ServeReply record_done(const nlohmann::json& request, const std::string& key, const nlohmann::json& result);
   // `wait`: up to this long for the job to be done (long poll).
   ServeReply get(const std::string& id, std::chrono::milliseconds wait);
   ServeReply health();

@@ -39,36 +39,28 @@ bool well_formed(const std::string& id) {
   return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
-// Removes a session's directory: renamed out of the way under `mu` (find() and reap() pass it by
-// from then on), deleted after.
-void discard(std::mutex& mu, const fs::path& dir) {
-  fs::path trash = dir;
-  trash += ".ended";
-  std::error_code ec;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    fs::rename(dir, trash, ec);
-  }
-  remove_tree(ec ? dir : trash);
-}
-
 ServeReply unknown(const std::string& id) {
   return serve_error(404, "session", "no session " + id + " (ended, expired, or never made)");
 }
 
 }  // namespace
 
-namespace {
+struct Sessions::Session {
+  std::mutex mu;  // one request at a time
+  std::string id;
+  fs::path dir;
+  Json meta;      // session.json
+  std::unique_ptr<ToolBox> tools;
+  std::atomic<bool> gone{false};  // ended (DELETE, expiry): a request under way stops after its current call
+};
 
 // A session's request lock; at its release, a session ended meanwhile (its DELETE found the lock
-// taken) has its directory removed.
-template <class S>
-struct Held {
-  std::mutex& registry;
-  S& s;
+// taken) is discarded.
+struct Sessions::Held {
+  Sessions& self;
+  Session& s;
   std::unique_lock<std::mutex> lock;
-  Held(std::mutex& r, S& session, bool wait = true)
-      : registry(r), s(session), lock(session.mu, std::defer_lock) {
+  Held(Sessions& owner, Session& session, bool wait = true) : self(owner), s(session), lock(session.mu, std::defer_lock) {
     if (wait) {
       lock.lock();
     } else {
@@ -77,27 +69,42 @@ struct Held {
   }
   ~Held() {
     if (!lock.owns_lock()) return;
+    bool ended = s.gone;
+    if (ended) self.discard(s);  // still holding s.mu: no request of it runs
     lock.unlock();
-    if (s.gone) discard(registry, s.dir);
   }
 };
 
-}  // namespace
-
-struct Sessions::Session {
-  std::mutex mu;  // one request at a time
-  fs::path dir;
-  Json meta;      // session.json
-  std::unique_ptr<ToolBox> tools;
-  std::atomic<bool> gone{false};  // ended (DELETE, expiry): a request under way stops after its current call
-};
-
 Sessions::Sessions(const Environment& env, SessionOptions opts, Slots* gpus, Slots* builds, SubmitFn submit,
-                   ObserveFn observe)
+                   RecordFn record, ObserveFn observe)
     : env_(env), opts_(std::move(opts)), gpus_(gpus), builds_(builds), submit_(std::move(submit)),
-      observe_(std::move(observe)) {}
+      record_(std::move(record)), observe_(std::move(observe)) {}
 
 Sessions::~Sessions() = default;
+
+namespace {
+
+// A name to move an ended session's directory to before it is deleted (never a session's id).
+fs::path trash_for(const fs::path& dir) {
+  fs::path t = dir;
+  t += ".ended-" + new_id().substr(0, 12);
+  return t;
+}
+
+}  // namespace
+
+void Sessions::discard(Session& s) {
+  fs::path trash = trash_for(s.dir);
+  std::error_code ec;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    s.gone = true;
+    auto it = open_.find(s.id);
+    if (it != open_.end() && it->second.get() == &s) open_.erase(it);
+    fs::rename(s.dir, trash, ec);  // from now on no find() reads it back
+  }
+  remove_tree(ec ? s.dir : trash);
+}
 
 std::unique_ptr<ToolBox> Sessions::tool_box(const Json& meta) const {
   ToolOptions t;
@@ -186,6 +193,7 @@ ServeReply Sessions::create(const Json& body) {
   }
   double now = unix_now();
   auto s = std::make_shared<Session>();
+  s->id = id;
   s->dir = dir;
   s->meta = {{"id", id},
              {"dir", dir.string()},
@@ -229,18 +237,32 @@ std::shared_ptr<Sessions::Session> Sessions::find(const std::string& id, ServeRe
   }
   std::lock_guard<std::mutex> g(mu_);
   auto it = open_.find(id);
-  if (it != open_.end()) return it->second;
-  // Made by an earlier server: read it back.
+  if (it != open_.end()) {
+    if (!it->second->gone) return it->second;
+    *refused = unknown(id);
+    return nullptr;
+  }
+  // Made by an earlier server: read it back (not one ended before a restart: session.ended).
   fs::path dir = opts_.dir / id;
-  auto text = read_file(dir / "session.json");
+  std::error_code ec;
+  auto text = fs::exists(dir / "session.ended", ec) ? std::nullopt : read_file(dir / "session.json");
   if (!text) {
     *refused = unknown(id);
     return nullptr;
   }
   auto s = std::make_shared<Session>();
+  s->id = id;
   s->dir = dir;
   try {
     s->meta = Json::parse(*text);
+    const Json& m = s->meta;
+    // Every field a request reads, of its type (a file of another version, or damaged, is refused here).
+    bool ok = m.is_object() && m.value("id", "") == id && m["task"].is_object() && m["task"]["spec"].is_string() &&
+              m["task"]["name"].is_string() && m["task"]["request"].is_object() && m["options"].is_object() &&
+              m["created_at"].is_number() && m["expires_at"].is_number() && m["ttl_s"].is_number() &&
+              m["wall_clock_s"].is_number() && m["calls"].is_number_integer() && m["finished"].is_boolean() &&
+              (m["evaluation"].is_null() || m["evaluation"].is_string()) && m["dir"].is_string();
+    if (!ok) throw std::runtime_error("a field is missing or of another type");
     s->tools = tool_box(s->meta);
   } catch (const std::exception& e) {
     *refused = serve_error(500, "session", "session " + id + " cannot be read back: " + e.what());
@@ -286,7 +308,7 @@ ServeReply Sessions::calls(const std::string& id, const Json& body) {
     }
     todo.emplace_back(name, args);
   }
-  Held<Session> held(mu_, *s);
+  Held held(*this, *s);
   if (s->gone) return unknown(id);
   double now = unix_now();
   if (now > s->meta["expires_at"].get<double>()) return unknown(id);
@@ -328,7 +350,7 @@ ServeReply Sessions::finalize(const std::string& id) {
   ServeReply refused;
   auto s = find(id, &refused);
   if (!s) return refused;
-  Held<Session> held(mu_, *s);
+  Held held(*this, *s);
   if (s->gone || unix_now() > s->meta["expires_at"].get<double>()) return unknown(id);
   // The workdir as it is now, copied where the evaluation reads it (a session ended before its
   // evaluation runs takes nothing from it); its id the idempotency key: a retry answers the same.
@@ -338,30 +360,40 @@ ServeReply Sessions::finalize(const std::string& id) {
   Json task = s->meta["task"]["request"].contains("path")
                   ? Json{{"path", s->meta["task"]["spec"]}}
                   : Json{{"path", (snap / "task" / s->meta["task"]["request"]["name"].get<std::string>()).string()}};
-  if (s->meta["evaluation"].is_null() && !fs::exists(snap / "candidate", ec)) {  // (a snapshot made before a
-    // crash that lost its session.json's update is the one already submitted: kept)
+  Json request = {{"task", task}, {"candidate", candidate}, {"options", s->meta["options"]}};
+  if (!s->meta.contains("refused") && s->meta["evaluation"].is_null() && !fs::exists(snap / "candidate", ec)) {
+    // (a snapshot made before a crash that lost its session.json's update is the one already
+    // submitted: kept)
     fs::path tmp = opts_.finals / (id + ".tmp");
     remove_tree(tmp);
     fs::create_directories(tmp, ec);
     std::string err;
-    if (!copy_candidate_files(s->dir / "workdir", tmp / "candidate", &err)) {
+    bool too_large = false;
+    if (!copy_candidate_files(s->dir / "workdir", tmp / "candidate", &err, &too_large)) {
       remove_tree(tmp);
-      return serve_error(422, "workdir", "the workdir cannot be evaluated: " + err);
-    }
-    if (!s->meta["task"]["request"].contains("path")) {
-      fs::create_directories(tmp / "task", ec);
-      if (!ec) fs::copy_file(s->meta["task"]["spec"].get<std::string>(), tmp / "task" / s->meta["task"]["request"]["name"].get<std::string>(), ec);
-    }
-    if (!ec) {
-      remove_tree(snap);
-      fs::rename(tmp, snap, ec);
-    }
-    if (ec) {
-      remove_tree(tmp);
-      return serve_error(503, "", "cannot snapshot the session's workdir: " + ec.message());
+      if (!too_large) return serve_error(503, "", "cannot snapshot the session's workdir: " + err);
+      // The workdir's own doing: judged as an evaluation judges it (load_error, reward -1), so a
+      // policy cannot trade a bad reward for no answer.
+      s->meta["refused"] = "the candidate cannot be judged: " + err;
+    } else {
+      if (!s->meta["task"]["request"].contains("path")) {
+        fs::create_directories(tmp / "task", ec);
+        if (!ec) fs::copy_file(s->meta["task"]["spec"].get<std::string>(), tmp / "task" / s->meta["task"]["request"]["name"].get<std::string>(), ec);
+      }
+      if (!ec) {
+        remove_tree(snap);
+        fs::rename(tmp, snap, ec);
+      }
+      if (ec) {
+        remove_tree(tmp);
+        return serve_error(503, "", "cannot snapshot the session's workdir: " + ec.message());
+      }
     }
   }
-  ServeReply r = submit_({{"task", task}, {"candidate", candidate}, {"options", s->meta["options"]}}, "session:" + id);
+  ServeReply r = s->meta.contains("refused")
+                     ? record_(request, "session:" + id,
+                               {{"outcome", "load_error"}, {"reward", -1}, {"message", s->meta["refused"]}, {"evaluation", nullptr}})
+                     : submit_(request, "session:" + id);
   if (r.status != 200 && r.status != 202) return r;
   s->meta["evaluation"] = r.body["id"];
   s->meta["expires_at"] = unix_now() + s->meta["ttl_s"].get<double>();
@@ -376,7 +408,7 @@ ServeReply Sessions::get(const std::string& id) {
   auto s = find(id, &refused);
   if (!s) return refused;
   Json m;
-  Held<Session> held(mu_, *s, /*wait=*/false);
+  Held held(*this, *s, /*wait=*/false);
   if (held.lock.owns_lock()) {
     m = s->meta;
   } else {  // a request under way: the session as last saved
@@ -404,26 +436,38 @@ ServeReply Sessions::remove(const std::string& id) {
   ServeReply refused;
   auto s = find(id, &refused);
   if (!s) return refused;
-  if (s->gone.exchange(true)) return unknown(id);
   {
+    // Ended now, durably (session.ended: a restart does not read it back), but kept in open_, gone,
+    // until its directory is discarded: at once, or by the request under way when it stops (Held).
     std::lock_guard<std::mutex> g(mu_);
-    open_.erase(id);
+    if (s->gone) return unknown(id);
+    s->gone = true;
+    std::error_code ec;
+    fs::rename(s->dir / "session.json", s->dir / "session.ended", ec);
   }
-  // Ended now; its directory goes at once, or, when a request holds it, when that request stops
-  // (after its current call). Its session.json renamed first: a restart meanwhile does not revive it.
-  std::error_code ec;
-  fs::rename(s->dir / "session.json", s->dir / "session.ended", ec);
-  Held<Session> held(mu_, *s, /*wait=*/false);  // free: removed as it is released; busy: by its holder
+  Held held(*this, *s, /*wait=*/false);
   return {200, {{"id", id}, {"deleted", true}}, {}};
 }
 
 int Sessions::reap() {
   std::vector<std::string> ids;
+  std::vector<fs::path> trash;
   std::error_code ec;
   for (fs::directory_iterator it(opts_.dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string id = it->path().filename().string();
-    if (well_formed(id)) ids.push_back(id);
+    std::string name = it->path().filename().string();
+    if (well_formed(name)) {
+      ids.push_back(name);
+    } else if (name.find(".ended-") != std::string::npos) {
+      trash.push_back(it->path());  // a discard cut short (a kill): finished here
+    }
   }
+  for (fs::directory_iterator it(opts_.finals, ec), end; !ec && it != end; it.increment(ec)) {
+    if (ends_with(it->path().filename().string(), ".tmp")) {  // a snapshot cut short, an hour old
+      auto age = fs::file_time_type::clock::now() - fs::last_write_time(it->path(), ec);
+      if (!ec && age > std::chrono::hours(1)) trash.push_back(it->path());
+    }
+  }
+  for (const auto& t : trash) remove_tree(t);
   int n = 0;
   double now = unix_now();
   for (const auto& id : ids) {
@@ -433,40 +477,39 @@ int Sessions::reap() {
       auto it = open_.find(id);
       if (it != open_.end()) s = it->second;
     }
-    if (!s) {  // not loaded: its file says when it expires
-      auto text = read_file(opts_.dir / id / "session.json");
-      double expires = 0;
-      try {
-        if (text) expires = Json::parse(*text).value("expires_at", 0.0);
-      } catch (const std::exception&) {
-      }
-      if (!text && fs::exists(opts_.dir / id / "session.ended", ec)) {  // ended while busy, then a restart
-        discard(mu_, opts_.dir / id);
-        ++n;
-        continue;
-      }
-      if (!text) {  // being made, or a create that died: gone after a day
-        auto age = fs::file_time_type::clock::now() - fs::last_write_time(opts_.dir / id, ec);
-        if (ec || age < std::chrono::hours(24)) continue;
-      }
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        if (open_.count(id)) continue;  // loaded meanwhile: the next round
-        if (text && expires > now) continue;
-      }
-      discard(mu_, opts_.dir / id);
+    if (s) {  // loaded: ended when expired and no request holds it (one that does renews it)
+      Held held(*this, *s, /*wait=*/false);
+      if (!held.lock.owns_lock() || s->gone) continue;
+      const Json& e = s->meta["expires_at"];
+      if (e.is_number() && e.get<double>() > now) continue;
+      s->gone = true;  // discarded as `held` is released
       ++n;
       continue;
     }
-    std::unique_lock<std::mutex> busy(s->mu, std::try_to_lock);
-    if (!busy.owns_lock() || s->gone || s->meta["expires_at"].get<double>() > now) continue;
-    s->gone = true;
+    // Not loaded: its files say (session.ended: ended by a DELETE, then a restart; none: being
+    // made, or a create that died, removed after a day; else when it expires).
+    fs::path dir = opts_.dir / id;
+    auto text = read_file(dir / "session.json");
+    bool ended = fs::exists(dir / "session.ended", ec);
+    double expires = 0;
+    if (text) {
+      Json m = Json::parse(*text, nullptr, false);
+      if (m.is_object() && m["expires_at"].is_number()) expires = m["expires_at"].get<double>();
+    } else if (!ended) {
+      auto age = fs::file_time_type::clock::now() - fs::last_write_time(dir, ec);
+      if (ec || age < std::chrono::hours(24)) continue;
+    }
+    if (text && !ended && expires > now) continue;
+    fs::path aside = trash_for(dir);
     {
       std::lock_guard<std::mutex> g(mu_);
-      open_.erase(id);
+      if (open_.count(id)) continue;  // loaded meanwhile: the next round
+      fs::rename(dir, aside, ec);
     }
-    discard(mu_, s->dir);
-    ++n;
+    if (!ec) {
+      remove_tree(aside);
+      ++n;
+    }
   }
   return n;
 }

@@ -7,7 +7,8 @@
 // `anvil agent` (the bash timeout, the answer's length, the episode's wall clock); the sandboxed
 // shell (without the GPUs unless bash_gpu: a shell's GPU work is not scheduled), the protected
 // compile/verify/profile. finalize() snapshots the workdir (a candidate's files, as an evaluation
-// copies them: regular files only, bounded) and submits it as an ordinary evaluation (durable, idempotent: a second finalize answers the same evaluation), whose
+// copies them: regular files only, bounded; a workdir beyond the bounds is recorded as a
+// load_error, reward -1, as an evaluation judges it) and submits it as an ordinary evaluation (durable, idempotent: a second finalize answers the same evaluation), whose
 // reward the client reads from /v1/evaluations/ID. A session lives on disk (STATE/sessions/ID:
 // session.json, workdir/), so a restarted server serves it on; it expires `ttl` after its last use
 // (reap()), and delete ends it at once (a request under way stops after its current call). GET
@@ -53,13 +54,16 @@ struct SessionOptions {
 
 // Submits an evaluation request (its body, and an idempotency key) as POST /v1/evaluations does.
 using SubmitFn = std::function<ServeReply(const nlohmann::json& body, const std::string& key)>;
+// Records an evaluation already done (a request, an idempotency key, its result).
+using RecordFn = std::function<ServeReply(const nlohmann::json& request, const std::string& key, const nlohmann::json& result)>;
 // Records one tool call's latency (kind "tool_NAME").
 using ObserveFn = std::function<void(const std::string& kind, double seconds)>;
 
 class Sessions {
  public:
   // gpus: the evaluation slots the tools share with the service's lanes; builds: compile's.
-  Sessions(const Environment& env, SessionOptions opts, Slots* gpus, Slots* builds, SubmitFn submit, ObserveFn observe);
+  Sessions(const Environment& env, SessionOptions opts, Slots* gpus, Slots* builds, SubmitFn submit, RecordFn record,
+           ObserveFn observe);
   ~Sessions();
 
   ServeReply create(const nlohmann::json& body);                       // 201
@@ -72,7 +76,10 @@ class Sessions {
 
  private:
   struct Session;
+  struct Held;  // a session's request lock (sessions.cpp)
   std::shared_ptr<Session> find(const std::string& id, ServeReply* refused);
+  // Ends session `s` (gone, out of open_, its directory renamed aside under mu_, then deleted).
+  void discard(Session& s);
   std::unique_ptr<ToolBox> tool_box(const nlohmann::json& meta) const;
   bool save(const Session& s, std::string* err) const;
 
@@ -81,9 +88,12 @@ class Sessions {
   Slots* gpus_;
   Slots* builds_;
   SubmitFn submit_;
+  RecordFn record_;
   ObserveFn observe_;
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Session>> open_;  // loaded (the others are read from disk when used)
+  // Loaded sessions (the others are read from disk when used); an ended one stays, gone, until its
+  // directory is discarded, so that no find() reads it back meanwhile.
+  std::map<std::string, std::shared_ptr<Session>> open_;
 };
 
 }  // namespace anvil

@@ -205,6 +205,25 @@ std::optional<Job> Store::claim() {
   }
 }
 
+Store::Accepted Store::accept_done(const std::string& key, const nlohmann::json& request, const nlohmann::json& result) {
+  std::lock_guard<std::mutex> g(mu_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    Accepted a = accept_locked(key, request, static_cast<size_t>(-1));
+    if (!a.existed) {
+      double now = now_s();
+      Stmt u(db_, "UPDATE jobs SET state = 2, result = ?, started_at = ?, finished_at = ? WHERE id = ?");
+      u.bind(1, text_of(result)).bind(2, now).bind(3, now).bind(4, a.id).row();
+      a.state = JobState::kDone;
+    }
+    exec("COMMIT");
+    return a;
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+}
+
 void Store::finish(int64_t id, const nlohmann::json& result) {
   std::lock_guard<std::mutex> g(mu_);
   Stmt u(db_, "UPDATE jobs SET state = 2, result = ?, finished_at = ? WHERE id = ?");

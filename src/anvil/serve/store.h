@@ -67,6 +67,9 @@ class Store {
   std::optional<Job> claim();
   // A running job's result; it is done.
   void finish(int64_t id, const nlohmann::json& result);
+  // A job accepted already done with `result` (nothing to run: a session's workdir that cannot be
+  // judged); its key as accept's (a known key: that job, existed).
+  Accepted accept_done(const std::string& key, const nlohmann::json& request, const nlohmann::json& result);
   std::optional<Job> get(int64_t id);
   std::optional<JobState> state_of(int64_t id);  // without reading its request or result
   // The jobs running now, queued again with the claim taken back: the server is stopped on purpose.
