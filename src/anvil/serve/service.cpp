@@ -162,6 +162,15 @@ ServeReply Service::accept(const std::vector<std::pair<std::string, Json>>& requ
   return {202, nullptr, {}};
 }
 
+namespace {
+
+// 202 {id, status, existed} for a new job, 200 for one its idempotency key already made.
+ServeReply accepted_reply(const Store::Accepted& a) {
+  return {a.existed ? 200 : 202, {{"id", std::to_string(a.id)}, {"status", job_state_name(a.state)}, {"existed", a.existed}}, {}};
+}
+
+}  // namespace
+
 ServeReply Service::submit(const Json& body, const std::string& header_key) {
   Json req;
   std::string key;
@@ -171,7 +180,7 @@ ServeReply Service::submit(const Json& body, const std::string& header_key) {
   ServeReply r = accept({{key, req}}, &got);
   if (r.status != 202) return r;
   const Store::Accepted& a = got.front();
-  return {a.existed ? 200 : 202, {{"id", std::to_string(a.id)}, {"status", job_state_name(a.state)}, {"existed", a.existed}}, {}};
+  return accepted_reply(a);
 }
 
 ServeReply Service::record_done(const Json& request, const std::string& key, const Json& result) {
@@ -188,7 +197,7 @@ ServeReply Service::record_done(const Json& request, const std::string& key, con
     outcomes_[outcome] += 1;
   }
   done_.notify_all();
-  return {a.existed ? 200 : 202, {{"id", std::to_string(a.id)}, {"status", job_state_name(a.state)}, {"existed", a.existed}}, {}};
+  return accepted_reply(a);
 }
 
 ServeReply Service::submit_batch(const Json& body) {
@@ -534,9 +543,7 @@ void Service::lane() {
       eval_count_ += 1;
     }
     // From acceptance to result: the queue's wait included.
-    observe_request("evaluation",
-                    std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
-                        j->accepted_at);
+    observe_request("evaluation", unix_seconds() - j->accepted_at);
     done_.notify_all();
   }
 }

@@ -19,10 +19,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // 128 random bits, hex: a session's id (it names a directory and grants its tools).
 std::string new_id() {
   std::random_device rd;
@@ -93,17 +89,25 @@ fs::path trash_for(const fs::path& dir) {
 
 }  // namespace
 
-void Sessions::discard(Session& s) {
-  fs::path trash = trash_for(s.dir);
+bool Sessions::set_aside(const fs::path& dir, const std::function<bool()>& still) {
+  fs::path trash = trash_for(dir);
   std::error_code ec;
   {
     std::lock_guard<std::mutex> g(mu_);
+    if (!still()) return false;
+    fs::rename(dir, trash, ec);  // from now on no find() reads it back
+  }
+  remove_tree(ec ? dir : trash);
+  return true;
+}
+
+void Sessions::discard(Session& s) {
+  set_aside(s.dir, [&] {
     s.gone = true;
     auto it = open_.find(s.id);
     if (it != open_.end() && it->second.get() == &s) open_.erase(it);
-    fs::rename(s.dir, trash, ec);  // from now on no find() reads it back
-  }
-  remove_tree(ec ? s.dir : trash);
+    return true;
+  });
 }
 
 std::unique_ptr<ToolBox> Sessions::tool_box(const Json& meta) const {
@@ -118,7 +122,7 @@ std::unique_ptr<ToolBox> Sessions::tool_box(const Json& meta) const {
   t.gpu_priority = 1;
   t.bash_gpu = opts_.bash_gpu;
   // The wall clock counts from the session's creation, across restarts.
-  double left = meta["created_at"].get<double>() + meta["wall_clock_s"].get<double>() - unix_now();
+  double left = meta["created_at"].get<double>() + meta["wall_clock_s"].get<double>() - unix_seconds();
   t.deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(left));
   auto box = std::make_unique<ToolBox>(env_, t);
   box->restore(meta.value("state", Json()));
@@ -191,7 +195,7 @@ ServeReply Sessions::create(const Json& body) {
     if (starts_with(err, "task_error: ")) return serve_error(400, "task", err.substr(12));
     return serve_error(500, "", err);
   }
-  double now = unix_now();
+  double now = unix_seconds();
   auto s = std::make_shared<Session>();
   s->id = id;
   s->dir = dir;
@@ -310,7 +314,7 @@ ServeReply Sessions::calls(const std::string& id, const Json& body) {
   }
   Held held(*this, *s);
   if (s->gone) return unknown(id);
-  double now = unix_now();
+  double now = unix_seconds();
   if (now > s->meta["expires_at"].get<double>()) return unknown(id);
   if (!s->meta["evaluation"].is_null()) {
     return serve_error(409, "session", "session " + id + " was finalized (evaluation " +
@@ -340,7 +344,7 @@ ServeReply Sessions::calls(const std::string& id, const Json& body) {
   if (s->gone) return unknown(id);  // its DELETE left the directory to this request (Held)
   s->meta["calls"] = s->meta["calls"].get<int64_t>() + static_cast<int64_t>(todo.size());
   s->meta["state"] = s->tools->state();
-  s->meta["expires_at"] = unix_now() + s->meta["ttl_s"].get<double>();
+  s->meta["expires_at"] = unix_seconds() + s->meta["ttl_s"].get<double>();
   std::string err;
   if (!save(*s, &err)) std::fprintf(stderr, "anvil serve: session %s: %s\n", id.c_str(), err.c_str());
   return {200, {{"results", results}, {"calls", s->meta["calls"]}, {"expires_at", s->meta["expires_at"]}}, {}};
@@ -351,7 +355,7 @@ ServeReply Sessions::finalize(const std::string& id) {
   auto s = find(id, &refused);
   if (!s) return refused;
   Held held(*this, *s);
-  if (s->gone || unix_now() > s->meta["expires_at"].get<double>()) return unknown(id);
+  if (s->gone || unix_seconds() > s->meta["expires_at"].get<double>()) return unknown(id);
   // The workdir as it is now, copied where the evaluation reads it (a session ended before its
   // evaluation runs takes nothing from it); its id the idempotency key: a retry answers the same.
   fs::path snap = opts_.finals / id;
@@ -396,7 +400,7 @@ ServeReply Sessions::finalize(const std::string& id) {
                      : submit_(request, "session:" + id);
   if (r.status != 200 && r.status != 202) return r;
   s->meta["evaluation"] = r.body["id"];
-  s->meta["expires_at"] = unix_now() + s->meta["ttl_s"].get<double>();
+  s->meta["expires_at"] = unix_seconds() + s->meta["ttl_s"].get<double>();
   std::string err;
   if (!save(*s, &err)) std::fprintf(stderr, "anvil serve: session %s: %s\n", id.c_str(), err.c_str());
   return {r.status, {{"session", id}, {"evaluation", r.body["id"]}, {"status", r.body["status"]}, {"existed", r.body["existed"]}},
@@ -415,7 +419,7 @@ ServeReply Sessions::get(const std::string& id) {
     auto text = read_file(s->dir / "session.json");
     m = text ? Json::parse(*text, nullptr, false) : Json();
   }
-  if (s->gone || !m.is_object() || !m["expires_at"].is_number() || unix_now() > m["expires_at"].get<double>()) {
+  if (s->gone || !m.is_object() || !m["expires_at"].is_number() || unix_seconds() > m["expires_at"].get<double>()) {
     return unknown(id);
   }
   return {200,
@@ -469,7 +473,7 @@ int Sessions::reap() {
   }
   for (const auto& t : trash) remove_tree(t);
   int n = 0;
-  double now = unix_now();
+  double now = unix_seconds();
   for (const auto& id : ids) {
     std::shared_ptr<Session> s;
     {
@@ -500,16 +504,7 @@ int Sessions::reap() {
       if (ec || age < std::chrono::hours(24)) continue;
     }
     if (text && !ended && expires > now) continue;
-    fs::path aside = trash_for(dir);
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      if (open_.count(id)) continue;  // loaded meanwhile: the next round
-      fs::rename(dir, aside, ec);
-    }
-    if (!ec) {
-      remove_tree(aside);
-      ++n;
-    }
+    if (set_aside(dir, [&] { return open_.count(id) == 0; })) ++n;  // (loaded meanwhile: the next round)
   }
   return n;
 }

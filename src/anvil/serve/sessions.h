@@ -78,7 +78,9 @@ class Sessions {
   struct Session;
   struct Held;  // a session's request lock (sessions.cpp)
   std::shared_ptr<Session> find(const std::string& id, ServeReply* refused);
-  // Ends session `s` (gone, out of open_, its directory renamed aside under mu_, then deleted).
+  // Renames `dir` aside under mu_ when still() (called under it) says so, then deletes it; whether it did.
+  bool set_aside(const std::filesystem::path& dir, const std::function<bool()>& still);
+  // Ends session `s`: gone, out of open_, its directory set aside.
   void discard(Session& s);
   std::unique_ptr<ToolBox> tool_box(const nlohmann::json& meta) const;
   bool save(const Session& s, std::string* err) const;

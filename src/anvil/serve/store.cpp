@@ -5,12 +5,11 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "anvil/util/strings.h"
+
 namespace anvil {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // One prepared statement, finalized on every path.
 class Stmt {
@@ -152,7 +151,7 @@ Store::Accepted Store::accept_locked(const std::string& key, const nlohmann::jso
     return a;
   }
   Stmt ins(db_, "INSERT INTO jobs (key, request, state, attempts, accepted_at) VALUES (?, ?, 0, 0, ?)");
-  ins.bind(1, key).bind(2, text).bind(3, now_s()).row();
+  ins.bind(1, key).bind(2, text).bind(3, unix_seconds()).row();
   a.id = sqlite3_last_insert_rowid(db_);
   return a;
 }
@@ -194,7 +193,7 @@ std::optional<Job> Store::claim() {
     Job j = read_job(q);
     j.state = JobState::kRunning;
     j.attempts += 1;
-    j.started_at = now_s();
+    j.started_at = unix_seconds();
     Stmt u(db_, "UPDATE jobs SET state = 1, attempts = ?, started_at = ? WHERE id = ?");
     u.bind(1, static_cast<int64_t>(j.attempts)).bind(2, j.started_at).bind(3, j.id).row();
     exec("COMMIT");
@@ -211,7 +210,7 @@ Store::Accepted Store::accept_done(const std::string& key, const nlohmann::json&
   try {
     Accepted a = accept_locked(key, request, static_cast<size_t>(-1));
     if (!a.existed) {
-      double now = now_s();
+      double now = unix_seconds();
       Stmt u(db_, "UPDATE jobs SET state = 2, result = ?, started_at = ?, finished_at = ? WHERE id = ?");
       u.bind(1, text_of(result)).bind(2, now).bind(3, now).bind(4, a.id).row();
       a.state = JobState::kDone;
@@ -227,7 +226,7 @@ Store::Accepted Store::accept_done(const std::string& key, const nlohmann::json&
 void Store::finish(int64_t id, const nlohmann::json& result) {
   std::lock_guard<std::mutex> g(mu_);
   Stmt u(db_, "UPDATE jobs SET state = 2, result = ?, finished_at = ? WHERE id = ?");
-  u.bind(1, text_of(result)).bind(2, now_s()).bind(3, id).row();
+  u.bind(1, text_of(result)).bind(2, unix_seconds()).bind(3, id).row();
 }
 
 std::optional<JobState> Store::state_of(int64_t id) {
@@ -268,7 +267,7 @@ Store::Recovered Store::recover(int max_attempts) {
         ++r.requeued;
       } else {
         Stmt u(db_, "UPDATE jobs SET state = 2, result = ?, finished_at = ? WHERE id = ?");
-        u.bind(1, text_of(abandoned_result(attempts))).bind(2, now_s()).bind(3, id).row();
+        u.bind(1, text_of(abandoned_result(attempts))).bind(2, unix_seconds()).bind(3, id).row();
         ++r.failed;
       }
     }

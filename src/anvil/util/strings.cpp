@@ -1,6 +1,7 @@
 #include "anvil/util/strings.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <cstdio>
 #include <ctime>
@@ -85,6 +86,10 @@ std::string short_duration(double s) {
   else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
   return buf;
+}
+
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string utc_now(const char* fmt) {

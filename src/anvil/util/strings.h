@@ -23,6 +23,8 @@ std::string format_seconds(double s);
 std::string short_duration(double s);
 // The current UTC time through strftime's `fmt` (default ISO 8601, "2026-11-22T18:41:17Z").
 std::string utc_now(const char* fmt = "%Y-%m-%dT%H:%M:%SZ");
+// Seconds since the Unix epoch (the system clock: comparable across processes and restarts).
+double unix_seconds();
 // The word of `candidates` closest to `word` by edit distance, when it is a plausible typo (at most
 // max(2, |word| / 3) edits, or `word` a prefix of it); else "".
 std::string closest_word(std::string_view word, const std::vector<std::string>& candidates);
