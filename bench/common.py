@@ -34,8 +34,9 @@ def fingerprint():
     if smi:
         r = sh([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"])
         if r.returncode == 0 and r.stdout.strip():
-            name, driver = [s.strip() for s in r.stdout.strip().splitlines()[0].split(",")]
-            fp["device"], fp["driver"] = name, driver
+            lines = r.stdout.strip().splitlines()
+            name, driver = [s.strip() for s in lines[0].split(",")]
+            fp["device"], fp["driver"], fp["gpu_count"] = name, driver, len(lines)
     r = sh(["nvcc", "--version"]) if shutil.which("nvcc") else None
     if r is not None and r.returncode == 0:
         fp["nvcc"] = [l for l in r.stdout.splitlines() if "release" in l][0].strip()

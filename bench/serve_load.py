@@ -3,13 +3,15 @@ once, the server killed with SIGKILL part-way and restarted on the same state, a
 
 - every accepted request answered, none twice (each idempotency key has one id, each id one result);
 - latency per call kind (the server's own histograms) and, per evaluation, accepted-to-done p50/p99;
-- the GPU's utilization (nvidia-smi, every 0.5 s) while evaluations were queued;
+- each GPU's utilization (nvidia-smi, every 0.5 s) and the share of time each lane's device was held
+  by an evaluation, while work was queued;
 - throughput against the same evaluations run one after another with `anvil eval`;
 - the service's overhead over a direct `anvil eval` of one cached candidate (medians of N each).
 
     python3 bench/serve_load.py --device cuda --clients 64 --duration 300 --kill-at 150 --out r.json
     python3 bench/serve_load.py --device cpu --clients 4 --duration 40 --kill-at 20   # a CPU run
     python3 bench/serve_load.py --sessions ...   # each client drives sessions instead (below)
+    python3 bench/serve_load.py --server-args "--gpus 0,1" ...   # a server over two GPUs (issue 24)
 
 With --sessions each client plays a rollout worker: it opens a session, asks a model for each turn
 (tests/replay_server.py, one per pair, scripted: the bundled candidate's files written, compile,
@@ -49,13 +51,13 @@ def pct(xs, q):
 
 
 class Server:
-    def __init__(self, state, device, extra):
-        self.state, self.device, self.extra = state, device, extra
+    def __init__(self, state, device, extra, server_extra):
+        self.state, self.device, self.extra, self.server_extra = state, device, extra, server_extra
         self.proc, self.url = None, None
 
     def start(self):
         self.proc = subprocess.Popen([ANVIL, "serve", "--port", str(getattr(self, "port", 0)), "--device", self.device,
-                                      "--state", self.state] + self.extra,
+                                      "--state", self.state] + self.extra + self.server_extra,
                                      stdout=subprocess.PIPE, stderr=open(self.state + ".stderr", "a"), text=True,
                                      start_new_session=True)
         line = self.proc.stdout.readline()
@@ -75,7 +77,7 @@ class Server:
 
 
 class GpuSampler(threading.Thread):
-    """nvidia-smi's utilization.gpu every 0.5 s, with the time of each sample."""
+    """nvidia-smi's utilization.gpu of every GPU every 0.5 s: (time, GPU index, percent) samples."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -83,15 +85,16 @@ class GpuSampler(threading.Thread):
 
     def run(self):
         try:
-            p = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                                  "-lms", "500", "-i", "0"], stdout=subprocess.PIPE, text=True)
+            p = subprocess.Popen(["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits",
+                                  "-lms", "500"], stdout=subprocess.PIPE, text=True)
         except FileNotFoundError:
             return
         for line in p.stdout:
             if self.stop.is_set():
                 break
             try:
-                self.samples.append((time.time(), float(line.strip())))
+                i, u = line.split(",")
+                self.samples.append((time.time(), int(i), float(u)))
             except ValueError:
                 pass
         p.kill()
@@ -201,16 +204,18 @@ async def session_loop(url, reqs, models, k, deadline, log, calls_log):
 
 async def metrics_loop(url, deadline, depth, stop):
     """Every second: the queue's depth plus the tool calls waiting for a device (to know when it
-    was saturated), and the seconds the device has been held (anvil_device_held_seconds_total)."""
+    was saturated), and the seconds each lane's device has been held (anvil_device_held_seconds_total,
+    {lane: seconds})."""
     async with Client(url) as c:
         while time.time() < deadline + 5 or not stop.is_set():
             try:
                 m = await c.metrics()
                 q = re.search(r"^anvil_queue_depth (\d+)", m, re.M)
                 w = re.search(r"^anvil_tool_calls_waiting (\d+)", m, re.M)
-                held = re.search(r"^anvil_device_held_seconds_total\{[^}]*\} ([0-9.]+)", m, re.M)
+                held = {k: float(v) for k, v in
+                        re.findall(r'^anvil_device_held_seconds_total\{lane="([^"]*)"\} ([0-9.]+)', m, re.M)}
                 depth.append((time.time(), int(q.group(1)) + (int(w.group(1)) if w else 0) if q else None,
-                              float(held.group(1)) if held else None))
+                              held or None))
             except Exception:  # noqa: BLE001 - the server is down for its restart
                 depth.append((time.time(), None, None))
             await asyncio.sleep(1.0)
@@ -236,6 +241,8 @@ def main():
     ap.add_argument("--overhead-runs", type=int, default=10)
     ap.add_argument("--tasks", default=os.path.join(ROOT, "examples", "tasks"))
     ap.add_argument("--eval-args", default="", help="evaluation settings for the server and the direct runs")
+    ap.add_argument("--server-args", default="", help="the server's own flags (e.g. --gpus 0,1)")
+    ap.add_argument("--no-sequential", action="store_true", help="skip the one-at-a-time baseline")
     ap.add_argument("--sessions", action="store_true", help="clients drive scripted sessions (see above)")
     ap.add_argument("--out")
     a = ap.parse_args()
@@ -249,9 +256,10 @@ def main():
             replays.append(proc)
             models.append(model_url)
     state = tempfile.mkdtemp(prefix="serve-load-") + "/state"
-    srv = Server(state, a.device, extra)
+    srv = Server(state, a.device, extra, a.server_args.split())
     doc = {"fingerprint": fingerprint(), "device": a.device, "clients": a.clients, "duration_s": a.duration,
            "kill_at_s": a.kill_at, "pairs": [p for p in PAIRS][:len(reqs)], "eval_args": extra,
+           "server_args": a.server_args.split(),
            "mode": "sessions" if a.sessions else "evaluations"}
     url = srv.start()
 
@@ -265,27 +273,32 @@ def main():
             return time.time() - t0, r.get("outcome")
 
     asyncio.run(one(1))
-    direct_eval(a.device, task, cand, 1, extra)
-    served = [asyncio.run(one(100 + i)) for i in range(a.overhead_runs)]
-    direct = [direct_eval(a.device, task, cand, 100 + i, extra) for i in range(a.overhead_runs)]
-    doc["overhead"] = {"served_s": [round(s, 4) for s, _ in served], "direct_s": [round(s, 4) for s, _ in direct],
-                       "outcomes": sorted({o for _, o in served + direct}),
-                       "median_overhead_ms": round(1000 * (median([s for s, _ in served]) -
-                                                           median([s for s, _ in direct])), 1)}
+    if a.overhead_runs > 0:
+        direct_eval(a.device, task, cand, 1, extra)
+        served = [asyncio.run(one(100 + i)) for i in range(a.overhead_runs)]
+        direct = [direct_eval(a.device, task, cand, 100 + i, extra) for i in range(a.overhead_runs)]
+        doc["overhead"] = {"served_s": [round(s, 4) for s, _ in served],
+                           "direct_s": [round(s, 4) for s, _ in direct],
+                           "outcomes": sorted({o for _, o in served + direct}),
+                           "median_overhead_ms": round(1000 * (median([s for s, _ in served]) -
+                                                               median([s for s, _ in direct])), 1)}
 
     # Throughput one after another, the baseline of the load's: `anvil eval` of each pair in turn,
     # or (sessions) each pair's session alone on the server.
     calls_log = []
     t0 = time.time()
-    if a.sessions:
+    if a.no_sequential:
+        seq = None
+    elif a.sessions:
         async def sequential():
             async with Client(url) as c:
                 return [await one_session(c, reqs[i][0], models[i], 7, []) for i in range(len(reqs))]
         seq = asyncio.run(sequential())
     else:
         seq = [direct_eval(a.device, t, c, 7, extra) for t, c in reqs]
-    doc["sequential"] = {"evaluations" if not a.sessions else "sessions": len(seq), "seconds": round(time.time() - t0, 2),
-                         "per_minute": round(60 * len(seq) / (time.time() - t0), 2)}
+    if seq is not None:
+        doc["sequential"] = {"evaluations" if not a.sessions else "sessions": len(seq),
+                             "seconds": round(time.time() - t0, 2), "per_minute": round(60 * len(seq) / (time.time() - t0), 2)}
 
     # The load, with a SIGKILL and a restart part-way.
     log, depth = [], []
@@ -332,13 +345,17 @@ def main():
     done = [e for e in log if e.get("status") == "done"]
     lat = [e["latency_s"] for e in done]
     saturated = [t for t, d, _ in depth if d]
-    busy = [u for t, u in sampler.samples if saturated and saturated[0] <= t <= saturated[-1]]
-    # The device held by an evaluation (a lane's or a session tool's), over the seconds the queue
-    # was not empty (pairs of samples on one server: the counter restarts with it).
-    held = wall = 0.0
+    busy = {}  # GPU index: utilization samples while work was queued
+    for t, i, u in sampler.samples:
+        if saturated and saturated[0] <= t <= saturated[-1]:
+            busy.setdefault(i, []).append(u)
+    # Each lane's device held by an evaluation (a lane's or a session tool's), over the seconds the
+    # queue was not empty (pairs of samples on one server: the counters restart with it).
+    held, wall = {}, 0.0
     for (t0, d0, h0), (t1, d1, h1) in zip(depth, depth[1:]):
-        if d0 and h0 is not None and h1 is not None and h1 >= h0:
-            held += h1 - h0
+        if d0 and h0 and h1 and all(h1.get(k, -1) >= v for k, v in h0.items()):
+            for k, v in h0.items():
+                held[k] = held.get(k, 0.0) + h1[k] - v
             wall += t1 - t0
     doc["load"] = {
         "submitted": len(log), "done": len(done), "error_count": sum(1 for e in log if "error" in e),
@@ -349,9 +366,9 @@ def main():
         "rerun_after_kill": sum(1 for e in done if (e.get("attempts") or 0) > 1),
         "latency_p50_s": pct(lat, 0.5), "latency_p99_s": pct(lat, 0.99),
         "per_minute": round(60 * len(done) / (end - start), 2),
-        "gpu_util_while_queued_mean": round(sum(busy) / len(busy), 1) if busy else None,
-        "gpu_util_samples": len(busy),
-        "device_held_while_queued": round(held / wall, 3) if wall else None,
+        "gpu_util_while_queued_mean": {str(i): round(sum(u) / len(u), 1) for i, u in sorted(busy.items())},
+        "gpu_util_samples": {str(i): len(u) for i, u in sorted(busy.items())},
+        "device_held_while_queued": {k: round(v / wall, 3) for k, v in sorted(held.items())} if wall else None,
         "queued_seconds": round(wall, 1),
     }
     if a.sessions:
@@ -363,7 +380,8 @@ def main():
         doc["load"]["resent_calls"] = sum(e.get("resent_calls", 0) for e in done)
         doc["load"]["rewards"] = {str(r): sum(1 for e in done if e.get("reward") == r)
                                   for r in sorted({e.get("reward") for e in done}, key=str)}
-        doc["load"]["vs_sequential"] = round(doc["load"]["per_minute"] / doc["sequential"]["per_minute"], 3)
+        if "sequential" in doc:
+            doc["load"]["vs_sequential"] = round(doc["load"]["per_minute"] / doc["sequential"]["per_minute"], 3)
     doc["server_histograms"] = [l for l in metrics.splitlines() if l.startswith("anvil_request_seconds_")
                                 and ('le="+Inf"' in l or "_sum" in l)]
     text = json.dumps(doc, indent=1)
@@ -371,13 +389,18 @@ def main():
     if a.out:
         open(a.out, "w").write(text + "\n")
     ld = doc["load"]
-    print("overhead: median %s ms (served %s s, direct %s s); sequential %s/min; load %d done of %d submitted "
-          "(%d errors, %d keys with two ids, %d run again after the kill), %s/min, p50 %s s p99 %s s, GPU %s%% busy "
-          "while queued (held by an evaluation %s of that time)" % (doc["overhead"]["median_overhead_ms"], median(doc["overhead"]["served_s"]),
-                            median(doc["overhead"]["direct_s"]), doc["sequential"]["per_minute"], ld["done"],
-                            ld["submitted"], ld["error_count"], len(ld["keys_with_two_ids"]),
-                            ld["rerun_after_kill"], ld["per_minute"], ld["latency_p50_s"], ld["latency_p99_s"],
-                            ld["gpu_util_while_queued_mean"], ld["device_held_while_queued"]), file=sys.stderr)
+    if "overhead" in doc:
+        print("overhead: median %s ms (served %s s, direct %s s)" % (
+            doc["overhead"]["median_overhead_ms"], median(doc["overhead"]["served_s"]),
+            median(doc["overhead"]["direct_s"])), file=sys.stderr)
+    if "sequential" in doc:
+        print("sequential: %s/min" % doc["sequential"]["per_minute"], file=sys.stderr)
+    print("load: %d done of %d submitted (%d errors, %d keys with two ids, %d run again after the kill), %s/min, "
+          "p50 %s s p99 %s s; GPU utilization while queued %s%% (by index); device held by an evaluation %s of "
+          "that time (by lane)" % (ld["done"], ld["submitted"], ld["error_count"], len(ld["keys_with_two_ids"]),
+                                   ld["rerun_after_kill"], ld["per_minute"], ld["latency_p50_s"],
+                                   ld["latency_p99_s"], ld["gpu_util_while_queued_mean"],
+                                   ld["device_held_while_queued"]), file=sys.stderr)
 
 
 if __name__ == "__main__":
