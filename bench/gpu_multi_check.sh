@@ -63,7 +63,7 @@ prefill() {
   wait $p0; local r0=$?
   wait $p1; local r1=$?
   echo "== baselines: exit $r0 (level 1, GPU 0) and $r1 (level 2, GPU 1) after $((SECONDS - t0)) s"
-  tail -3 "$res/baselines-level1.err" "$res/baselines-level2.err"
+  tail -n 3 "$res/baselines-level1.err" "$res/baselines-level2.err"
   t0=$SECONDS
   find "$SUITE/solutions" -mindepth 3 -maxdepth 3 -type d -name cuda -print0 |
     xargs -0 -P 16 -n 1 "$ANVIL" build >/dev/null 2>&1 &

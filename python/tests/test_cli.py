@@ -74,3 +74,17 @@ def test_baselines_command_lines_and_exit_status(tmp_path):
         assert any(l.startswith("10_softmax.py  cached  eager ") for l in again.stdout.splitlines()), again.stdout
     r = subprocess.run([ANVIL, "baselines", str(tmp_path / "nothing")], capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "nothing does not exist" in r.stdout, (r.returncode, r.stdout, r.stderr)
+
+
+def test_gpus_take_a_comma_list_in_every_command(tmp_path):
+    """`--gpus 0,1` (issue 24: `anvil bench --gpus 0,1` was refused, "Could not convert") is read
+    by bench, agent and serve alike; a negative index is refused by name."""
+    missing = str(tmp_path / "missing")
+    for args in (("bench", "--tasks", missing, "--solutions", missing, "--out", str(tmp_path / "run")),
+                 ("agent", "--task", missing + ".py", "--out", str(tmp_path / "agent")),
+                 ("serve", "--state", "/dev/null/state", "--port", "0")):
+        r = anvil(*args, "--gpus", "0,1")
+        assert "Could not convert" not in r.stderr and "--gpus" not in r.stderr, (args[0], r.stderr)
+        assert r.returncode != 0  # each stops at what follows: the missing tasks, a state that cannot be made
+        r = anvil(*args, "--gpus", "0,-1")
+        assert r.returncode == 2 and "--gpus: Value -1 not in range 0 to 255" in r.stderr, (args[0], r.stderr)

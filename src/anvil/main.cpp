@@ -22,6 +22,11 @@ struct EvalFlags {
   bool no_defenses = false, no_vet = false;
 };
 
+// --gpus 0,1 (or --gpus 0 1): the GPU indices a command spreads its evaluations over.
+void add_gpus_option(CLI::App* cmd, std::vector<int>& gpus, const std::string& what) {
+  cmd->add_option("--gpus", gpus, what)->delimiter(',')->check(CLI::Range(0, 255));
+}
+
 void add_eval_options(CLI::App* cmd, anvil::EvalOptions& o, EvalFlags& f) {
   cmd->add_option("--protocol", o.protocol,
                   "the rules judged by: cuda-agent (default: no torch compute in the forward, weights by name) or "
@@ -275,7 +280,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--token-env", sv.token_env,
                         "the environment variable holding the bearer token clients send (default ANVIL_SERVE_TOKEN)");
   serve_cmd->add_option("--state", sv.state, "the store and the requests' files (default: the cache's serve/)");
-  serve_cmd->add_option("--gpus", sv.gpus, "GPU indices, one evaluation lane each (default: every GPU)")->delimiter(',');
+  add_gpus_option(serve_cmd, sv.gpus, "GPU indices, one evaluation lane each (default: every GPU)");
   serve_cmd->add_option("--max-queue", sv.max_queue, "evaluations waiting at most; beyond, 429 (default 256)")
       ->check(CLI::Range(1, 1000000));
   serve_cmd->add_option("--max-body-mb", sv.max_body_mb, "one request's body at most, MiB; beyond, 413 (default 16)")
@@ -307,7 +312,7 @@ int main(int argc, char** argv) {
   agent_cmd->add_flag("--resume", ag.resume, "continue the run in --out: finished episodes kept, the rest continue");
   agent_cmd->add_option("--samples", ag.samples, "episodes per task (default 1)");
   add_agent_options(agent_cmd, ag, agf, "--seed");
-  agent_cmd->add_option("--gpus", ag.gpus, "GPU indices for evaluations (default: all)");
+  add_gpus_option(agent_cmd, ag.gpus, "GPU indices for evaluations, e.g. 0,1 (default: all)");
   agent_cmd->add_option("--device", ag.run.episode.tools.eval.device, "evaluate on cuda or cpu (default: the candidate's)");
   agent_cmd->add_option("--protocol", ag.run.episode.tools.eval.protocol,
                         "the rules judged by: cuda-agent (default) or kernelbench (docs/protocols.md)");
@@ -340,7 +345,7 @@ int main(int argc, char** argv) {
                         "the sub-folder of a solution folder to use (default cuda with a GPU, else cpu)");
   bench_cmd->add_option("--out", bn.opts.out, "the run directory (default runs/bench-<UTC time>)");
   bench_cmd->add_flag("--resume", bn.opts.resume, "continue the run in --out: finished tasks are kept, never redone");
-  bench_cmd->add_option("--gpus", bn.opts.gpus, "GPU indices, one evaluation at a time on each (default: all)");
+  add_gpus_option(bench_cmd, bn.opts.gpus, "GPU indices, e.g. 0,1: one evaluation at a time on each (default: all)");
   bench_cmd->add_flag_callback("--no-progress", [&] { bn.opts.progress = false; }, "no progress display");
   bench_cmd->add_flag_callback("--no-prebuild", [&] { bn.opts.prebuild = false; },
                                "build each candidate when it is evaluated, on its GPU's slot, instead of all first on every core");
