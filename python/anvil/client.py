@@ -132,16 +132,24 @@ class Client:
         return await self.wait(await self.submit(task, candidate, options, key=key), limit=limit)
 
     # -- sessions ---------------------------------------------------------------------------------
-    async def create_session(self, task, options=None, ttl_s=None):
+    async def create_session(self, task, options=None, ttl_s=None, key=None):
         """A session for `task` ({"path"} on the server, or {"source", "name"}): {"id", "workdir",
         "tools" (chat-completions tool schemas), "messages" (the system prompt and the task),
-        "expires_at", "limits"}."""
+        "expires_at", "limits", "existed"}. Sent with an idempotency key (`key`, else a new one),
+        so a creation whose answer was lost is safe to send again: the same session comes back."""
         body = {"task": task}
         if options:
             body["options"] = options
         if ttl_s is not None:
             body["ttl_s"] = ttl_s
-        return (await self.request("POST", "/v1/sessions", body, transport_retries=0))[1]
+        headers = {"Idempotency-Key": key or uuid.uuid4().hex}
+        for attempt in range(31):
+            try:
+                return (await self.request("POST", "/v1/sessions", body, headers, transport_retries=10))[1]
+            except ServeError as e:  # 409 with Retry-After: the first try is still making it
+                if e.status != 409 or e.field != "idempotency_key" or attempt == 30:
+                    raise
+                await asyncio.sleep(e.retry_after)
 
     async def call_tools(self, session_id, calls):
         """Runs `calls` ([{"name", "arguments" (an object, or the model's JSON text)}, "id"?]) in
@@ -161,4 +169,15 @@ class Client:
         return (await self.request("GET", "/v1/sessions/%s" % session_id))[1]
 
     async def end_session(self, session_id):
-        return (await self.request("DELETE", "/v1/sessions/%s" % session_id))[1]
+        """Ends the session. A DELETE whose answer was lost is sent again; a 404 then means the first
+        one ended it."""
+        try:
+            return (await self.request("DELETE", "/v1/sessions/%s" % session_id))[1]
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        try:
+            return (await self.request("DELETE", "/v1/sessions/%s" % session_id, transport_retries=10))[1]
+        except ServeError as e:
+            if e.status != 404:
+                raise
+            return {"id": session_id, "deleted": True}

@@ -164,6 +164,45 @@ def test_a_session_driven_from_outside_is_judged_like_an_episode(server, small_t
     assert gone.status == 404 and gone.field == "session"
 
 
+class LosesAnswers(Recording):
+    """A client whose first answer to each of `lose` (method, path) is lost after the server made
+    it: what a cut connection or a server killed before answering does."""
+
+    def __init__(self, url, lose):
+        super().__init__(url)
+        self.lose, self.sent = set(lose), []
+
+    def _call(self, method, path, body=None, headers=None, timeout=None):
+        answer = super()._call(method, path, body, headers, timeout)
+        route = (method, "/v1/sessions" if path == "/v1/sessions" else "/v1/sessions/ID")
+        self.sent.append((route, dict(headers or {}).get("Idempotency-Key")))
+        if route in self.lose:
+            self.lose.discard(route)
+            raise ConnectionResetError("the answer was lost")
+        return answer
+
+
+def test_a_session_whose_answers_were_lost_is_made_once_and_ended_once(server, small_task):
+    """A creation whose answer is lost is sent again with its idempotency key: the same session
+    comes back ("existed"), not a second; a DELETE whose answer is lost, sent again, ends it once."""
+
+    async def go():
+        async with LosesAnswers(server, {("POST", "/v1/sessions"), ("DELETE", "/v1/sessions/ID")}) as c:
+            before = (await c.health())["sessions"]
+            s = await c.create_session({"path": small_task})
+            made = (await c.health())["sessions"] - before
+            ended = await c.end_session(s["id"])
+            with pytest.raises(ServeError) as gone:
+                await c.session(s["id"])
+            return s, made, ended, gone.value, c.sent
+
+    s, made, ended, gone, sent = asyncio.run(go())
+    creates = [k for route, k in sent if route == ("POST", "/v1/sessions")]
+    assert len(creates) == 2 and creates[0] and creates[0] == creates[1], sent  # one key, sent twice
+    assert s["existed"] is True and made == 1
+    assert ended["deleted"] is True and gone.status == 404
+
+
 def test_every_message_had_its_schema():
     """(after the others) what the schemas were checked on: accepted, evaluation, error bodies."""
     kinds = {(m, p, s // 100) for m, p, s in Recording.checked}

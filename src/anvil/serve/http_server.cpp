@@ -98,13 +98,13 @@ std::optional<HttpAnswer> parse_body(const std::string& body, Json* out) {
 
 //   POST /v1/sessions, GET|DELETE /v1/sessions/ID, POST /v1/sessions/ID/calls, POST /v1/sessions/ID/finalize
 HttpAnswer sessions_route(Sessions& sessions, const std::string& method, const std::string& path, const std::string& body,
-                          std::string* kind) {
+                          const std::string& idempotency_key, std::string* kind) {
   Json j;
   if (path == "/v1/sessions") {
     if (method != "POST") return not_allowed("POST", path);
     if (auto bad = parse_body(body, &j)) return *bad;
     *kind = "session_create";
-    return json_answer(sessions.create(j));
+    return json_answer(sessions.create(j, idempotency_key));
   }
   std::string rest = path.substr(std::string("/v1/sessions/").size());
   size_t slash = rest.find('/');
@@ -148,7 +148,7 @@ HttpAnswer dispatch(Service& service, const std::string& method, const std::stri
     return r;
   }
   if (path == "/v1/sessions" || path.rfind("/v1/sessions/", 0) == 0) {
-    return sessions_route(service.sessions(), method, path, body, kind);
+    return sessions_route(service.sessions(), method, path, body, idempotency_key, kind);
   }
   const std::string prefix = "/v1/evaluations";
   if (path == prefix || path == prefix + "/batch") {

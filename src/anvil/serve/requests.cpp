@@ -184,4 +184,16 @@ std::optional<Invalid> validate_evaluation(const Json& body, const RequestLimits
   return std::nullopt;
 }
 
+std::optional<Invalid> idempotency_key_of(const Json& body, const std::string& header_key, std::string* key) {
+  *key = header_key;
+  if (body.is_object() && body.contains("idempotency_key")) {
+    if (!body["idempotency_key"].is_string()) return Invalid{"idempotency_key", "a string"};
+    std::string k = body["idempotency_key"];
+    if (!key->empty() && k != *key) return Invalid{"idempotency_key", "differs from the Idempotency-Key header"};
+    *key = k;
+  }
+  if (key->size() > 256) return Invalid{"idempotency_key", "longer than 256 bytes"};
+  return std::nullopt;
+}
+
 }  // namespace anvil

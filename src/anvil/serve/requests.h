@@ -49,6 +49,9 @@ std::optional<Invalid> validate_candidate(const nlohmann::json& body, const Requ
 std::optional<Invalid> validate_options(const nlohmann::json& body, nlohmann::json* out);
 // `o` with a request's validated options applied.
 EvalOptions with_options(EvalOptions o, const nlohmann::json& options);
+// The idempotency key of a request: the Idempotency-Key header's or the body's idempotency_key
+// (both: the same), at most 256 bytes; "" when neither.
+std::optional<Invalid> idempotency_key_of(const nlohmann::json& body, const std::string& header_key, std::string* key);
 // An evaluation request: {task, candidate, options?, idempotency_key?} -> {task, candidate, options}.
 std::optional<Invalid> validate_evaluation(const nlohmann::json& body, const RequestLimits& limits, nlohmann::json* out);
 

@@ -587,6 +587,65 @@ TEST(Serve, ASessionRunsToolsInOrderSurvivesARestartAndFinalizesToOneEvaluation)
   EXPECT_EQ(s->json("GET", "/health")["sessions"], 0);
 }
 
+// A creation sent again with its idempotency key (its answer lost to a cut connection or a kill)
+// answers the same session, never a second; across a restart too.
+TEST(Serve, ASessionsCreationWithAKeyIsMadeOnce) {
+  fs::path state = fresh_dir("session-keys") / "state";
+  auto s = std::make_unique<Server>(state);
+  ASSERT_GT(s->port(), 0);
+  long status = 0;
+  Json req = {{"task", {{"path", small_task()}}}, {"ttl_s", 600}};
+  Json first = s->json("POST", "/v1/sessions", req, {"Idempotency-Key: worker-3-episode-9"}, &status);
+  ASSERT_EQ(status, 201) << first.dump();
+  EXPECT_EQ(first["existed"], false);
+  std::string id = first["id"];
+  Json again = s->json("POST", "/v1/sessions", req, {"Idempotency-Key: worker-3-episode-9"}, &status);
+  EXPECT_EQ(status, 200) << again.dump();
+  EXPECT_EQ(again["id"], id);
+  EXPECT_EQ(again["existed"], true);
+  EXPECT_EQ(again["messages"], first["messages"]);
+  Json in_body = req;
+  in_body["idempotency_key"] = "worker-3-episode-9";
+  EXPECT_EQ(s->json("POST", "/v1/sessions", in_body, {}, &status)["id"], id);
+  EXPECT_EQ(status, 200);
+  Json other = req;
+  other["ttl_s"] = 900;
+  EXPECT_EQ(s->json("POST", "/v1/sessions", other, {"Idempotency-Key: worker-3-episode-9"}, &status)["error"]["field"],
+            "idempotency_key");
+  EXPECT_EQ(status, 422);
+  Json without = s->json("POST", "/v1/sessions", req, {}, &status);  // no key: a session each time
+  EXPECT_EQ(status, 201);
+  EXPECT_NE(without["id"], id);
+  EXPECT_EQ(s->json("GET", "/health")["sessions"], 2);
+
+  s->kill9();  // the answer lost to a kill: the restarted server answers the same session
+  s = std::make_unique<Server>(state);
+  ASSERT_GT(s->port(), 0);
+  EXPECT_EQ(s->json("POST", "/v1/sessions", req, {"Idempotency-Key: worker-3-episode-9"}, &status)["id"], id);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(s->json("GET", "/v1/sessions/" + id, nullptr, {}, &status)["id"], id);
+
+  // A creation cut short by a kill (its directory made, its answer not kept): made afresh.
+  Json cut = s->json("POST", "/v1/sessions", req, {"Idempotency-Key: cut-short"}, &status);
+  ASSERT_EQ(status, 201);
+  fs::remove(state / "sessions" / cut["id"].get<std::string>() / "opened.json");
+  Json remade = s->json("POST", "/v1/sessions", req, {"Idempotency-Key: cut-short"}, &status);
+  EXPECT_EQ(status, 201) << remade.dump();
+  EXPECT_EQ(remade["id"], cut["id"]);
+  EXPECT_EQ(remade["existed"], false);
+
+  // Ended: the key makes a new session (409 while the old one's directory is being removed).
+  EXPECT_EQ(s->call("DELETE", "/v1/sessions/" + id).status, 200);
+  Json ended = s->json("POST", "/v1/sessions", req, {"Idempotency-Key: worker-3-episode-9"}, &status);
+  EXPECT_TRUE(status == 201 || status == 409) << ended.dump();  // 409 while its directory is set aside
+  if (status == 201) {
+    EXPECT_EQ(ended["existed"], false);
+  }
+  EXPECT_EQ(s->json("POST", "/v1/sessions", req, {"Idempotency-Key: " + std::string(300, 'k')}, &status)["error"]["field"],
+            "idempotency_key");
+  EXPECT_EQ(status, 400);
+}
+
 TEST(Serve, AKilledServerAnswersEveryAcceptedRequestAndLeavesNoProcess) {
   fs::path state = fresh_dir("killed");
   // A cache of its own: every process of its evaluations works under it (their private copies).

@@ -118,23 +118,6 @@ int Service::retry_after_s() {
   return std::max(1, static_cast<int>(std::ceil(mean / static_cast<double>(lanes))));
 }
 
-namespace {
-
-// The idempotency key of a request: the header's or the body's (both: the same).
-std::optional<Invalid> key_of(const Json& body, const std::string& header_key, std::string* key) {
-  *key = header_key;
-  if (body.is_object() && body.contains("idempotency_key")) {
-    if (!body["idempotency_key"].is_string()) return Invalid{"idempotency_key", "a string"};
-    std::string k = body["idempotency_key"];
-    if (!key->empty() && k != *key) return Invalid{"idempotency_key", "differs from the Idempotency-Key header"};
-    *key = k;
-  }
-  if (key->size() > 256) return Invalid{"idempotency_key", "longer than 256 bytes"};
-  return std::nullopt;
-}
-
-}  // namespace
-
 ServeReply Service::accept(const std::vector<std::pair<std::string, Json>>& requests, std::vector<Store::Accepted>* out) {
   try {
     *out = store_->accept_all(requests, opts_.max_queue);
@@ -175,7 +158,7 @@ ServeReply Service::submit(const Json& body, const std::string& header_key) {
   Json req;
   std::string key;
   if (auto bad = validate_evaluation(body, opts_.limits, &req)) return serve_error(400, bad->field, bad->message);
-  if (auto bad = key_of(body, header_key, &key)) return serve_error(400, bad->field, bad->message);
+  if (auto bad = idempotency_key_of(body, header_key, &key)) return serve_error(400, bad->field, bad->message);
   std::vector<Store::Accepted> got;
   ServeReply r = accept({{key, req}}, &got);
   if (r.status != 202) return r;
@@ -213,7 +196,7 @@ ServeReply Service::submit_batch(const Json& body) {
     Json req;
     std::string key;
     std::optional<Invalid> bad = validate_evaluation(all[i], opts_.limits, &req);
-    if (!bad) bad = key_of(all[i], "", &key);
+    if (!bad) bad = idempotency_key_of(all[i], "", &key);
     if (bad) {
       return serve_error(400, "evaluations[" + std::to_string(i) + "]" + (bad->field.empty() ? "" : "." + bad->field),
                          bad->message);

@@ -9,6 +9,7 @@
 #include "anvil/env/task.h"
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -142,9 +143,35 @@ size_t Sessions::count() const {
   return n;
 }
 
-ServeReply Sessions::create(const Json& body) {
+std::string Sessions::keyed_id(const std::string& key) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (secret_.empty()) {
+    fs::path file = opts_.dir / ".key";
+    auto text = read_file(file);
+    if (!text || !well_formed(*text)) {
+      std::string err;
+      std::error_code ec;
+      fs::create_directories(opts_.dir, ec);
+      // Made once (a second server on the state would race here: the store's lock keeps to one).
+      if (!write_file_atomic(file, new_id(), &err)) throw std::runtime_error("cannot keep the sessions' key: " + err);
+      fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, ec);
+      text = read_file(file);
+    }
+    if (!text) throw std::runtime_error("cannot read the sessions' key " + file.string());
+    secret_ = *text;
+  }
+  return sha256_hex(secret_ + "\n" + key).substr(0, 32);
+}
+
+ServeReply Sessions::create(const Json& body, const std::string& header_key) {
   if (!body.is_object()) return serve_error(400, "", "the body must be a JSON object");
-  if (auto bad = only_keys(body, "", {"task", "options", "ttl_s"})) return serve_error(400, bad->field, bad->message);
+  if (auto bad = only_keys(body, "", {"task", "options", "ttl_s", "idempotency_key"})) {
+    return serve_error(400, bad->field, bad->message);
+  }
+  std::string key;
+  if (auto bad = idempotency_key_of(body, header_key, &key)) return serve_error(400, bad->field, bad->message);
+  Json request = body;
+  request.erase("idempotency_key");
   Json task_req, options;
   if (auto bad = validate_task(body, opts_.limits, &task_req)) return serve_error(400, bad->field, bad->message);
   if (auto bad = validate_options(body, &options)) return serve_error(400, bad->field, bad->message);
@@ -156,11 +183,56 @@ ServeReply Sessions::create(const Json& body) {
     }
     ttl = body["ttl_s"];
   }
-  std::string id = new_id();
+  std::string id;
+  try {
+    id = key.empty() ? new_id() : keyed_id(key);
+  } catch (const std::exception& e) {
+    return serve_error(503, "", e.what());
+  }
   fs::path dir = opts_.dir / id;
   std::error_code ec;
+  struct Making {  // a keyed session's creation under way, until this returns
+    Sessions* self = nullptr;
+    std::string id;
+    ~Making() {
+      if (!self) return;
+      std::lock_guard<std::mutex> g(self->mu_);
+      self->making_.erase(id);
+    }
+  } making;
   {
     std::lock_guard<std::mutex> g(mu_);  // counted and made at once: concurrent creates stay within the limit
+    if (!key.empty()) {
+      if (making_.count(id)) {
+        ServeReply r = serve_error(409, "idempotency_key", "the session of this key is being made: ask again");
+        r.headers.emplace_back("Retry-After", "1");
+        return r;
+      }
+      auto it = open_.find(id);
+      bool gone = (it != open_.end() && it->second->gone) || fs::exists(dir / "session.ended", ec);
+      auto opened = read_file(dir / "opened.json");
+      if (gone) {
+        ServeReply r = serve_error(409, "idempotency_key", "the session this key made (" + id + ") is being ended: ask again");
+        r.headers.emplace_back("Retry-After", "1");
+        return r;
+      }
+      if (opened && fs::exists(dir / "session.json", ec)) {
+        Json o = Json::parse(*opened, nullptr, false);
+        if (o.is_object() && o["reply"].is_object()) {
+          if (o["request"] != request) {
+            return serve_error(422, "idempotency_key", "already used by session " + id + " for another request");
+          }
+          Json reply = o["reply"];
+          reply["existed"] = true;
+          return {200, reply, {}};
+        }
+      }
+      // Nothing, or what a creation cut short (a kill) left: made afresh.
+      if (fs::exists(dir, ec)) remove_tree(dir);
+      making_.insert(id);
+      making.self = this;
+      making.id = id;
+    }
     if (count() >= opts_.max_sessions) {
       ServeReply r = serve_error(429, "", "the server holds " + std::to_string(opts_.max_sessions) +
                                               " sessions: end some (DELETE /v1/sessions/ID) or try later");
@@ -214,7 +286,6 @@ ServeReply Sessions::create(const Json& body) {
   s->tools = tool_box(s->meta);
   s->meta["state"] = s->tools->state();
   if (!save(*s, &err)) return serve_error(503, "", err);
-  undo.keep = true;
   Json reply = {{"id", id},
                 {"workdir", (dir / "workdir").string()},
                 {"task", {{"name", task->name}}},
@@ -229,6 +300,12 @@ ServeReply Sessions::create(const Json& body) {
                   {"wall_clock_s", opts_.wall_clock.count()},
                   {"max_tool_output", opts_.max_output},
                   {"max_calls_per_request", opts_.max_calls}}}};
+  // The answer kept for a retry of the same key (written last: a session without it was cut short).
+  if (!key.empty() && !write_file_atomic(dir / "opened.json", Json{{"request", request}, {"reply", reply}}.dump() + "\n", &err)) {
+    return serve_error(503, "", err);
+  }
+  undo.keep = true;
+  reply["existed"] = false;
   std::lock_guard<std::mutex> g(mu_);
   open_[id] = s;
   return {201, reply, {}};

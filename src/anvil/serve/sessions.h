@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -66,7 +67,9 @@ class Sessions {
            ObserveFn observe);
   ~Sessions();
 
-  ServeReply create(const nlohmann::json& body);                       // 201
+  // 201; with an idempotency key (the header's or the body's), a retry of a creation whose answer
+  // was lost answers 200 with the same session (its id is derived from the key), never a second.
+  ServeReply create(const nlohmann::json& body, const std::string& idempotency_key = "");
   ServeReply calls(const std::string& id, const nlohmann::json& body);  // 200 {results}
   ServeReply finalize(const std::string& id);                           // 202 {evaluation}
   ServeReply get(const std::string& id);
@@ -84,6 +87,9 @@ class Sessions {
   void discard(Session& s);
   std::unique_ptr<ToolBox> tool_box(const nlohmann::json& meta) const;
   bool save(const Session& s, std::string* err) const;
+  // The id of the session an idempotency key makes: 128 bits of SHA-256 over the state's secret
+  // (STATE/sessions/.key, made once) and the key, so a key names one session and no id is guessable.
+  std::string keyed_id(const std::string& key);
 
   const Environment& env_;
   SessionOptions opts_;
@@ -96,6 +102,8 @@ class Sessions {
   // Loaded sessions (the others are read from disk when used); an ended one stays, gone, until its
   // directory is discarded, so that no find() reads it back meanwhile.
   std::map<std::string, std::shared_ptr<Session>> open_;
+  std::set<std::string> making_;  // keyed sessions being made (a concurrent retry waits: 409)
+  std::string secret_;            // keyed_id's (under mu_)
 };
 
 }  // namespace anvil
