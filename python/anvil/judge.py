@@ -810,20 +810,25 @@ class Judge(Harness):
                 reads = self.prepare_reads(outputs, plan)
                 reads.launch()
             else:  # the inputs go in once the calls are enqueued (or at the gate's deadline)
-                queued = self.ask(message, ("queued",), deadline=start + gate_ms / 1e3)
-                if queued is None:  # open the gate anyway; the clock ends when the outputs are described
-                    clock.open(copies)
-                    queued = self.answer(("queued",), command)
-                outputs = self.parse_outputs(queued, n, cuda)
-                reads = self.prepare_reads(outputs, plan)  # before the clock: nothing here waits for the device
+                # (the parts' clocks say where a batch's seconds go: bench/results/multi-gpu-2026-11-27)
+                with self.clock(kind + "_batch_queued"):
+                    queued = self.ask(message, ("queued",), deadline=start + gate_ms / 1e3)
+                    if queued is None:  # open the gate anyway; the clock ends when the outputs are described
+                        clock.open(copies)
+                        queued = self.answer(("queued",), command)
+                with self.clock(kind + "_batch_reads"):
+                    outputs = self.parse_outputs(queued, n, cuda)
+                    reads = self.prepare_reads(outputs, plan)  # before the clock: nothing here waits for the device
                 if not clock.opened:
                     clock.open(copies)
                 clock.close(reads)
-                reply = self.answer(("batch_done",), command)
+                with self.clock(kind + "_batch_done"):
+                    reply = self.answer(("batch_done",), command)
                 answered = time.perf_counter()
                 if kind == "candidate":
                     self._kill(self.candidate_pid(), signal.SIGSTOP)  # nothing more from its host side
-                clock.finish()
+                with self.clock(kind + "_batch_finish"):
+                    clock.finish()
         except batch.BatchError as e:
             raise Hack("protocol", "the judge's batch: %s" % e)
         finally:

@@ -17,6 +17,7 @@
 #include "anvil/env/test_env.h"
 #include "anvil/serve/store.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -588,10 +589,11 @@ TEST(Serve, ASessionRunsToolsInOrderSurvivesARestartAndFinalizesToOneEvaluation)
 }
 
 // A creation sent again with its idempotency key (its answer lost to a cut connection or a kill)
-// answers the same session, never a second; across a restart too.
+// answers the same session, never a second; across a restart too. A key never names another
+// session: once its session has ended or expired, it is answered 410.
 TEST(Serve, ASessionsCreationWithAKeyIsMadeOnce) {
   fs::path state = fresh_dir("session-keys") / "state";
-  auto s = std::make_unique<Server>(state);
+  auto s = std::make_unique<Server>(state, std::vector<std::string>{"--session-ttl", "3"});
   ASSERT_GT(s->port(), 0);
   long status = 0;
   Json req = {{"task", {{"path", small_task()}}}, {"ttl_s", 600}};
@@ -610,37 +612,42 @@ TEST(Serve, ASessionsCreationWithAKeyIsMadeOnce) {
   EXPECT_EQ(status, 200);
   Json other = req;
   other["ttl_s"] = 900;
-  EXPECT_EQ(s->json("POST", "/v1/sessions", other, {"Idempotency-Key: worker-3-episode-9"}, &status)["error"]["field"],
-            "idempotency_key");
+  Json refused = s->json("POST", "/v1/sessions", other, {"Idempotency-Key: worker-3-episode-9"}, &status);
   EXPECT_EQ(status, 422);
+  EXPECT_EQ(refused["error"]["field"], "idempotency_key");
+  EXPECT_EQ(refused.dump().find(id), std::string::npos) << "a refusal does not give the session's id away";
   Json without = s->json("POST", "/v1/sessions", req, {}, &status);  // no key: a session each time
   EXPECT_EQ(status, 201);
   EXPECT_NE(without["id"], id);
   EXPECT_EQ(s->json("GET", "/health")["sessions"], 2);
 
   s->kill9();  // the answer lost to a kill: the restarted server answers the same session
-  s = std::make_unique<Server>(state);
+  s = std::make_unique<Server>(state, std::vector<std::string>{"--session-ttl", "3"});
   ASSERT_GT(s->port(), 0);
   EXPECT_EQ(s->json("POST", "/v1/sessions", req, {"Idempotency-Key: worker-3-episode-9"}, &status)["id"], id);
   EXPECT_EQ(status, 200);
-  EXPECT_EQ(s->json("GET", "/v1/sessions/" + id, nullptr, {}, &status)["id"], id);
 
-  // A creation cut short by a kill (its directory made, its answer not kept): made afresh.
+  // A creation cut short before its key was recorded: made anew (the first, which nobody was told
+  // of, expires).
   Json cut = s->json("POST", "/v1/sessions", req, {"Idempotency-Key: cut-short"}, &status);
   ASSERT_EQ(status, 201);
-  fs::remove(state / "sessions" / cut["id"].get<std::string>() / "opened.json");
+  ASSERT_TRUE(fs::remove(state / "sessions" / ".keys" / sha256_hex("cut-short")));
   Json remade = s->json("POST", "/v1/sessions", req, {"Idempotency-Key: cut-short"}, &status);
   EXPECT_EQ(status, 201) << remade.dump();
-  EXPECT_EQ(remade["id"], cut["id"]);
-  EXPECT_EQ(remade["existed"], false);
+  EXPECT_NE(remade["id"], cut["id"]);
 
-  // Ended: the key makes a new session (409 while the old one's directory is being removed).
+  // Ended, or expired: its key is answered 410, and makes no second session.
   EXPECT_EQ(s->call("DELETE", "/v1/sessions/" + id).status, 200);
   Json ended = s->json("POST", "/v1/sessions", req, {"Idempotency-Key: worker-3-episode-9"}, &status);
-  EXPECT_TRUE(status == 201 || status == 409) << ended.dump();  // 409 while its directory is set aside
-  if (status == 201) {
-    EXPECT_EQ(ended["existed"], false);
-  }
+  EXPECT_EQ(status, 410) << ended.dump();
+  EXPECT_EQ(ended["error"]["field"], "idempotency_key");
+  Json brief = {{"task", {{"path", small_task()}}}};  // the server's time to live: 3 s
+  EXPECT_EQ(s->json("POST", "/v1/sessions", brief, {"Idempotency-Key: brief"}, &status)["existed"], false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  EXPECT_EQ(s->json("POST", "/v1/sessions", brief, {"Idempotency-Key: brief"}, &status)["error"]["field"],
+            "idempotency_key");
+  EXPECT_EQ(status, 410);
+
   EXPECT_EQ(s->json("POST", "/v1/sessions", req, {"Idempotency-Key: " + std::string(300, 'k')}, &status)["error"]["field"],
             "idempotency_key");
   EXPECT_EQ(status, 400);

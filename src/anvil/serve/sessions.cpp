@@ -143,24 +143,25 @@ size_t Sessions::count() const {
   return n;
 }
 
-std::string Sessions::keyed_id(const std::string& key) {
-  std::lock_guard<std::mutex> g(mu_);
-  if (secret_.empty()) {
-    fs::path file = opts_.dir / ".key";
-    auto text = read_file(file);
-    if (!text || !well_formed(*text)) {
-      std::string err;
-      std::error_code ec;
-      fs::create_directories(opts_.dir, ec);
-      // Made once (a second server on the state would race here: the store's lock keeps to one).
-      if (!write_file_atomic(file, new_id(), &err)) throw std::runtime_error("cannot keep the sessions' key: " + err);
-      fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, ec);
-      text = read_file(file);
-    }
-    if (!text) throw std::runtime_error("cannot read the sessions' key " + file.string());
-    secret_ = *text;
+fs::path Sessions::key_file(const std::string& key) const { return opts_.dir / ".keys" / sha256_hex(key); }
+
+ServeReply Sessions::made_before(const std::string& id, const Json& request) {
+  ServeReply state = get(id);  // 404: ended, expired (or its directory lost)
+  if (state.status == 404) {
+    return serve_error(410, "idempotency_key",
+                       "the session this key made has ended or expired: a new session needs a new key");
   }
-  return sha256_hex(secret_ + "\n" + key).substr(0, 32);
+  if (state.status != 200) return state;
+  auto text = read_file(opts_.dir / id / "opened.json");
+  Json o = text ? Json::parse(*text, nullptr, false) : Json();
+  if (!o.is_object() || !o["reply"].is_object()) {
+    return serve_error(503, "", "the first answer of this key's session cannot be read back");
+  }
+  if (o["request"] != request) return serve_error(422, "idempotency_key", "already used for another request");
+  Json reply = o["reply"];
+  reply["expires_at"] = state.body["expires_at"];
+  reply["existed"] = true;
+  return {200, reply, {}};
 }
 
 ServeReply Sessions::create(const Json& body, const std::string& header_key) {
@@ -183,56 +184,50 @@ ServeReply Sessions::create(const Json& body, const std::string& header_key) {
     }
     ttl = body["ttl_s"];
   }
-  std::string id;
-  try {
-    id = key.empty() ? new_id() : keyed_id(key);
-  } catch (const std::exception& e) {
-    return serve_error(503, "", e.what());
-  }
-  fs::path dir = opts_.dir / id;
-  std::error_code ec;
-  struct Making {  // a keyed session's creation under way, until this returns
+  // With a key: the session it made, if any (STATE/sessions/.keys/SHA-256(key) holds its id, written
+  // once the session is whole; a creation cut short left none, so it is made anew, the first one an
+  // orphan that expires). Ids stay random: a key never names a second session.
+  fs::path key_path;
+  struct Making {  // a keyed creation under way, until this returns: a retry meanwhile waits (409)
     Sessions* self = nullptr;
-    std::string id;
+    std::string name;
     ~Making() {
       if (!self) return;
       std::lock_guard<std::mutex> g(self->mu_);
-      self->making_.erase(id);
+      self->making_.erase(name);
     }
   } making;
-  {
-    std::lock_guard<std::mutex> g(mu_);  // counted and made at once: concurrent creates stay within the limit
-    if (!key.empty()) {
-      if (making_.count(id)) {
+  if (!key.empty()) {
+    key_path = key_file(key);
+    std::optional<std::string> known;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      std::string name = key_path.filename().string();
+      if (making_.count(name)) {
         ServeReply r = serve_error(409, "idempotency_key", "the session of this key is being made: ask again");
         r.headers.emplace_back("Retry-After", "1");
         return r;
       }
-      auto it = open_.find(id);
-      bool gone = (it != open_.end() && it->second->gone) || fs::exists(dir / "session.ended", ec);
-      auto opened = read_file(dir / "opened.json");
-      if (gone) {
-        ServeReply r = serve_error(409, "idempotency_key", "the session this key made (" + id + ") is being ended: ask again");
-        r.headers.emplace_back("Retry-After", "1");
-        return r;
+      std::error_code kec;
+      known = read_file(key_path);
+      if (!known && fs::exists(key_path, kec)) return serve_error(503, "", "cannot read " + key_path.string());
+      if (!known) {
+        making_.insert(name);
+        making.self = this;
+        making.name = name;
       }
-      if (opened && fs::exists(dir / "session.json", ec)) {
-        Json o = Json::parse(*opened, nullptr, false);
-        if (o.is_object() && o["reply"].is_object()) {
-          if (o["request"] != request) {
-            return serve_error(422, "idempotency_key", "already used by session " + id + " for another request");
-          }
-          Json reply = o["reply"];
-          reply["existed"] = true;
-          return {200, reply, {}};
-        }
-      }
-      // Nothing, or what a creation cut short (a kill) left: made afresh.
-      if (fs::exists(dir, ec)) remove_tree(dir);
-      making_.insert(id);
-      making.self = this;
-      making.id = id;
     }
+    if (known) {
+      std::string known_id = trim(*known);
+      if (!well_formed(known_id)) return serve_error(503, "", key_path.string() + " is damaged");
+      return made_before(known_id, request);
+    }
+  }
+  std::string id = new_id();
+  fs::path dir = opts_.dir / id;
+  std::error_code ec;
+  {
+    std::lock_guard<std::mutex> g(mu_);  // counted and made at once: concurrent creates stay within the limit
     if (count() >= opts_.max_sessions) {
       ServeReply r = serve_error(429, "", "the server holds " + std::to_string(opts_.max_sessions) +
                                               " sessions: end some (DELETE /v1/sessions/ID) or try later");
@@ -300,9 +295,13 @@ ServeReply Sessions::create(const Json& body, const std::string& header_key) {
                   {"wall_clock_s", opts_.wall_clock.count()},
                   {"max_tool_output", opts_.max_output},
                   {"max_calls_per_request", opts_.max_calls}}}};
-  // The answer kept for a retry of the same key (written last: a session without it was cut short).
-  if (!key.empty() && !write_file_atomic(dir / "opened.json", Json{{"request", request}, {"reply", reply}}.dump() + "\n", &err)) {
-    return serve_error(503, "", err);
+  if (!key.empty()) {  // the first answer, for a retry; then the key's record, last: the session is whole
+    std::error_code kec;
+    fs::create_directories(key_path.parent_path(), kec);
+    if (!write_file_atomic(dir / "opened.json", Json{{"request", request}, {"reply", reply}}.dump() + "\n", &err) ||
+        !write_file_atomic(key_path, id + "\n", &err)) {
+      return serve_error(503, "", err);
+    }
   }
   undo.keep = true;
   reply["existed"] = false;
@@ -547,6 +546,15 @@ int Sessions::reap() {
       auto age = fs::file_time_type::clock::now() - fs::last_write_time(it->path(), ec);
       if (!ec && age > std::chrono::hours(1)) trash.push_back(it->path());
     }
+  }
+  // A key's record outlives its session by up to the longest time to live (a retry that late is
+  // answered 410), then goes.
+  for (fs::directory_iterator it(opts_.dir / ".keys", ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code aec;
+    auto age = fs::file_time_type::clock::now() - fs::last_write_time(it->path(), aec);
+    if (aec || age < opts_.max_ttl) continue;
+    auto id = read_file(it->path());
+    if (id && !fs::exists(opts_.dir / trim(*id), aec) && !aec) trash.push_back(it->path());
   }
   for (const auto& t : trash) remove_tree(t);
   int n = 0;

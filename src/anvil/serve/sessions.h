@@ -68,7 +68,7 @@ class Sessions {
   ~Sessions();
 
   // 201; with an idempotency key (the header's or the body's), a retry of a creation whose answer
-  // was lost answers 200 with the same session (its id is derived from the key), never a second.
+  // was lost answers 200 with the same session, never a second (made_before).
   ServeReply create(const nlohmann::json& body, const std::string& idempotency_key = "");
   ServeReply calls(const std::string& id, const nlohmann::json& body);  // 200 {results}
   ServeReply finalize(const std::string& id);                           // 202 {evaluation}
@@ -87,9 +87,11 @@ class Sessions {
   void discard(Session& s);
   std::unique_ptr<ToolBox> tool_box(const nlohmann::json& meta) const;
   bool save(const Session& s, std::string* err) const;
-  // The id of the session an idempotency key makes: 128 bits of SHA-256 over the state's secret
-  // (STATE/sessions/.key, made once) and the key, so a key names one session and no id is guessable.
-  std::string keyed_id(const std::string& key);
+  // Where an idempotency key's session id is kept: STATE/sessions/.keys/<SHA-256 of the key>.
+  std::filesystem::path key_file(const std::string& key) const;
+  // The answer to a retry of a keyed creation whose session `id` exists: 200 with its first answer
+  // (`request` the same), 410 when it has ended or expired, 422 for another request.
+  ServeReply made_before(const std::string& id, const nlohmann::json& request);
 
   const Environment& env_;
   SessionOptions opts_;
@@ -102,8 +104,7 @@ class Sessions {
   // Loaded sessions (the others are read from disk when used); an ended one stays, gone, until its
   // directory is discarded, so that no find() reads it back meanwhile.
   std::map<std::string, std::shared_ptr<Session>> open_;
-  std::set<std::string> making_;  // keyed sessions being made (a concurrent retry waits: 409)
-  std::string secret_;            // keyed_id's (under mu_)
+  std::set<std::string> making_;  // the key files of keyed creations under way (a retry meanwhile: 409)
 };
 
 }  // namespace anvil
