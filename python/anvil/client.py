@@ -143,11 +143,13 @@ class Client:
         if ttl_s is not None:
             body["ttl_s"] = ttl_s
         headers = {"Idempotency-Key": key or uuid.uuid4().hex}
-        for attempt in range(31):
+        loop = asyncio.get_running_loop()
+        end = loop.time() + max(60.0, self.timeout)  # a task's probe can be slow on a loaded host
+        while True:
             try:
                 return (await self.request("POST", "/v1/sessions", body, headers, transport_retries=10))[1]
             except ServeError as e:  # 409 with Retry-After: the first try is still making it
-                if e.status != 409 or e.field != "idempotency_key" or attempt == 30:
+                if e.status != 409 or e.field != "idempotency_key" or loop.time() >= end:
                     raise
                 await asyncio.sleep(e.retry_after)
 

@@ -146,18 +146,18 @@ size_t Sessions::count() const {
 fs::path Sessions::key_file(const std::string& key) const { return opts_.dir / ".keys" / sha256_hex(key); }
 
 ServeReply Sessions::made_before(const std::string& id, const Json& request) {
-  ServeReply state = get(id);  // 404: ended, expired (or its directory lost)
-  if (state.status == 404) {
-    return serve_error(410, "idempotency_key",
-                       "the session this key made has ended or expired: a new session needs a new key");
-  }
-  if (state.status != 200) return state;
+  auto ended = [] {
+    return serve_error(410, "idempotency_key", "the session this key made has ended or expired: a new session needs a new key");
+  };
+  // The request compared before anything else is read: no answer names the id to another body.
   auto text = read_file(opts_.dir / id / "opened.json");
-  Json o = text ? Json::parse(*text, nullptr, false) : Json();
-  if (!o.is_object() || !o["reply"].is_object()) {
-    return serve_error(503, "", "the first answer of this key's session cannot be read back");
-  }
+  if (!text) return ended();  // its directory set aside (ended, reaped)
+  Json o = Json::parse(*text, nullptr, false);
+  if (!o.is_object() || !o["reply"].is_object()) return serve_error(503, "", "this key's first answer cannot be read back");
   if (o["request"] != request) return serve_error(422, "idempotency_key", "already used for another request");
+  ServeReply state = get(id);
+  if (state.status == 404) return ended();
+  if (state.status != 200) return serve_error(503, "", "this key's session cannot be read back");
   Json reply = o["reply"];
   reply["expires_at"] = state.body["expires_at"];
   reply["existed"] = true;
@@ -547,14 +547,18 @@ int Sessions::reap() {
       if (!ec && age > std::chrono::hours(1)) trash.push_back(it->path());
     }
   }
-  // A key's record outlives its session by up to the longest time to live (a retry that late is
-  // answered 410), then goes.
+  // A key's record outlives its session by the longest time to live (a retry that late is answered
+  // 410), then goes: touched while its session lives, removed that long after.
   for (fs::directory_iterator it(opts_.dir / ".keys", ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code aec;
-    auto age = fs::file_time_type::clock::now() - fs::last_write_time(it->path(), aec);
-    if (aec || age < opts_.max_ttl) continue;
     auto id = read_file(it->path());
-    if (id && !fs::exists(opts_.dir / trim(*id), aec) && !aec) trash.push_back(it->path());
+    if (!id) continue;
+    if (fs::exists(opts_.dir / trim(*id), aec) || aec) {
+      fs::last_write_time(it->path(), fs::file_time_type::clock::now(), aec);
+      continue;
+    }
+    auto age = fs::file_time_type::clock::now() - fs::last_write_time(it->path(), aec);
+    if (!aec && age >= opts_.max_ttl) trash.push_back(it->path());
   }
   for (const auto& t : trash) remove_tree(t);
   int n = 0;
