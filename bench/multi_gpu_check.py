@@ -15,20 +15,14 @@ The baselines (eager, torch.compile) are the cached ones in every run, so a cand
 whole of what changes its speedup.
 """
 import argparse
-import glob
 import json
 import math
 import os
 import statistics
+import sys
 
-
-def records(run):
-    out = {}
-    for f in glob.glob(os.path.join(run, "tasks", "*", "*.json")):
-        with open(f) as fh:
-            r = json.load(fh)
-        out[r["level"] + "/" + r["stem"]] = r
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing_check import records  # noqa: E402  (a run's per-task records: {level/stem: record})
 
 
 def last(run):
