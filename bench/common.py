@@ -19,6 +19,32 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
+def in_fork(fn, *args):
+    """fn(*args), a JSON-able dict, computed in a forked child and sent back through a pipe (the
+    probes' way to measure a child of a parent that imported what anvil's zygote imports); a child
+    that raises or dies gives {"error": ...}."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            row = fn(*args)
+        except BaseException as e:  # noqa: BLE001
+            row = {"error": repr(e)[:300]}
+        os.write(w, json.dumps(row).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(data) if data else {"error": "no report"}
+
+
 def fingerprint():
     import torch
 

@@ -13,6 +13,9 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
 
 def child(path, threads):
     import torch
@@ -76,27 +79,9 @@ def main():
     rows = []
     for rnd in ("cold", "warm"):
         for p in paths:
-            r, w = os.pipe()
             t = time.perf_counter()
-            pid = os.fork()
-            if pid == 0:
-                os.close(r)
-                try:
-                    row = child(p, a.threads)
-                except BaseException as e:  # noqa: BLE001
-                    row = {"task": p, "error": repr(e)[:200]}
-                os.write(w, json.dumps(row).encode())
-                os._exit(0)
-            os.close(w)
-            data = b""
-            while True:
-                chunk = os.read(r, 65536)
-                if not chunk:
-                    break
-                data += chunk
-            os.close(r)
-            os.waitpid(pid, 0)
-            row = json.loads(data) if data else {"task": p, "error": "no report"}
+            row = common.in_fork(child, p, a.threads)
+            row.setdefault("task", p)
             row["round"] = rnd
             row["fork_wall_s"] = time.perf_counter() - t
             rows.append(row)

@@ -48,6 +48,11 @@ p = lambda xs, q: round(xs[min(len(xs) - 1, int(q * len(xs)))], 2) if xs else No
 if step == "vet":
     print("level %s vet: %d tasks in %.0f s (exit %d): %d ok, %d flagged, %d errors"
           % (level, len(tasks), wall, code, s["ok"], s["flagged"], s["errors"]))
+    walls = sorted(t.get("seconds", 0) for t in tasks)
+    inside = sorted((t.get("report") or {}).get("seconds", 0) for t in tasks)
+    print("  a vetting's process, launch to end: sum %.0f s, p50 %s, p90 %s, max %s; of it in anvil.vet: sum %.0f s, "
+          "p50 %s, p90 %s" % (sum(walls), p(walls, .5), p(walls, .9), walls[-1] if walls else None, sum(inside),
+                              p(inside, .5), p(inside, .9)))
     sys.exit(0)
 secs = sorted(t["seconds"]["total"] for t in tasks if t["status"] != "cached")
 w = doc["warm"]

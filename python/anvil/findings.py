@@ -47,8 +47,11 @@ def trace_complete(judge, a):
         return []
     calls = judge.trace.get("calls", 0)
     if judge.trace.get("markers", calls) < calls:
-        return [("harness_patched", "the profiler recorded %d of the %d timed calls: the trace was tampered with" %
+        return [("harness_patched", "the profiler recorded %d of the %d inspected calls: the trace was tampered with" %
                  (judge.trace.get("markers", 0), calls), {})]
+    if judge.trace.get("ranges", calls) != calls:
+        return [("harness_patched", "the profiler recorded %d \"anvil::call\" ranges for %d inspected calls: the "
+                 "candidate opened the harness's own ranges" % (judge.trace.get("ranges", 0), calls), {})]
     return []
 
 
@@ -62,7 +65,11 @@ def other_threads(judge, a):
 def timing_escape(judge, a):
     if a is None or "cpu_only" in a:
         return []
-    median = (judge.report["timing"].get("candidate") or {}).get("median_ms")
+    # the profiled calls' own event time too: the kernels were summed over them, not the timed calls
+    # (a model whose work varies with the input set takes another slice of the rotation there)
+    seen = [m for m in ((judge.report["timing"].get("candidate") or {}).get("median_ms"), judge.trace.get("median_ms"))
+            if isinstance(m, (int, float))]
+    median = max(seen) if seen else None
     gpu_ms = a["total_us"] / 1e3
     if median is not None and gpu_ms > ESCAPE_SLACK * median + ESCAPE_FLOOR_MS:
         return [("timing_escape", "the candidate's kernels ran %.4g ms of GPU time per call but the timed region saw "

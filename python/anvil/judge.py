@@ -625,10 +625,11 @@ class Judge(Harness):
 
     # -- the candidate's claim: its in-process timing -----------------------------------------
     def schedule(self):
-        """The phases of the in-process timing's calls, in order."""
+        """The phases of the in-process timing's calls, in order (timing.measure with a trace)."""
         t = self.req["timing"]
         probes = 3 if self.device.type == "cuda" and t.get("hide_launch", True) else 0
-        return ["warmup"] * t["warmup"] + ["probe"] * probes + ["timed"] * t["calls"]
+        return (["warmup"] * t["warmup"] + ["probe"] * probes + ["timed"] * t["calls"]
+                + ["inspected"] * timing.inspected_calls(t["calls"]))
 
     def peaks(self):
         if self.device.type == "cuda" and self.roofline is not None:
@@ -645,7 +646,8 @@ class Judge(Harness):
 
     def claimed_timing(self):
         """The candidate's in-process timing: every sample must come, in order, for the schedule;
-        timed calls are checked in full at random (decided as each arrives)."""
+        timed and inspected calls are checked in full at random (decided as each arrives), the
+        last call always."""
         plan = self.schedule()
         rng = random.SystemRandom()
         samples = []
@@ -659,7 +661,7 @@ class Judge(Harness):
                 if not isinstance(ms, (int, float)) or not ms == ms or ms < 0:
                     raise Hack("protocol", "in-process timing: call %d's sample %r is not a time" % (k, ms))
                 samples.append(float(ms))
-            if phase == "timed" and (rng.random() < CHECK_SHARE or k == len(plan) - 1):
+            if phase in ("timed", "inspected") and (rng.random() < CHECK_SHARE or k == len(plan) - 1):
                 out = self.ask({"type": "check"}, ("timed_output",))
                 if out.get("k") != k:
                     raise Hack("protocol", "in-process timing: the output of call %r came for call %d" % (out.get("k"), k))
@@ -1012,7 +1014,7 @@ class Judge(Harness):
         with self.torch.no_grad():
             result = timing.measure(fn, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
                                     flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
-                                    hide_launch=bool(t.get("hide_launch", True)), observe=observe, trace={})
+                                    hide_launch=bool(t.get("hide_launch", True)), observe=observe)
         result["load"] = dict(waited[0].load(), candidate_gone=self.candidate_gone)
         if cuda:
             after = evidence.other_gpu_processes(self.device)

@@ -21,20 +21,24 @@ model whose Python wrapper is slow to launch (torch.compile's, a cuDNN call) loo
 kernels by the launch latency, which varies from process to process; on the CPU it is the
 time.perf_counter() difference around the call, without a flush. The result holds median_ms,
 min_ms, max_ms, p25_ms, p75_ms (linear interpolation between order statistics), the samples in
-call order, and kernel_sum_ms: with kernel_sum on a CUDA device, `calls` further calls without
-flushes under torch.profiler (CUDA activity only), the summed device time of every GPU activity
-(kernels, memcpy, memset) divided by `calls` (CUDA-Agent's number); None otherwise. When the
-profiler itself fails, kernel_sum_ms is None and kernel_sum_error says why; an exception of fn
-propagates to the caller.
+call order, and kernel_sum_ms: with kernel_sum (or a trace) on a CUDA device,
+inspected_calls(calls) further calls as the timed ones are made (the L2 flush, then a one-cycle
+GPU sleep as a marker) under torch.profiler, the summed device time of the GPU activity (kernels,
+memcpy, memset) launched inside the calls divided by their number (CUDA-Agent's number); None
+otherwise. When the profiler itself fails, kernel_sum_ms is None and kernel_sum_error says why; an
+exception of fn propagates to the caller. The timed calls never run under the profiler: its cost
+per launch would be in their samples.
 
 The caller runs this under torch.no_grad() with its flags pinned; nothing here checks outputs.
 """
+import bisect
 import contextlib
 import time
 import warnings
 
 MIN_FLUSH_BYTES = 8 << 20
 MAX_SLEEP_MS = 20.0
+INSPECTED_CALLS = 10  # calls profiled after the timed ones (inspected_calls)
 SLEEP_MARGIN = 0.8  # the host must be done within this share of the sleep
 
 
@@ -153,16 +157,24 @@ def _noop(phase, k, out, sample_ms):
     pass
 
 
+def inspected_calls(calls):
+    """How many calls measure() profiles after the timed ones (the trace, the kernel sum): a few are
+    enough for both, and the profiler's cost grows with every kernel it records (KernelBench's
+    recurrent models launch about 10,000 a call: bench/results/kb-profiler-2026-11-27/)."""
+    return min(calls, INSPECTED_CALLS)
+
+
 def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_sum=True, hide_launch=True,
             observe=None, trace=None):
     """Time fn over the input sets; see the module docstring for the method and result.
 
     input_sets: a list of argument tuples (rotated) or a function k -> the arguments of call k.
     observe(phase, k, out, sample_ms): called after every call, outside any timed region and after
-    the device is synchronized (phase "warmup", "probe" or "timed"; sample_ms None but for timed).
-    trace: a dict: the timed calls run under torch.profiler and trace receives their GPU activity
-    and CPU-side ops (profiled_samples; on the CPU, profiled_cpu_samples, ops only); on a CUDA
-    device kernel_sum_ms then comes from those same calls and no separate profiled calls are made."""
+    the device is synchronized (phase "warmup", "probe", "timed" or "inspected"; sample_ms None but
+    for timed). trace: a dict: inspected_calls(calls) calls after the timed ones run under
+    torch.profiler and trace receives their GPU activity and CPU-side ops (profiled_samples; on the
+    CPU, profiled_cpu_samples, ops only). On a CUDA device kernel_sum_ms comes from those calls,
+    made for it alone when kernel_sum is on without a trace: one method for every model."""
     import torch
 
     device = torch.device(device)
@@ -180,12 +192,8 @@ def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_su
     hide = {}
     if cuda and hide_launch:
         hide = _launch_hiding(fn, rotation, observe)
-    if cuda and trace is not None:
-        samples = profiled_samples(fn, rotation, device, calls, flush_l2, hide, observe, trace)
-    elif cuda:
+    if cuda:
         samples = _cuda_samples(fn, rotation, device, calls, flush_l2, hide, observe)
-    elif trace is not None:
-        samples = profiled_cpu_samples(fn, rotation, calls, observe, trace)
     else:
         samples = _cpu_samples(fn, rotation, calls, observe)
     result = summarize(samples)
@@ -194,15 +202,17 @@ def measure(fn, input_sets, device, warmup=5, calls=30, flush_l2=True, kernel_su
         result["gpu_sleep_ms"] = round(hide["sleep_ms"], 6)
         result["late_calls"] = hide.get("late_calls", 0)
     result["kernel_sum_ms"] = None
-    if cuda and trace is not None:
-        result["kernel_sum_ms"] = trace.get("kernel_sum_ms")
-    elif cuda and kernel_sum and calls > 0:
-        try:
-            result["kernel_sum_ms"] = kernel_sum_ms(fn, rotation, calls)
-        except Exception as e:  # noqa: BLE001 - only a profiler failure lands here
-            if isinstance(e, _CallError):
-                raise e.error
-            result["kernel_sum_error"] = "%s: %s" % (type(e).__name__, str(e).strip()[:300])
+    n = inspected_calls(calls)
+    if cuda and (trace is not None or kernel_sum) and n > 0:
+        seen = trace if trace is not None else {}
+        inspected = profiled_samples(fn, rotation, device, n, flush_l2, observe, seen)
+        seen["median_ms"] = percentile(sorted(inspected), 50)
+        if seen.get("profiler_error"):
+            result["kernel_sum_error"] = seen["profiler_error"]
+        else:
+            result["kernel_sum_ms"] = seen.get("kernel_sum_ms")
+    elif trace is not None and n > 0:
+        profiled_cpu_samples(fn, rotation, n, observe, trace)
     return result
 
 
@@ -215,7 +225,7 @@ def _synchronize():
     torch.cuda.synchronize()
 
 
-def _cpu_samples(fn, rotation, calls, observe=_noop, scope=contextlib.nullcontext):
+def _cpu_samples(fn, rotation, calls, observe=_noop, scope=contextlib.nullcontext, phase="timed"):
     """Timed calls on the CPU; each runs inside scope() (profiled_cpu_samples' annotation)."""
     samples = []
     for _ in range(calls):
@@ -225,19 +235,20 @@ def _cpu_samples(fn, rotation, calls, observe=_noop, scope=contextlib.nullcontex
             out = fn(*args)
         end = _perf_counter()
         sample = (end - start) * 1e3
-        observe("timed", k, out, sample)
+        observe(phase, k, out, sample)
         del out
         samples.append(sample)
     return samples
 
 
 def profiled_cpu_samples(fn, rotation, calls, observe, trace):
-    """The timed calls of _cpu_samples under torch.profiler (CPU activity), each wrapped in
-    record_function("anvil::call"); trace gets what profiled_samples gives, without GPU activity."""
+    """calls calls as _cpu_samples makes them (phase "inspected"), under torch.profiler (CPU
+    activity), each wrapped in record_function("anvil::call"); trace gets what profiled_samples
+    gives, without GPU activity."""
     from torch.profiler import ProfilerActivity, record_function
 
     return _under_profiler(trace, [ProfilerActivity.CPU], calls, lambda: _cpu_samples(
-        fn, rotation, calls, observe, lambda: record_function("anvil::call")))
+        fn, rotation, calls, observe, lambda: record_function("anvil::call"), phase="inspected"))
 
 
 def _under_profiler(trace, activities, calls, run):
@@ -305,7 +316,7 @@ def _launch_hiding(fn, rotation, observe=_noop):
 
 
 def _cuda_samples(fn, rotation, device, calls, flush_l2, hide=None, observe=_noop, scope=contextlib.nullcontext,
-                  marker=False):
+                  marker=False, phase="timed"):
     """Timed calls on a CUDA device (the module docstring's method); each call runs inside
     scope() (profiled_samples' annotation). hide: _launch_hiding's result, updated in place
     (sleep_ms, late_calls) as calls find the sleep too short; None or empty: no sleep, or with
@@ -338,84 +349,106 @@ def _cuda_samples(fn, rotation, device, calls, flush_l2, hide=None, observe=_noo
         if hide is not None and host_ms > SLEEP_MARGIN * hide["sleep_ms"]:
             hide["late_calls"] += 1
             hide["sleep_ms"] = min(max(2 * host_ms + 0.05, hide["sleep_ms"]), MAX_SLEEP_MS)
-        observe("timed", k, out, sample)
+        observe(phase, k, out, sample)
         del out
         samples.append(sample)
     del flush
     return samples
 
 
-def profiled_samples(fn, rotation, device, calls, flush_l2, hide, observe, trace):
-    """The timed calls of _cuda_samples, under torch.profiler (CUDA and CPU activity).
+def profiled_samples(fn, rotation, device, calls, flush_l2, observe, trace):
+    """calls calls as _cuda_samples makes them (phase "inspected"), under torch.profiler (CUDA and
+    CPU activity): the inspection that follows the timed calls, which themselves run without the
+    profiler (its cost per launch would be in their samples: 1.3-2.2 times eager's time for
+    KernelBench's DenseNet201, 1.7-5.5 times torch.compile's, bench/results/kb-profiler-2026-11-27/).
 
-    Each call is preceded on the current stream by the L2 flush (when on) and a GPU sleep (at least
-    one cycle: the marker), and wrapped on the host in record_function("anvil::call"). trace gets
-    "kernels": [{"name", "stream", "us", "call"}] for every GPU activity that is not the harness's
-    (the flush right before a marker, the marker itself), "cpu_ops": [names of ops recorded on any
+    Each call is preceded on the current stream by the L2 flush (when on) and a one-cycle GPU sleep
+    (the marker), and wrapped on the host in record_function("anvil::call"). trace gets
+    "kernels": [{"name", "stream", "us"}] for every GPU activity that is not the harness's (the
+    flush right before a marker, the marker itself), "cpu_ops": [names of ops recorded on any
     thread inside a call's host range, or on another thread at any time], "marker_stream", "calls",
     "markers" (how many marker kernels the trace holds: fewer than calls means the trace is
-    incomplete), "other_thread_kernels" (GPU activity launched from a thread other than the calls'),
+    incomplete), "ranges" (how many "anvil::call" ranges: calls, unless the calls made their own),
+    "other_thread_kernels" (GPU activity launched from a thread other than the calls'),
     "kernel_sum_ms" (summed device time of the candidate's activity per call), and "profiler_error"
-    when the profiler itself failed (samples are still returned)."""
+    when the profiler itself failed (samples are still returned); measure() adds "median_ms", the
+    inspected calls' median event time."""
     import torch
     from torch.profiler import ProfilerActivity, record_function
 
     torch.cuda.synchronize()
     return _under_profiler(trace, [ProfilerActivity.CPU, ProfilerActivity.CUDA], calls, lambda: _cuda_samples(
-        fn, rotation, device, calls, flush_l2, hide, observe, lambda: record_function("anvil::call"), marker=True))
+        fn, rotation, device, calls, flush_l2, None, observe, lambda: record_function("anvil::call"), marker=True,
+        phase="inspected"))
 
 
 def _read_trace(prof, trace, calls):
     """GPU activity launched from inside a call (its launch, matched by correlation id, lies in an
     "anvil::call" host range) or from another thread; the harness's own (flush, marker, input
-    making, output copies) is launched outside and left out."""
+    making, output copies) is launched outside and left out; a marker is a GPU sleep the harness
+    launched (a call's own torch.cuda._sleep is the call's work). One pass over the events, each
+    read once: a trace holds every kernel of the calls (hundreds of thousands for a recurrent
+    model)."""
     from torch.autograd import DeviceType
 
-    events = prof.profiler.kineto_results.events()
+    cuda_type = DeviceType.CUDA
     gpu, ranges, cpu, launches = [], [], [], {}
     main_thread = None
-    for e in events:
-        if e.device_type() == DeviceType.CUDA:
-            if e.name() != "anvil::call":  # the annotation's GPU-side twin
-                gpu.append((e.start_ns(), e.duration_ns(), e.name(), e.device_resource_id(), e.correlation_id()))
-        elif e.name() == "anvil::call":
-            ranges.append((e.start_ns(), e.start_ns() + e.duration_ns()))
+    for e in prof.profiler.kineto_results.events():
+        name = e.name()
+        if e.device_type() == cuda_type:
+            if name != "anvil::call":  # the annotation's GPU-side twin
+                gpu.append((e.start_ns(), e.duration_ns(), name, e.device_resource_id(), e.correlation_id()))
+            continue
+        start = e.start_ns()
+        if name == "anvil::call":
+            ranges.append((start, start + e.duration_ns()))
             main_thread = e.start_thread_id()
-        else:
-            if not e.is_user_annotation():
-                cpu.append((e.start_ns(), e.start_ns() + e.duration_ns(), e.start_thread_id(), e.name()))
-            if e.name().startswith(("cuda", "cu")):
-                launches[e.correlation_id()] = (e.start_ns(), e.start_thread_id())
+            continue
+        tid = e.start_thread_id()
+        if e.is_user_annotation():
+            continue
+        if name.startswith(("cuda", "cu")):
+            launches[e.correlation_id()] = (start, tid)
+        cpu.append((start, start + e.duration_ns(), tid, name))
     gpu.sort()
-    ranges.sort()
+    calls_seen = len(ranges)
+    spans = []  # the ranges' union: a range opened inside another (nested) extends nothing
+    for a, b in sorted(ranges):
+        if spans and a <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], b)
+        else:
+            spans.append([a, b])
+    starts = [a for a, _b in spans]
 
     def inside(t):
-        for a, b in ranges:
-            if a <= t <= b:
-                return True
-        return False
+        i = bisect.bisect_right(starts, t) - 1
+        return i >= 0 and t <= spans[i][1]
 
-    markers = [g for g in gpu if "spin_kernel" in g[2]]
-    marker_stream = markers[0][3] if markers else None
+    markers = []
     kernels = []
     matched = 0
     other_thread = 0
     for g in gpu:
-        if "spin_kernel" in g[2]:
-            continue
         launch = launches.get(g[4])
         if launch is not None:
             matched += 1
             t, tid = launch
             if not inside(t) and (tid == main_thread or main_thread is None):
+                if "spin_kernel" in g[2]:
+                    markers.append(g)
                 continue  # the harness's
             if main_thread is not None and tid != main_thread:
                 other_thread += 1
+        elif "spin_kernel" in g[2]:  # not correlated: a sleep is taken for the marker
+            markers.append(g)
+            continue
         kernels.append({"name": g[2], "stream": g[3], "us": g[1] / 1e3})
+    marker_stream = markers[0][3] if markers else None
     ops = [name for t, _end, tid, name in _outermost(cpu)
            if (tid != main_thread and main_thread is not None) or inside(t)]
     trace.update(kernels=kernels, cpu_ops=ops, marker_stream=marker_stream, calls=calls, markers=len(markers),
-                 correlated=matched, other_thread_kernels=other_thread,
+                 ranges=calls_seen, correlated=matched, other_thread_kernels=other_thread,
                  kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
 
 
@@ -434,34 +467,3 @@ def _outermost(ops):
         open_until[tid] = end
         out.append(op)
     return out
-
-
-class _CallError(Exception):
-    """An exception of fn inside the profiler block, told apart from the profiler's own."""
-
-    def __init__(self, error):
-        super().__init__(str(error))
-        self.error = error
-
-
-def kernel_sum_ms(fn, rotation, calls):
-    """Mean GPU busy time per call in ms: the device time of all GPU activity recorded by
-    torch.profiler over `calls` calls, divided by `calls`."""
-    import torch
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            try:
-                for _ in range(calls):
-                    out = fn(*rotation.next()[1])
-                    del out
-                torch.cuda.synchronize()
-            except Exception as e:  # noqa: BLE001 - re-raised outside as the call's own error
-                raise _CallError(e)
-    total_us = sum(event.time_range.elapsed_us() for event in prof.events()
-                   if event.device_type == DeviceType.CUDA)
-    return total_us / 1e3 / calls

@@ -14,6 +14,8 @@ from torch import nn
 
 from test_runner import DEVICE, PYTHON_DIR, STRICT, TASK, evaluate  # noqa: F401 - one runner harness
 
+from anvil import timing as timing_rule
+
 HEAD = """
 import torch
 import torch.nn as nn
@@ -58,6 +60,10 @@ def make(tmp_path):
 
 
 LEAN = {"lean_bytes": 0}  # every evaluation lean, as one whose inputs take LEAN_BYTES or more
+# The candidate's calls before the judge's batch under make()'s request: 6 verification calls (3
+# trials, 2 calls each), then its in-process timing (Judge.schedule): 1 warm-up, the launch probes
+# on a GPU, 4 timed, and the inspected ones.
+CALLS_BEFORE_BATCH = 6 + 1 + (3 if DEVICE == "cuda" else 0) + 4 + timing_rule.inspected_calls(4)
 LEAN_OR_NOT = pytest.mark.parametrize("timing", [None, LEAN], ids=["kept", "lean"])
 
 CORRECT = """
@@ -357,10 +363,10 @@ def test_outputs_wrong_only_in_the_judges_batch_are_caught(make, timing):
     forward = """
     def forward(self, x, shift):
         ModelNew.calls = getattr(ModelNew, "calls", 0) + 1
-        if ModelNew.calls > 11:  # 6 verification calls, 5 timed ones
+        if ModelNew.calls > %d:  # CALLS_BEFORE_BATCH
             return torch.zeros(x.shape[0], self.lin.out_features)
         return self.reference(x, shift)
-    """
+    """ % CALLS_BEFORE_BATCH
     report = evaluate(make(forward, allow=TORCH_OPS, timing=timing)).report
     assert outcome(report) == ("hack_suspected", "timed_output_mismatch"), report["message"]
     assert "judge's timed batch" in report["message"]
@@ -373,11 +379,11 @@ def test_a_batch_that_holds_the_claim_down_is_timed_again(make):
     forward = """
     def forward(self, x, shift):
         ModelNew.calls = getattr(ModelNew, "calls", 0) + 1
-        if ModelNew.calls > 11:  # 6 verification calls, 5 timed ones
+        if ModelNew.calls > %d:  # CALLS_BEFORE_BATCH
             import time
             time.sleep(0.004)
         return self.reference(x, shift)
-    """
+    """ % CALLS_BEFORE_BATCH
     report = evaluate(make(forward, allow=TORCH_OPS, timing={"bound": {"slack": 0.03, "claim": "median_ms"}})).report
     assert outcome(report) == (None, None), report["message"]
     batch = report["timing"]["candidate"]["batch"]

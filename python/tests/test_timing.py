@@ -58,6 +58,94 @@ def test_exceptions_propagate():
         timing.measure(broken, [(1,)], "cpu", warmup=0, calls=3)
 
 
+class _Event:
+    """One kineto event as _read_trace reads it."""
+
+    def __init__(self, name, cuda, start, dur, tid=1, corr=0, stream=7, annotation=False):
+        self._v = (name, cuda, start, dur, tid, corr, stream, annotation)
+
+    def name(self):
+        return self._v[0]
+
+    def device_type(self):
+        from torch.autograd import DeviceType
+
+        return DeviceType.CUDA if self._v[1] else DeviceType.CPU
+
+    def start_ns(self):
+        return self._v[2]
+
+    def duration_ns(self):
+        return self._v[3]
+
+    def start_thread_id(self):
+        return self._v[4]
+
+    def correlation_id(self):
+        return self._v[5]
+
+    def device_resource_id(self):
+        return self._v[6]
+
+    def is_user_annotation(self):
+        return self._v[7]
+
+
+def test_the_trace_tells_markers_from_a_calls_own_gpu_sleeps():
+    """The harness's flush and marker are launched outside a call's range and left out; a GPU sleep
+    launched inside a call is the call's work, another thread's kernel is counted as such, and the
+    sum per call is the call's activity alone."""
+    from types import SimpleNamespace
+
+    events = []
+    for call, base in enumerate((0, 10_000)):
+        events += [
+            _Event("cudaLaunchKernel", False, base + 10, 1, corr=100 + call),     # the flush
+            _Event("zero_kernel", True, base + 20, 500, corr=100 + call),
+            _Event("cudaLaunchKernel", False, base + 30, 1, corr=200 + call),     # the marker
+            _Event("spin_kernel", True, base + 600, 1_000, corr=200 + call),
+            _Event("anvil::call", False, base + 40, 5_000, annotation=True),
+            _Event("aten::mul", False, base + 50, 100),
+            _Event("cudaLaunchKernel", False, base + 60, 1, corr=300 + call),     # the call's own sleep
+            _Event("spin_kernel", True, base + 1_700, 2_000_000 // 1_000, corr=300 + call),
+            _Event("cudaLaunchKernel", False, base + 70, 1, corr=400 + call),     # the call's kernel
+            _Event("mul_kernel", True, base + 3_800, 1_000, corr=400 + call),
+        ]
+    events += [_Event("cudaLaunchKernel", False, 20_000, 1, tid=2, corr=500),      # another thread's
+               _Event("side_kernel", True, 20_100, 4_000, corr=500),
+               _Event("cuhide::op", False, 10_080, 5)]                           # a "cu" op is an op
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    trace = {}
+    timing._read_trace(prof, trace, calls=2)
+    names = sorted(k["name"] for k in trace["kernels"])
+    assert names == ["mul_kernel", "mul_kernel", "side_kernel", "spin_kernel", "spin_kernel"]
+    assert trace["markers"] == 2 and trace["marker_stream"] == 7
+    assert trace["other_thread_kernels"] == 1
+    assert [op for op in trace["cpu_ops"] if not op.startswith("cudaLaunch")] == ["aten::mul", "aten::mul", "cuhide::op"]
+    assert trace["ranges"] == 2
+    assert trace["kernel_sum_ms"] == pytest.approx((2 * (2_000 + 1_000) + 4_000) / 1e6 / 2)
+
+
+def test_a_range_opened_inside_a_call_hides_nothing_of_it():
+    """A call that opens and closes its own "anvil::call" range first: what it launches after that
+    range is still inside the call (the ranges' union), and the extra range is counted."""
+    from types import SimpleNamespace
+
+    events = [
+        _Event("anvil::call", False, 100, 10_000, annotation=True),
+        _Event("anvil::call", False, 110, 5, annotation=True),                 # the candidate's own
+        _Event("aten::addmm", False, 200, 50),
+        _Event("cudaLaunchKernel", False, 300, 1, corr=1),
+        _Event("gemm_kernel", True, 1_000, 3_000, corr=1),
+    ]
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    trace = {}
+    timing._read_trace(prof, trace, calls=1)
+    assert [k["name"] for k in trace["kernels"]] == ["gemm_kernel"]
+    assert "aten::addmm" in trace["cpu_ops"]
+    assert trace["ranges"] == 2
+
+
 def test_needs_an_input_set():
     with pytest.raises(ValueError):
         timing.measure(lambda: None, [], "cpu", warmup=0, calls=1)

@@ -347,6 +347,7 @@ int cmd_vet(const VetArgs& a) {
                      {"flags", names},
                      {"error", r.ok ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
                      {"cached", r.cached},
+                     {"seconds", r.seconds},
                      {"report", r.report}});
     if (!a.json) {
       std::fputs(vet_lines(row.label, status, r).c_str(), stdout);

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 
 from anvil import batch, channel
+from anvil import timing as anvil_timing
 
 
 def _server():
@@ -42,7 +43,8 @@ def _hijack(server):
                 keep = channel.send(sock, {"type": "output", "trial": msg["trial"], "call": msg["call"], "ops": {}},
                                     out, ipc=cuda)
             elif kind == "time":
-                plan = ["warmup"] * timing["warmup"] + ["probe"] * (3 if cuda else 0) + ["timed"] * timing["calls"]
+                plan = (["warmup"] * timing["warmup"] + ["probe"] * (3 if cuda else 0) + ["timed"] * timing["calls"]
+                        + ["inspected"] * anvil_timing.inspected_calls(timing["calls"]))  # read in anvil/judge.py
                 for k, phase in enumerate(plan):
                     channel.send(sock, {"type": "sample", "phase": phase, "k": k,
                                         "ms": 0.001 if phase == "timed" else None})

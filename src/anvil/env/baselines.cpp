@@ -9,7 +9,7 @@
 namespace anvil {
 
 namespace {
-constexpr const char* kBaselineFormat = "anvil-baseline-v5";  // v2: eager carries the judge's batch; v3: torch on one CPU thread; v4: the run queue's share checked; v5: the batch on the judge's GPU clock
+constexpr const char* kBaselineFormat = "anvil-baseline-v6";  // v2: eager carries the judge's batch; v3: torch on one CPU thread; v4: the run queue's share checked; v5: the batch on the judge's GPU clock; v6: timed without the profiler
 
 std::optional<double> number_at(const nlohmann::json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;

@@ -275,10 +275,11 @@ Launch launch_python(const Environment& env, PyModule module, const std::string&
 std::string ensure_zygote(const Environment& env, std::string* err) {
   Hasher h;
   h.add("env", env.fingerprint).add("cache", env.cache.string()).add("python", env.python.string());
-  // The zygote has anvil's Python package loaded: a changed package needs a new one.
+  // The zygote has anvil's Python package loaded (its modules, and the list of modules it imports
+  // ahead: compile_modules.txt): a changed package needs a new one.
   std::error_code dec;
   for (const auto& entry : fs::directory_iterator(env.home / "python" / "anvil", dec)) {
-    if (entry.path().extension() != ".py") continue;
+    if (entry.path().extension() != ".py" && entry.path().filename() != "compile_modules.txt") continue;
     std::error_code tec;
     auto mtime = fs::last_write_time(entry.path(), tec);
     h.add(entry.path().filename().string(), std::to_string(mtime.time_since_epoch().count()) + ":" +

@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <chrono>
 #include <stdexcept>
 
 #include "anvil/env/eval.h"
@@ -166,7 +167,9 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
                             {"device", opts.device},
                             {"seed", opts.seed},
                             {"tolerance", tolerance}};
+  auto launched = std::chrono::steady_clock::now();
   SubprocessResult r = run_vetting(env, opts, dir, request);
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
   if (!r.started) return fail("cannot run " + env.python.string() + ": " + r.error);
   nlohmann::json report = r.timed_out || r.memory_exceeded ? nlohmann::json(nullptr)
                                                             : nlohmann::json::parse(r.fd3_output, nullptr, false);

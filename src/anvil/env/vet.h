@@ -49,6 +49,7 @@ struct VetResult {
   nlohmann::json report;   // the anvil.vet/1 report (docs/vet.md); on a task error, its error report
   bool cached = false;     // the report came from the cache
   bool memory_limited = false;  // the GPU's free memory decided part of the report (see shared_gpu)
+  double seconds = 0;           // wall time of the vetting process, from its launch to its end
 
   bool flagged() const;                  // ok and at least one flag
   std::vector<std::string> flags() const;  // the flags' names, in report order

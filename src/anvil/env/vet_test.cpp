@@ -200,6 +200,8 @@ TEST_F(VetTest, CommandExitStatus) {
     EXPECT_EQ(pj["tasks"][i]["spec"], j["tasks"][i]["spec"]);
     EXPECT_EQ(pj["tasks"][i]["status"], j["tasks"][i]["status"]);
     EXPECT_EQ(pj["tasks"][i]["flags"], j["tasks"][i]["flags"]);
+    // Each vetting process's wall time (--no-cache: each ran), at least its own time inside.
+    EXPECT_GE(pj["tasks"][i]["seconds"].get<double>(), pj["tasks"][i]["report"]["seconds"].get<double>());
   }
   SubprocessResult lines = run_subprocess({ANVIL_BINARY, "vet", "--device", "cpu", "--jobs", "4", examples});
   std::vector<std::string> order;
