@@ -146,6 +146,19 @@ def test_a_range_opened_inside_a_call_hides_nothing_of_it():
     assert trace["ranges"] == 2
 
 
+def test_the_inspection_follows_the_timed_calls_one_range_each():
+    """The timed calls run without the profiler; inspected_calls(calls) more follow under it, each
+    one "anvil::call" range (a trace with more is one the calls tampered with: findings)."""
+    phases = []
+    trace = {}
+    timing.measure(lambda x: x * 2 + 1, [(torch.ones(1000),)], "cpu", warmup=1, calls=12,
+                   observe=lambda phase, k, out, ms: phases.append(phase), trace=trace)
+    assert phases == ["warmup"] + ["timed"] * 12 + ["inspected"] * timing.inspected_calls(12)
+    assert timing.inspected_calls(12) == 10 and timing.inspected_calls(3) == 3
+    assert trace["ranges"] == trace["calls"] == 10
+    assert trace["cpu_ops"].count("aten::mul") == 10
+
+
 def test_needs_an_input_set():
     with pytest.raises(ValueError):
         timing.measure(lambda: None, [], "cpu", warmup=0, calls=1)
