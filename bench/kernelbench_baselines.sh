@@ -53,14 +53,19 @@ if step == "vet":
     print("  a vetting's process, launch to end: sum %.0f s, p50 %s, p90 %s, max %s; of it in anvil.vet: sum %.0f s, "
           "p50 %s, p90 %s" % (sum(walls), p(walls, .5), p(walls, .9), walls[-1] if walls else None, sum(inside),
                               p(inside, .5), p(inside, .9)))
+    spans = [(t["started_s"], t["ended_s"]) for t in tasks if "started_s" in t and not t["cached"]]
+    if spans:
+        print("  vettings' windows: the first began %.1f s after the list was read, the last ended at %.1f s; windows "
+              "sum %.0f s" % (min(a for a, _ in spans), max(b for _, b in spans), sum(b - a for a, b in spans)))
     sys.exit(0)
 secs = sorted(t["seconds"]["total"] for t in tasks if t["status"] != "cached")
 w = doc["warm"]
-print("level %s baselines: %d tasks in %.0f s (exit %d; warm-up %d tasks, %d at a time, %.0f s, %d failed; overlap %s, "
-      "%s measured again): %d measured, %d cached, %d not kept, %d task errors, %d errors; a task p50 %s p90 %s max %s s"
-      % (level, len(tasks), wall, code, w["tasks"], w["jobs"], w["seconds"], len(w["failed"]), doc.get("overlap"),
-         doc.get("measured_again"), s["measured"], s["cached"], s["not_kept"], s["task_errors"], s["errors"],
-         p(secs, .5), p(secs, .9), secs[-1] if secs else None))
+print("level %s baselines: %d tasks in %.0f s (exit %d; warm-up %d tasks, %d at a time, %.0f s, %d failed, %s again alone; "
+      "overlap %s, %s measured again): %d measured, %d cached, %d not kept, %d task errors, %d errors; a task p50 %s "
+      "p90 %s max %s s" % (level, len(tasks), wall, code, w["tasks"], w["jobs"], w["seconds"], len(w["failed"]),
+                           w.get("again"), doc.get("overlap"), doc.get("measured_again"), s["measured"], s["cached"],
+                           s["not_kept"], s["task_errors"], s["errors"], p(secs, .5), p(secs, .9),
+                           secs[-1] if secs else None))
 # Where a measured task's time went: the judge's phases (seconds summed over the tasks, and p50)
 phases = {}
 for t in tasks:

@@ -1013,7 +1013,7 @@ class Judge(Harness):
 
         with self.torch.no_grad():
             result = timing.measure(fn, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
-                                    flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
+                                    flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["baseline_kernel_sum"]),
                                     hide_launch=bool(t.get("hide_launch", True)), observe=observe)
         result["load"] = dict(waited[0].load(), candidate_gone=self.candidate_gone)
         if cuda:

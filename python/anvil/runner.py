@@ -37,8 +37,8 @@ STRICT = {"preset": "strict",
 FLAGS = {"allow_tf32": False, "cudnn_allow_tf32": False, "cudnn_benchmark": False,
          "cudnn_deterministic": False}
 TIMING = {"measure": ["candidate", "eager", "compile"], "warmup": 5, "calls": 30, "input_sets": 4,
-          "flush_l2": True, "kernel_sum": True, "compile_mode": "default", "hide_launch": True,
-          "lean_bytes": LEAN_BYTES}
+          "flush_l2": True, "kernel_sum": True, "baseline_kernel_sum": True, "compile_mode": "default",
+          "hide_launch": True, "lean_bytes": LEAN_BYTES}
 RULES = {"name": "cuda-agent", "torch_ops": False, "own_work": True, "weights": "by_name"}
 WEIGHTS = ("by_name", "by_name_or_seed")
 DEFENSES = {"enabled": True, "policy": None, "allow_lower_precision": False, "roofline": {},
@@ -263,25 +263,26 @@ class Evaluation(Harness):
                 continue
             model = self.new if name == "candidate" else self.ref
             try:
-                results[name] = self.time_one(model, sets, t["warmup"])
+                results[name] = self.time_one(model, sets, t["warmup"], baseline=name != "candidate")
             except BaseException as e:  # noqa: BLE001
                 if name == "candidate":
                     raise candidate_failed("while timing", e, self.torch)
                 raise Outcome("task_error", "while timing: %s" % raised(e, "the reference Model"), trace(e))
 
-    def time_one(self, fn, sets, warmup):
+    def time_one(self, fn, sets, warmup, baseline):
         t = self.req["timing"]
         self.pin_flags()
         with self.torch.no_grad():
-            return timing.measure(fn, sets, self.device, warmup=warmup, calls=t["calls"],
-                                  flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["kernel_sum"]),
+            return timing.measure(fn, sets, self.device, warmup=warmup, calls=t["calls"], flush_l2=bool(t["flush_l2"]),
+                                  kernel_sum=bool(t["baseline_kernel_sum" if baseline else "kernel_sum"]),
                                   hide_launch=bool(t.get("hide_launch", True)))
 
     def time_compile(self, sets):
         """torch.compile(ref) timed like the others, compiled during warm-up; {"error"} if it fails."""
         mode = self.req["timing"]["compile_mode"]
         try:
-            return self.time_one(timing.compiled(self.torch, self.ref, mode), sets, max(1, self.req["timing"]["warmup"]))
+            return self.time_one(timing.compiled(self.torch, self.ref, mode), sets, max(1, self.req["timing"]["warmup"]),
+                                 baseline=True)
         except BaseException as e:  # noqa: BLE001 - a baseline that does not compile is reported
             if isinstance(e, KeyboardInterrupt):
                 raise

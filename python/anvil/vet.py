@@ -596,8 +596,18 @@ class Vetting:
 
     # -- all of it --------------------------------------------------------------------------
     def vet(self):
-        self.setup_device()
-        self.load()
+        try:
+            self.setup_device()
+            self.load()
+        except VetError:
+            raise
+        except Exception as e:  # noqa: BLE001 - only the GPU's memory running out is decided here
+            # CUDA's start or the model's placement on a GPU that others fill (vettings beside
+            # this one): memory_limited, so that anvil vets it again alone; not the task's error
+            if self.req["device"] == "cpu" or memory_error(e, self.torch) is None:
+                raise
+            self.device = self.torch.device(self.req["device"])
+            return self.out_of_memory(e, "starting CUDA or placing the task's model")
         why = self.too_large()
         if why is not None:
             self.report["notes"].append({"flag": "not_vetted", "detail": why, "distributions": []})

@@ -9,7 +9,10 @@ compiles it (timing.compiled), with the precision flags pinned and under no_grad
 on one set of inputs drawn on the device (the judge's inputs have the same shapes, dtypes and
 layout). Report, on fd 3 (else the last line of stdout):
 
-    {"protocol": "anvil.warm/1", "status": "done"|"error", "message": "", "seconds": {...}}
+    {"protocol": "anvil.warm/1", "status": "done"|"error", "message": "", "memory_limited": false,
+     "seconds": {...}}
+
+memory_limited: the GPU ran out of memory (beside other warm-ups, anvil tries it again alone).
 
 A task that cannot be loaded, drawn or compiled is reported as an error: its baseline measurement
 says so again, and with the judge's words.
@@ -25,7 +28,7 @@ PROTOCOL = "anvil.warm/1"
 def warm(request_text):
     """The report for one request (never raises, but for KeyboardInterrupt)."""
     started = time.perf_counter()
-    report = {"protocol": PROTOCOL, "status": "error", "message": "", "seconds": {}}
+    report = {"protocol": PROTOCOL, "status": "error", "message": "", "memory_limited": False, "seconds": {}}
     try:
         from anvil import runner, timing
         from anvil.harness import Harness, Outcome, RequestError
@@ -48,10 +51,22 @@ def warm(request_text):
         report["status"] = "done"
     except (Outcome, RequestError) as e:
         report["message"] = one_line(str(e), 300)
+        report["memory_limited"] = getattr(e, "reason", None) == "gpu_memory" or _out_of_memory(e)
     except Exception as e:  # noqa: BLE001 - a report whatever breaks
         report["message"] = one_line("%s: %s" % (type(e).__name__, e), 300)
+        report["memory_limited"] = _out_of_memory(e)
     report["seconds"]["total"] = round(time.perf_counter() - started, 3)
     return report
+
+
+def _out_of_memory(e):
+    """Whether `e` is the GPU running out of memory (harness.memory_error)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    from anvil.harness import memory_error
+
+    return memory_error(e, torch) is not None
 
 
 def main():

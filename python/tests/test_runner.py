@@ -565,6 +565,19 @@ def test_gpu_timing_with_compile_and_flags(make):
         assert len(stats["samples"]) == 10 and stats["kernel_sum_ms"] > 0
 
 
+@needs_cuda
+def test_baselines_profiled_only_when_asked(make):
+    # baseline_kernel_sum off (anvil's request when the reward compares events): the baselines make
+    # no profiled pass and report no kernel sum; the candidate's is still measured.
+    timing = {"measure": ["candidate", "eager", "compile"], "calls": 10, "baseline_kernel_sum": False}
+    report = evaluate(make(CORRECT, timing=timing)).report
+    assert report["outcome"] is None, report["message"]
+    assert report["timing"]["candidate"]["kernel_sum_ms"] > 0
+    for name in ("eager", "compile"):
+        assert report["timing"][name]["kernel_sum_ms"] is None, report["timing"][name]
+        assert "kernel_sum_error" not in report["timing"][name]
+
+
 def test_import_is_light():
     code = "import sys, anvil.runner; assert 'torch' not in sys.modules, 'torch imported'"
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR)

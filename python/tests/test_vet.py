@@ -191,6 +191,35 @@ def test_the_gpu_running_out_of_memory_is_not_vetted_not_an_error():
         vet.Vetting.out_of_memory(vetting, oom, "running its inputs")
 
 
+def test_the_gpu_full_at_cuda_start_is_memory_limited_not_an_error(monkeypatch):
+    # KernelBench L1 vetted beside other processes on an H100 (2026-11-27): CUDA's start or the
+    # model's placement raised AcceleratorError "CUDA error: out of memory", and three problems were
+    # reported as errors; they are memory_limited (anvil vets them again alone). Any other failure
+    # there stays the vetting's error.
+    import torch
+
+    request = {"task_file": "/nonexistent/model.py", "tolerance": vet.STRICT, "seed": 0, "device": "cuda"}
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+
+    def full():
+        raise torch.AcceleratorError("CUDA error: out of memory")
+
+    vetting = vet.Vetting(request)
+    monkeypatch.setattr(vetting, "setup_device", full)
+    vetting.vet()
+    [note] = vetting.report["notes"]
+    assert vetting.report["memory_limited"] and vetting.report["status"] == "done"
+    assert note["flag"] == "not_vetted" and "starting CUDA or placing the task's model" in note["detail"]
+
+    def bug():
+        raise RuntimeError("no such op")
+
+    vetting = vet.Vetting(request)
+    monkeypatch.setattr(vetting, "setup_device", bug)
+    with pytest.raises(RuntimeError, match="no such op"):
+        vetting.vet()
+
+
 def test_nested_outputs_and_integer_inputs(tmp_path):
     # A task that writes into its input (the check must use pristine copies), returns a dict with a
     # tuple, and passes an integer tensor through unchanged.

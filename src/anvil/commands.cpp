@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <condition_variable>
@@ -16,7 +17,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <thread>
 
 #include "anvil/agent/local_server.h"
@@ -277,52 +277,34 @@ int cmd_vet(const VetArgs& a) {
   if (!specs) return 2;
   std::error_code ec;
   bool is_dir = fs::is_directory(a.target, ec);
-  // Tasks are vetted `jobs` at a time (vetting decides nothing by time, so sharing the GPU changes
-  // no verdict, but for its memory: a task whose report the free memory decided is vetted again
-  // alone, the others held back meanwhile). Lines are printed in the tasks' order.
+  // Tasks are vetted `jobs` at a time; those whose report the others' memory decided, alone after
+  // them (vet_shared). Lines are printed in the tasks' order.
+  auto t0 = std::chrono::steady_clock::now();
+  auto since_start = [&](std::chrono::steady_clock::time_point t) {
+    return std::round(std::chrono::duration<double>(t - t0).count() * 1000) / 1000;
+  };
   size_t n = specs->size();
   unsigned jobs = static_cast<unsigned>(std::max(1, a.jobs > 0 ? a.jobs : o.device == "cuda" ? kVetJobsCuda : 1));
-  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(n, 1)));
-  struct Row {
-    std::optional<Task> task;
-    std::string label;
-    VetResult r;
-  };
-  std::vector<Row> rows(n);
+  std::vector<VetItem> items(n);
+  for (size_t i = 0; i < n; ++i) items[i].spec = (*specs)[i];
   std::vector<bool> ready(n, false);
   std::mutex mu;
   std::condition_variable cv;
-  std::shared_mutex gpu;  // shared: a vetting among others; exclusive: one vetted again alone
-  std::vector<std::function<void()>> work;
-  for (size_t i = 0; i < n; ++i) {
-    work.push_back([&, i] {
-      Row& row = rows[i];
-      const std::string& spec = (*specs)[i];
-      std::string terr;
-      row.task = load_task(env, spec, &terr);
-      row.label = is_dir ? fs::path(spec).lexically_relative(a.target).string() : spec;
-      if (!row.task) {
-        row.r.error = terr;
-        if (!is_dir) row.label = task_name_of(spec);
-      } else {
-        if (!is_dir) row.label = row.task->name;
-        VetOptions shared = o;
-        shared.shared_gpu = jobs > 1;
-        {
-          std::shared_lock<std::shared_mutex> lock(gpu);
-          row.r = vet_task(env, *row.task, shared);
-        }
-        if (row.r.memory_limited && shared.shared_gpu) {
-          std::unique_lock<std::shared_mutex> lock(gpu);
-          row.r = vet_task(env, *row.task, o);  // alone (the shared run's report was not kept)
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      ready[i] = true;
-      cv.notify_all();
+  auto finished = [&](size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    ready[i] = true;
+    cv.notify_all();
+  };
+  std::thread pool([&] {
+    vet_shared(env, items, o, jobs, [&](size_t i) {
+      if (!items[i].again) finished(i);
     });
-  }
-  std::thread pool([&] { run_parallel(work, jobs); });
+    for (size_t i = 0; i < n; ++i) {
+      if (!items[i].again) continue;
+      vet_alone(env, items[i], o);
+      finished(i);
+    }
+  });
   std::map<std::string, int> counts = {{"ok", 0}, {"flagged", 0}, {"error", 0}};
   std::map<std::string, int> by_flag;
   int cached = 0;
@@ -332,25 +314,30 @@ int cmd_vet(const VetArgs& a) {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return ready[i]; });
     }
-    const Row& row = rows[i];
-    const VetResult& r = row.r;
-    const std::string& spec = (*specs)[i];
-    std::string status = !r.ok ? "error" : r.flagged() ? "flagged" : "ok";
+    const VetItem& item = items[i];
+    const VetResult& r = item.result;
+    const std::string& spec = item.spec;
+    std::string label = is_dir                ? fs::path(spec).lexically_relative(a.target).string()
+                        : item.task.has_value() ? item.task->name
+                                                : task_name_of(spec);
+    std::string status = r.status();
     ++counts[status];
     cached += r.cached ? 1 : 0;
     for (const auto& f : r.flags()) ++by_flag[f];
     nlohmann::json names = r.flags();
     tasks.push_back({{"spec", spec},
-                     {"name", row.task ? row.task->name : task_name_of(spec)},
-                     {"hash", row.task ? nlohmann::json(row.task->hash) : nlohmann::json(nullptr)},
+                     {"name", item.task ? item.task->name : task_name_of(spec)},
+                     {"hash", item.task ? nlohmann::json(item.task->hash) : nlohmann::json(nullptr)},
                      {"status", status},
                      {"flags", names},
                      {"error", r.ok ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
                      {"cached", r.cached},
                      {"seconds", r.seconds},
+                     {"started_s", since_start(item.started)},
+                     {"ended_s", since_start(item.ended)},
                      {"report", r.report}});
     if (!a.json) {
-      std::fputs(vet_lines(row.label, status, r).c_str(), stdout);
+      std::fputs(vet_lines(label, status, r).c_str(), stdout);
       std::fflush(stdout);
     }
   }
@@ -408,24 +395,30 @@ int cmd_baselines(const BaselinesArgs& a) {
     return t;
   };
   // Phase one: the compile caches of the tasks still to measure, warmed `jobs` at a time (nothing is
-  // timed, so they may share the GPU; one that fails is compiled cold when measured).
+  // timed, so they may share the GPU). One that ran out of the GPU's memory beside the others is
+  // tried again alone afterwards; one that still fails is compiled cold when measured.
   size_t n = specs->size();
   int jobs = a.jobs > 0 ? a.jobs : o.device == "cuda" ? kWarmJobsCuda : 1;
-  nlohmann::json warm = {{"jobs", jobs}, {"tasks", 0}, {"failed", nlohmann::json::array()}, {"seconds", 0.0}};
+  nlohmann::json warm = {{"jobs", jobs}, {"tasks", 0}, {"failed", nlohmann::json::array()}, {"again", 0},
+                         {"seconds", 0.0}};
   if (jobs > 1 && o.compile_mode != "none") {
     auto tw = std::chrono::steady_clock::now();
     std::vector<std::string> todo;
     for (const auto& spec : *specs) {
       if (!o.use_baseline_cache || !baselines_cached(env, task_options(spec))) todo.push_back(spec);
     }
-    std::vector<std::string> why(todo.size());
+    std::vector<WarmResult> warmed(todo.size());
     std::vector<std::function<void()>> work;
     for (size_t i = 0; i < todo.size(); ++i) {
-      work.push_back([&, i] { why[i] = warm_compile_caches(env, task_options(todo[i])); });
+      work.push_back([&, i] { warmed[i] = warm_compile_caches(env, task_options(todo[i])); });
     }
     run_parallel(work, static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(todo.size(), 1))));
     for (size_t i = 0; i < todo.size(); ++i) {
-      if (!why[i].empty()) warm["failed"].push_back({{"spec", todo[i]}, {"why", why[i]}});
+      if (warmed[i].memory_limited) {
+        warmed[i] = warm_compile_caches(env, task_options(todo[i]));
+        warm["again"] = warm["again"].get<int>() + 1;
+      }
+      if (!warmed[i].error.empty()) warm["failed"].push_back({{"spec", todo[i]}, {"why", warmed[i].error}});
     }
     warm["tasks"] = todo.size();
     warm["seconds"] = seconds(tw);

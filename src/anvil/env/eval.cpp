@@ -230,6 +230,8 @@ nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, c
         {"input_sets", opts.input_sets},
         {"flush_l2", opts.flush_l2 && device == "cuda"},
         {"kernel_sum", opts.kernel_sum && device == "cuda"},
+        // the baselines' kernel sums only where the reward compares them (a profiled pass per model)
+        {"baseline_kernel_sum", opts.kernel_sum && opts.timing != "events" && device == "cuda"},
         {"hide_launch", opts.hide_launch && device == "cuda"},
         {"compile_mode", opts.compile_mode}}}};
   if (opts.defenses) {
@@ -869,18 +871,20 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
               notes.empty() ? std::string() : join(notes, "\n"));
 }
 
-std::string warm_compile_caches(const Environment& env, const EvalOptions& opts) {
+WarmResult warm_compile_caches(const Environment& env, const EvalOptions& opts) {
   BaselinePlan p;
-  if (auto bad = plan_baselines(env, opts, &p)) return *bad;
+  if (auto bad = plan_baselines(env, opts, &p)) return {*bad};
   SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, nullptr);
   Launch launched = launch_python(env, PyModule::kWarm, opts.zygote_socket, p.request, so, p.private_dir);
   const SubprocessResult& r = launched.result;
-  if (!r.started) return "could not run: " + r.error;
+  if (!r.started) return {"could not run: " + r.error};
   nlohmann::json report = parse_report(r);
-  if (report.is_object() && report.value("status", std::string()) == "done") return "";
+  if (report.is_object() && report.value("status", std::string()) == "done") return {};
   UserPaths paths = user_paths(p.private_dir, "", false, p.task->row < 0 ? p.task->spec : std::string());
-  if (report.is_object()) return paths(report.value("message", std::string("no reason given")));
-  return paths(r.timed_out ? "timed out" : "exited with code " + std::to_string(r.exit_code) + " without a report");
+  if (report.is_object()) {
+    return {paths(report.value("message", std::string("no reason given"))), report.value("memory_limited", false)};
+  }
+  return {paths(r.timed_out ? "timed out" : "exited with code " + std::to_string(r.exit_code) + " without a report")};
 }
 
 std::optional<BuildReport> prebuild(const Environment& env, const std::string& candidate, const BuildOptions& opts) {

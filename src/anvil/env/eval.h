@@ -117,8 +117,12 @@ inline constexpr int kWarmJobsCuda = 8;
 inline constexpr int kOverlapCuda = 2;
 
 // torch.compile's caches warmed for opts.task (python/anvil/warm.py): its reference compiled and
-// called once, nothing timed. Several may run at once on one GPU. Returns "" when done, else why not.
-std::string warm_compile_caches(const Environment& env, const EvalOptions& opts);
+// called once, nothing timed. Several may run at once on one GPU.
+struct WarmResult {
+  std::string error;            // empty: warmed; else why not
+  bool memory_limited = false;  // the GPU ran out of memory (beside others: worth a try alone)
+};
+WarmResult warm_compile_caches(const Environment& env, const EvalOptions& opts);
 
 // The user's names for the private copies an evaluation works on (DIR/candidate, DIR/harness/model.py):
 // every message, detail and output an evaluation returns names the files the user gave, never

@@ -12,6 +12,7 @@
 #include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
+#include "anvil/util/thread_pool.h"
 
 namespace anvil {
 
@@ -93,6 +94,8 @@ std::string no_report(const SubprocessResult& r, const VetOptions& opts) {
 bool VetResult::flagged() const {
   return ok && report.is_object() && !report.value("flags", nlohmann::json::array()).empty();
 }
+
+const char* VetResult::status() const { return !ok ? "error" : flagged() ? "flagged" : "ok"; }
 
 std::vector<std::string> VetResult::flags() const {
   std::vector<std::string> out;
@@ -187,6 +190,42 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
     res.report["cache_error"] = err;  // a failed store only costs a re-run
   }
   return res;
+}
+
+void vet_shared(const Environment& env, std::vector<VetItem>& items, const VetOptions& opts, unsigned jobs,
+                const std::function<void(size_t)>& done) {
+  jobs = static_cast<unsigned>(std::min<size_t>(std::max(1u, jobs), std::max<size_t>(items.size(), 1)));
+  VetOptions shared = opts;
+  shared.shared_gpu = jobs > 1;
+  std::vector<std::function<void()>> work;
+  for (size_t i = 0; i < items.size(); ++i) {
+    work.push_back([&, i] {
+      VetItem& item = items[i];
+      item.started = std::chrono::steady_clock::now();
+      std::string err;
+      item.task = load_task(env, item.spec, &err);
+      if (!item.task) {
+        item.result.error = err;
+      } else {
+        item.result = vet_task(env, *item.task, shared);
+        item.again = item.result.memory_limited && shared.shared_gpu;
+      }
+      item.ended = std::chrono::steady_clock::now();
+      if (done) done(i);
+    });
+  }
+  run_parallel(work, jobs);
+}
+
+void vet_alone(const Environment& env, VetItem& item, const VetOptions& opts) {
+  if (!item.task) return;
+  VetOptions alone = opts;
+  alone.shared_gpu = false;
+  double shared_seconds = item.result.seconds;
+  item.result = vet_task(env, *item.task, alone);
+  item.result.seconds += shared_seconds;  // the task's cost: both runs
+  item.again = false;
+  item.ended = std::chrono::steady_clock::now();
 }
 
 }  // namespace anvil

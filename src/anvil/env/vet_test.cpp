@@ -202,6 +202,10 @@ TEST_F(VetTest, CommandExitStatus) {
     EXPECT_EQ(pj["tasks"][i]["flags"], j["tasks"][i]["flags"]);
     // Each vetting process's wall time (--no-cache: each ran), at least its own time inside.
     EXPECT_GE(pj["tasks"][i]["seconds"].get<double>(), pj["tasks"][i]["report"]["seconds"].get<double>());
+    // When it ran: its window holds the process's wall time.
+    double began = pj["tasks"][i]["started_s"].get<double>(), ended = pj["tasks"][i]["ended_s"].get<double>();
+    EXPECT_GE(began, 0);
+    EXPECT_GE(ended - began + 0.002, pj["tasks"][i]["seconds"].get<double>());
   }
   SubprocessResult lines = run_subprocess({ANVIL_BINARY, "vet", "--device", "cpu", "--jobs", "4", examples});
   std::vector<std::string> order;
