@@ -967,8 +967,8 @@ class Judge(Harness):
             time.sleep(0.02)
 
     def time_models(self):
-        """eager and torch.compile, as the candidate claimed its time (fresh inputs per call,
-        profiled), once the GPU is quiet."""
+        """eager and torch.compile, as the candidate claimed its time (fresh inputs per call; profiled
+        for a kernel sum when the request's baseline_kernel_sum asks), once the GPU is quiet."""
         t = self.req["timing"]
         if any(m != "candidate" for m in t["measure"]):
             with self.clock("quiet_gpu"):

@@ -278,7 +278,7 @@ int cmd_vet(const VetArgs& a) {
   std::error_code ec;
   bool is_dir = fs::is_directory(a.target, ec);
   // Tasks are vetted `jobs` at a time; those whose report the others' memory decided, alone after
-  // them (vet_shared). Lines are printed in the tasks' order.
+  // them (vet_many). Lines are printed in the tasks' order.
   auto t0 = std::chrono::steady_clock::now();
   auto since_start = [&](std::chrono::steady_clock::time_point t) {
     return std::round(std::chrono::duration<double>(t - t0).count() * 1000) / 1000;
@@ -295,16 +295,7 @@ int cmd_vet(const VetArgs& a) {
     ready[i] = true;
     cv.notify_all();
   };
-  std::thread pool([&] {
-    vet_shared(env, items, o, jobs, [&](size_t i) {
-      if (!items[i].again) finished(i);
-    });
-    for (size_t i = 0; i < n; ++i) {
-      if (!items[i].again) continue;
-      vet_alone(env, items[i], o);
-      finished(i);
-    }
-  });
+  std::thread pool([&] { vet_many(env, items, o, jobs, finished); });
   std::map<std::string, int> counts = {{"ok", 0}, {"flagged", 0}, {"error", 0}};
   std::map<std::string, int> by_flag;
   int cached = 0;

@@ -192,11 +192,12 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
   return res;
 }
 
-void vet_shared(const Environment& env, std::vector<VetItem>& items, const VetOptions& opts, unsigned jobs,
-                const std::function<void(size_t)>& done) {
+void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOptions& opts, unsigned jobs,
+              const std::function<void(size_t)>& done) {
   jobs = static_cast<unsigned>(std::min<size_t>(std::max(1u, jobs), std::max<size_t>(items.size(), 1)));
   VetOptions shared = opts;
   shared.shared_gpu = jobs > 1;
+  std::vector<bool> again(items.size(), false);
   std::vector<std::function<void()>> work;
   for (size_t i = 0; i < items.size(); ++i) {
     work.push_back([&, i] {
@@ -208,24 +209,24 @@ void vet_shared(const Environment& env, std::vector<VetItem>& items, const VetOp
         item.result.error = err;
       } else {
         item.result = vet_task(env, *item.task, shared);
-        item.again = item.result.memory_limited && shared.shared_gpu;
+        again[i] = item.result.memory_limited && shared.shared_gpu;
       }
       item.ended = std::chrono::steady_clock::now();
-      if (done) done(i);
+      if (!again[i] && done) done(i);
     });
   }
   run_parallel(work, jobs);
-}
-
-void vet_alone(const Environment& env, VetItem& item, const VetOptions& opts) {
-  if (!item.task) return;
   VetOptions alone = opts;
   alone.shared_gpu = false;
-  double shared_seconds = item.result.seconds;
-  item.result = vet_task(env, *item.task, alone);
-  item.result.seconds += shared_seconds;  // the task's cost: both runs
-  item.again = false;
-  item.ended = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!again[i]) continue;
+    VetItem& item = items[i];
+    double shared_seconds = item.result.seconds;
+    item.result = vet_task(env, *item.task, alone);
+    item.result.seconds += shared_seconds;  // the task's cost: both runs
+    item.ended = std::chrono::steady_clock::now();
+    if (done) done(i);
+  }
 }
 
 }  // namespace anvil

@@ -61,25 +61,22 @@ struct VetResult {
 // Vets one task (see above). Never throws; problems come back in `error`.
 VetResult vet_task(const Environment& env, const Task& task, const VetOptions& opts);
 
-// One task of many (vet_shared): the spec as given, its task once loaded (none when it could not be:
-// result.error says why), its result, and whether it is to be vetted again alone (vet_alone).
+// One task of many (vet_many): the spec as given, its task once loaded (none when it could not be:
+// result.error says why), and its result.
 struct VetItem {
   std::string spec;
   std::optional<Task> task;
   VetResult result;
-  bool again = false;  // vetted beside others, and their memory decided its report
   std::chrono::steady_clock::time_point started, ended;  // its first vetting's start, its last one's end
 };
 
 // Vets `items` `jobs` at a time, sharing the GPU (vetting decides nothing by time, so sharing changes
-// no verdict, but for its memory): an item whose report the free memory decided is marked `again`,
-// and the caller vets it with vet_alone once nothing else uses the GPU (not here: a worker that
-// waited for the others to stop would hold its place meanwhile). done(i), from a worker thread, as
-// item i is finished (an `again` one too). Never throws.
-void vet_shared(const Environment& env, std::vector<VetItem>& items, const VetOptions& opts, unsigned jobs,
-                const std::function<void(size_t)>& done);
-// The item vetted again on a GPU it has alone (its shared report replaced).
-void vet_alone(const Environment& env, VetItem& item, const VetOptions& opts);
+// no verdict, but for its memory): an item whose report the others' memory decided is vetted again
+// alone once the others are done (not at once: a worker waiting to have the GPU alone would hold
+// its place meanwhile), its `seconds` both runs'. done(i), from a worker thread, once item i's
+// result is final. Never throws.
+void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOptions& opts, unsigned jobs,
+              const std::function<void(size_t)>& done);
 
 // The cache key of a vetting: SHA-256 over the task's hash, the environment's
 // fingerprint, the device (and GPU model), the tolerance, the seed and the
