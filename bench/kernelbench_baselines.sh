@@ -70,7 +70,7 @@ print("level %s baselines: %d tasks in %.0f s (exit %d; warm-up %d tasks, %d at 
 phases = {}
 for t in tasks:
     for k, v in ((t.get("seconds") or {}).get("judge") or {}).items():
-        if not k.startswith("@") and isinstance(v, (int, float)):
+        if not k.startswith("@") and k != "origin" and isinstance(v, (int, float)):
             phases.setdefault(k, []).append(v)
 print("  judge's phases, sum / p50 over the tasks: " + ", ".join(
     "%s %.0f / %.2f" % (k, sum(v), p(sorted(v), .5)) for k, v in sorted(phases.items(), key=lambda kv: -sum(kv[1]))))

@@ -81,7 +81,10 @@ class Judge(Harness):
         self.mapped = None
         self.room = None          # the batches' pool (batch.Room), one per evaluation
         self.timed_expected = None  # lean: trial 0's reference output, the answer for every timed call of the claim
+        self.gpu_lock = None  # timing.GpuLock, where the request names one
         self.clock = timing.Clock()
+        if timing.Clock.origin is not None:  # the marks' origin itself (CLOCK_MONOTONIC: comparable across processes)
+            self.clock["origin"] = round(timing.Clock.origin, 4)
         self.report["defenses"]["seconds"] = {"judge": self.clock, "candidate": {}}
 
     # -- the candidate's process ------------------------------------------------------------
@@ -984,17 +987,19 @@ class Judge(Harness):
                 continue
             try:
                 with self.clock("eager"):
-                    results["eager"] = dict(self.time_one(self.ref, t["warmup"]), **results.get("eager", {}))
+                    results["eager"] = dict(self.time_one(self.ref, t["warmup"], name="eager"), **results.get("eager", {}))
             except Outcome:
                 raise
             except BaseException as e:  # noqa: BLE001
                 raise Outcome("task_error", "while timing: %s" % raised(e, "the reference Model"), trace(e))
 
-    def time_one(self, fn, warmup, first_call=None):
+    def time_one(self, fn, warmup, name, first_call=None):
         """One baseline, with what the machine was doing meanwhile: how long the judge's threads
         waited for a CPU from the end of the warm-up (torch.compile compiles in it) to the end,
-        whether the candidate's processes were gone, other processes on the GPU. first_call: the
-        clock's name for the first call's seconds (torch.compile's compilation)."""
+        whether the candidate's processes were gone, other processes on the GPU. name: the clock's
+        prefix for the measurement's phases (name_warmup, name_probe, name_timed, name_inspected:
+        from each phase's first call to the next phase's); first_call: the clock's name for the first
+        call's seconds (torch.compile's compilation)."""
         t = self.req["timing"]
         self.pin_flags()
         cuda = self.device.type == "cuda"
@@ -1003,7 +1008,13 @@ class Judge(Harness):
         warmed = [0]
         began = time.perf_counter()
 
+        current = ["warmup", began]
+
         def observe(phase, _k, _out, _sample_ms):  # outside any timed region
+            if phase != current[0]:
+                now = time.perf_counter()
+                self.clock["%s_%s" % (name, current[0])] = round(now - current[1], 4)
+                current[:] = [phase, now]
             if phase == "warmup":
                 warmed[0] += 1
                 if warmed[0] == 1 and first_call:
@@ -1015,6 +1026,7 @@ class Judge(Harness):
             result = timing.measure(fn, self.call_inputs, self.device, warmup=warmup, calls=t["calls"],
                                     flush_l2=bool(t["flush_l2"]), kernel_sum=bool(t["baseline_kernel_sum"]),
                                     hide_launch=bool(t.get("hide_launch", True)), observe=observe)
+        self.clock["%s_%s" % (name, current[0])] = round(time.perf_counter() - current[1], 4)
         result["load"] = dict(waited[0].load(), candidate_gone=self.candidate_gone)
         if cuda:
             after = evidence.other_gpu_processes(self.device)
@@ -1027,7 +1039,7 @@ class Judge(Harness):
         mode = self.req["timing"]["compile_mode"]
         try:
             return self.time_one(timing.compiled(self.torch, self.ref, mode), max(1, self.req["timing"]["warmup"]),
-                                 first_call="compile_first_call")
+                                 name="compile", first_call="compile_first_call")
         except BaseException as e:  # noqa: BLE001 - a baseline that does not compile is reported
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -1080,17 +1092,20 @@ class Judge(Harness):
                 self.construct_reference()
                 with self.clock("gpu_lock"):
                     self.gpu_lock = timing.GpuLock(self.req["gpu_lock"])
+                self.clock.mark("gpu_lock")
             drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and not self.lean and not locked \
                 else None
-            self.setup()
-            if self.device.type == "cuda":  # the judge's own context (and whatever else holds the GPU)
-                free, total = torch.cuda.mem_get_info(self.device)
-                self.memory["context_bytes"] = total - free
+            with self.clock("cuda_start"):
+                self.setup()
+                if self.device.type == "cuda":  # the judge's own context (and whatever else holds the GPU)
+                    free, total = torch.cuda.mem_get_info(self.device)
+                    self.memory["context_bytes"] = total - free
             self.shared.device_ready()  # the candidate's process starts its own CUDA context now
             if drawer is not None:
                 drawer.join()
             if locked:
-                self.place_reference()
+                with self.clock("place_reference"):
+                    self.place_reference()
             else:
                 self.build_reference()
         self.clock.mark("set_up")
@@ -1185,6 +1200,9 @@ class Judge(Harness):
             with self.clock("baselines"):
                 self.time_models()
             enter(None)
+            if self.gpu_lock is not None:  # nothing more is timed here
+                self.gpu_lock.release()
+                self.clock.mark("gpu_released")
             self.report["defenses"]["precision"] = self.precision
             found = self.findings() if self.req["candidate_kind"] != "none" else None
             if found:

@@ -57,7 +57,7 @@ import time
 import traceback
 
 from anvil._cli import answer_one, exit_after, one_line, quiet_stdout, tail
-from anvil.harness import memory_error, meta_input_bytes
+from anvil.harness import memory_error, meta_input_bytes, tensor_bytes
 
 PROTOCOL = "anvil.vet/1"
 STRICT = {"preset": "strict",
@@ -349,10 +349,12 @@ class Vetting:
         self.path = request["task_file"]
         self.tolerance = request["tolerance"]
         self.seeds = [request["seed"] + 1, request["seed"] + 2]
+        self.device = None
         self.device_draws = None  # whether get_inputs() runs with the device as default (inputs)
         self.report = {"protocol": PROTOCOL, "status": "done", "message": "", "detail": "", "flags": [],
                        "notes": [], "outputs": [], "distributions": [], "seeds": self.seeds,
-                       "memory_limited": False}
+                       "memory_limited": False, "need_bytes": None, "gpu_bytes": None}
+        self.model_bytes = 0
 
     # -- set-up -----------------------------------------------------------------------------
     def setup_device(self):
@@ -416,6 +418,7 @@ class Vetting:
         self.seed_all(seed)
         self.model = self._call("Model(*get_init_inputs())", lambda: model(*init).eval().to(self.device))
         self.input_names = _forward_names(self.model)
+        self.model_bytes = sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *self.model.buffers()])
 
     def inputs(self, seed):
         """get_inputs() after seeding with `seed`, drawn with the device as torch's default device
@@ -445,11 +448,26 @@ class Vetting:
         nbytes = meta_input_bytes(getattr(self.module, "get_inputs"), self.seed_all, self.seeds[0])
         if nbytes is None:  # the size shows when the task's own draw runs
             return None
+        self.need(nbytes)
         free, _total = self.torch.cuda.mem_get_info(self.device)
         if SETS_HELD * nbytes <= free:
             return None
         return ("not vetted: one set of the task's inputs takes %.1f GiB and vetting holds about %d sets at once "
                 "(%.1f GiB free on the GPU)" % (nbytes / 2 ** 30, SETS_HELD, free / 2 ** 30))
+
+    def need(self, set_bytes):
+        """The report's need_bytes: about what vetting holds on the GPU (SETS_HELD sets of inputs of
+        set_bytes each, the model's weights), and gpu_bytes, the GPU's size: anvil vets tasks that
+        ran out of memory beside others again as many at a time as their needs fit (vet_many)."""
+        if self.device.type != "cuda" or self.report["need_bytes"] is not None:
+            return
+        self.report["need_bytes"] = int(SETS_HELD * set_bytes + self.model_bytes)
+        self.report["gpu_bytes"] = int(self.torch.cuda.mem_get_info(self.device)[1])
+
+    def note_peak(self):
+        """peak_bytes: the most torch's allocator held at once (need_bytes' estimate, checked)."""
+        if self.device is not None and self.device.type == "cuda":
+            self.report["peak_bytes"] = int(self.torch.cuda.max_memory_allocated(self.device))
 
     def run(self, inputs):
         """The reference's output on clones of `inputs` (a task that writes into its inputs must not
@@ -617,6 +635,7 @@ class Vetting:
             base = [(seed, self.inputs(seed)) for seed in self.seeds]
         except Exception as e:  # noqa: BLE001 - only the GPU's memory running out is decided here
             return self.out_of_memory(e, "drawing the task's inputs")
+        self.need(tensor_bytes(base[0][1]))
         same_inputs = _same_output(base[0][1], base[1][1], None)
         holds = {}  # flag -> [(distribution, detail)]
         for name in DISTRIBUTIONS:
@@ -713,6 +732,7 @@ def vet(request_text):
             vetting = Vetting(request)
             report = vetting.report
             vetting.vet()
+            vetting.note_peak()
     except VetError as e:
         report.update(status="error", message=e.message, detail=e.detail or "")
     except Exception as e:  # noqa: BLE001 - a report even when the vetting itself breaks

@@ -59,6 +59,12 @@ def test_healthy_example_gets_no_flag():
     assert out["name"] == "output" and out["shape"] == [32, 48] and out["dtype"] == "float32"
     assert out["max_abs"] > 0.1 and out["std"] > 0.01
     assert report["seeds"] == [1, 2]
+    if DEVICE == "cuda":  # what anvil packs its memory-limited retries by, and what the allocator saw
+        assert report["gpu_bytes"] > 10 * 2 ** 30
+        assert report["need_bytes"] == vet.SETS_HELD * 4 * 32 * 64 + 4 * (64 * 48 + 48), report["need_bytes"]
+        assert 0 < report["peak_bytes"] <= report["need_bytes"] + 2 ** 26  # (cuBLAS's workspace)
+    else:
+        assert report["need_bytes"] is None and report["gpu_bytes"] is None and "peak_bytes" not in report
 
 
 def test_details_name_what_a_degenerate_candidate_does():

@@ -399,18 +399,25 @@ int cmd_baselines(const BaselinesArgs& a) {
       if (!o.use_baseline_cache || !baselines_cached(env, task_options(spec))) todo.push_back(spec);
     }
     std::vector<WarmResult> warmed(todo.size());
+    std::vector<std::pair<double, double>> window(todo.size());  // (started_s, ended_s) of its last try
+    auto warm_one = [&](size_t i) {
+      window[i].first = seconds(t0);
+      warmed[i] = warm_compile_caches(env, task_options(todo[i]));
+      window[i].second = seconds(t0);
+    };
     std::vector<std::function<void()>> work;
-    for (size_t i = 0; i < todo.size(); ++i) {
-      work.push_back([&, i] { warmed[i] = warm_compile_caches(env, task_options(todo[i])); });
-    }
+    for (size_t i = 0; i < todo.size(); ++i) work.push_back([&, i] { warm_one(i); });
     run_parallel(work, static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(todo.size(), 1))));
+    nlohmann::json windows = nlohmann::json::array();
     for (size_t i = 0; i < todo.size(); ++i) {
       if (warmed[i].memory_limited) {
-        warmed[i] = warm_compile_caches(env, task_options(todo[i]));
+        warm_one(i);
         warm["again"] = warm["again"].get<int>() + 1;
       }
       if (!warmed[i].error.empty()) warm["failed"].push_back({{"spec", todo[i]}, {"why", warmed[i].error}});
+      windows.push_back({{"spec", todo[i]}, {"started_s", window[i].first}, {"ended_s", window[i].second}});
     }
+    warm["windows"] = windows;
     warm["tasks"] = todo.size();
     warm["seconds"] = seconds(tw);
     if (!a.json && !todo.empty()) {
@@ -432,7 +439,10 @@ int cmd_baselines(const BaselinesArgs& a) {
   std::vector<std::function<void()>> work;
   for (size_t i = 0; i < n; ++i) {
     work.push_back([&, i] {
+      double started = seconds(t0);
       BaselinesResult r = measure_baselines(env, task_options((*specs)[i]), lock);
+      r.json["started_s"] = started;
+      r.json["ended_s"] = seconds(t0);
       std::lock_guard<std::mutex> g(mu);
       results[i] = std::move(r);
       ready[i] = true;
@@ -451,7 +461,10 @@ int cmd_baselines(const BaselinesArgs& a) {
     const std::string& spec = (*specs)[i];
     BaselinesResult& r = results[i];
     if (r.status == BaselinesResult::Status::kUnclean && overlap > 1) {
+      double started = seconds(t0);
       r = measure_baselines(env, task_options(spec), lock);  // once more (still under the lock)
+      r.json["started_s"] = started;
+      r.json["ended_s"] = seconds(t0);
       ++again;
     }
     const char* status = baselines_status_name(r.status);
@@ -486,6 +499,7 @@ int cmd_baselines(const BaselinesArgs& a) {
                           {"compile_mode", o.compile_mode},
                           {"warm", warm},
                           {"overlap", overlap},
+                          {"origin_monotonic", std::chrono::duration<double>(t0.time_since_epoch()).count()},
                           {"measured_again", again},
                           {"tasks", tasks},
                           {"summary",

@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
                       "tolerances: strict (default), paper (atol=rtol=1e-2) or kernelbench (allclose, fp32 1e-4)");
   vet_cmd->add_option("--seed", vet.seed, "base seed: the task's inputs of seed+1 and seed+2 (default 0)");
   vet_cmd->add_option("--timeout", vet.timeout_s, "wall-clock limit per task, seconds (default 600)");
-  vet_cmd->add_option("--jobs", vet.jobs, "tasks vetted at once (default: 4 on a GPU, 1 on the CPU)")
+  vet_cmd->add_option("--jobs", vet.jobs, "tasks vetted at once (default: " + std::to_string(anvil::kVetJobsCuda) + " on a GPU, 1 on the CPU)")
       ->check(CLI::Range(1, 64));
   vet_cmd->add_flag("--no-cache", vet_no_cache, "vet again instead of using cached reports");
   vet_cmd->add_flag("--json", vet.json, "print one JSON document");

@@ -185,6 +185,8 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
   }
   res.ok = true;
   res.memory_limited = report.value("memory_limited", false);
+  if (report.value("need_bytes", nlohmann::json()).is_number()) res.need_bytes = report["need_bytes"].get<double>();
+  if (report.value("gpu_bytes", nlohmann::json()).is_number()) res.gpu_bytes = report["gpu_bytes"].get<double>();
   if (res.memory_limited && opts.shared_gpu) return res;  // decided by the others' memory too: not kept
   if (opts.use_cache && !write_file_atomic(entry, report.dump(1) + "\n", &err)) {
     res.report["cache_error"] = err;  // a failed store only costs a re-run
@@ -197,7 +199,7 @@ void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOpti
   jobs = static_cast<unsigned>(std::min<size_t>(std::max(1u, jobs), std::max<size_t>(items.size(), 1)));
   VetOptions shared = opts;
   shared.shared_gpu = jobs > 1;
-  std::vector<bool> again(items.size(), false);
+  std::vector<char> again(items.size(), 0);  // (not vector<bool>: workers write their own items at once)
   std::vector<std::function<void()>> work;
   for (size_t i = 0; i < items.size(); ++i) {
     work.push_back([&, i] {
@@ -216,15 +218,38 @@ void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOpti
     });
   }
   run_parallel(work, jobs);
+  // Again, packed by need; then alone. A run's seconds add to the item's (its cost: every run).
+  auto vet_again = [&](size_t i, const VetOptions& o) {
+    VetItem& item = items[i];
+    double before = item.result.seconds;
+    item.result = vet_task(env, *item.task, o);
+    item.result.seconds += before;
+    item.ended = std::chrono::steady_clock::now();
+  };
+  std::vector<size_t> packed;  // those whose report said their need (the others: alone at once)
+  std::vector<double> weights;
+  double capacity = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const VetResult& r = items[i].result;
+    if (!again[i] || r.need_bytes <= 0 || r.gpu_bytes <= 0) continue;
+    capacity = std::max(capacity, kVetPackShare * r.gpu_bytes);
+    packed.push_back(i);
+    weights.push_back(r.need_bytes + kVetProcessBytes);
+  }
+  std::vector<std::function<void()>> retries;
+  for (size_t i : packed) {
+    retries.push_back([&, i] {
+      vet_again(i, shared);
+      again[i] = items[i].result.memory_limited;
+      if (!again[i] && done) done(i);
+    });
+  }
+  if (packed.size() > 1) run_packed(retries, weights, capacity, jobs);
   VetOptions alone = opts;
   alone.shared_gpu = false;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!again[i]) continue;
-    VetItem& item = items[i];
-    double shared_seconds = item.result.seconds;
-    item.result = vet_task(env, *item.task, alone);
-    item.result.seconds += shared_seconds;  // the task's cost: both runs
-    item.ended = std::chrono::steady_clock::now();
+    vet_again(i, alone);
     if (done) done(i);
   }
 }

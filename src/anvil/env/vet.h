@@ -27,8 +27,13 @@
 namespace anvil {
 
 // Tasks `anvil vet` vets at once on a GPU by default: vetting is a few reference calls, so most of
-// a task's time is the process's start and CUDA's (bench/results/kb-vet-*.md).
-inline constexpr int kVetJobsCuda = 4;
+// a task's time is the process's start and CUDA's (bench/results/kb-vet-*.md); those that run out
+// of memory beside the others are vetted again packed by need (vet_many).
+inline constexpr int kVetJobsCuda = 8;
+// Of the GPU's memory, the share the retries of memory-limited vettings pack their needs into;
+// each also counts kVetProcessBytes (its CUDA context, torch's workspaces).
+inline constexpr double kVetPackShare = 0.85;
+inline constexpr double kVetProcessBytes = 1.5 * (1ull << 30);
 
 struct VetOptions {
   std::string device = "cpu";     // "cpu" or "cuda"
@@ -52,6 +57,9 @@ struct VetResult {
   bool cached = false;     // the report came from the cache
   bool memory_limited = false;  // the GPU's free memory decided part of the report (see shared_gpu)
   double seconds = 0;           // wall time of the vetting process, from its launch to its end
+  // What the report says vetting holds on the GPU, and the GPU's size (0: not said): vet_many packs
+  // its retries of memory-limited tasks by them.
+  double need_bytes = 0, gpu_bytes = 0;
 
   const char* status() const;            // "ok", "flagged" or "error" (not ok)
   bool flagged() const;                  // ok and at least one flag
@@ -71,10 +79,11 @@ struct VetItem {
 };
 
 // Vets `items` `jobs` at a time, sharing the GPU (vetting decides nothing by time, so sharing changes
-// no verdict, but for its memory): an item whose report the others' memory decided is vetted again
-// alone once the others are done (not at once: a worker waiting to have the GPU alone would hold
-// its place meanwhile), its `seconds` both runs'. done(i), from a worker thread, once item i's
-// result is final. Never throws.
+// no verdict, but for its memory). The items whose report the others' memory decided are vetted
+// again once the others are done, as many at a time as their reports' need_bytes fit
+// kVetPackShare of the GPU (one whose need is unknown alone), and any still decided so, alone;
+// an item's `seconds` are all its runs'. done(i), from a worker thread, once item i's result is
+// final. Never throws.
 void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOptions& opts, unsigned jobs,
               const std::function<void(size_t)>& done);
 

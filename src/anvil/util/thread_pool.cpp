@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 namespace anvil {
@@ -21,6 +23,33 @@ void run_parallel(const std::vector<std::function<void()>>& jobs, unsigned threa
     });
   }
   for (auto& w : workers) w.join();
+}
+
+void run_packed(const std::vector<std::function<void()>>& jobs, const std::vector<double>& weights, double capacity,
+                unsigned threads) {
+  threads = std::max(1u, threads);
+  std::mutex mu;
+  std::condition_variable cv;
+  unsigned running = 0;
+  double used = 0;
+  std::vector<std::thread> started;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    double w = i < weights.size() ? weights[i] : capacity;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return running == 0 || (running < threads && used + w <= capacity); });
+      ++running;
+      used += w;
+    }
+    started.emplace_back([&, i, w] {
+      jobs[i]();
+      std::lock_guard<std::mutex> lock(mu);
+      --running;
+      used -= w;
+      cv.notify_all();
+    });
+  }
+  for (auto& t : started) t.join();
 }
 
 }  // namespace anvil

@@ -10,4 +10,11 @@ namespace anvil {
 // returns when all have finished. Jobs must not throw.
 void run_parallel(const std::vector<std::function<void()>>& jobs, unsigned threads);
 
+// Runs every job in order, at most `threads` at a time, job i starting once weights[i] and the
+// running jobs' weights fit `capacity`, or when none is running (a job heavier than the capacity
+// runs alone); a lighter job never overtakes one that waits. Returns when all have finished. Jobs
+// must not throw.
+void run_packed(const std::vector<std::function<void()>>& jobs, const std::vector<double>& weights, double capacity,
+                unsigned threads);
+
 }  // namespace anvil

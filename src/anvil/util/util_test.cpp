@@ -3,12 +3,16 @@
 
 #include <sys/resource.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <thread>
 
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
+#include "anvil/util/thread_pool.h"
 
 namespace anvil {
 namespace {
@@ -169,6 +173,55 @@ TEST(Files, AtomicWriteAndLock) {
   FileLock again(dir / "l.lock");  // released by the destructor above
   EXPECT_TRUE(again.locked());
   remove_tree(dir);
+}
+
+
+// run_packed: the running jobs' weights never exceed the capacity, a job heavier than it runs
+// alone and is not overtaken, and as many run at once as fit.
+TEST(ThreadPool, PackedJobsFitTheCapacity) {
+  std::vector<double> weights = {3, 3, 3, 10, 2, 2, 2, 3};
+  std::mutex mu;
+  double used = 0, most = 0;
+  int running = 0, most_running = 0, alone_violations = 0;
+  std::vector<size_t> order;
+  std::vector<std::function<void()>> jobs;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    jobs.push_back([&, i] {
+      {
+        std::lock_guard<std::mutex> g(mu);
+        order.push_back(i);
+        used += weights[i];
+        ++running;
+        most = std::max(most, weights[i] > 6 ? used - weights[i] : used);
+        most_running = std::max(most_running, running);
+        if (weights[i] > 6 && running != 1) ++alone_violations;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+      std::lock_guard<std::mutex> g(mu);
+      if (weights[i] <= 6 && running > 1 && used > 6 + 1e-9) ++alone_violations;
+      used -= weights[i];
+      --running;
+    });
+  }
+  run_packed(jobs, weights, 6, 8);
+  EXPECT_LE(most, 6);
+  EXPECT_EQ(alone_violations, 0);
+  EXPECT_EQ(most_running, 3);  // 2 + 2 + 2
+  // Nothing overtook the heavy job: the three before it had started, the four after had not.
+  auto at = std::find(order.begin(), order.end(), size_t{3}) - order.begin();
+  EXPECT_EQ(at, 3);
+  // The thread limit holds too: six light jobs, two at a time.
+  std::atomic<int> now{0}, peak{0};
+  std::vector<std::function<void()>> light(6, [&] {
+    int n = ++now;
+    int p = peak.load();
+    while (n > p && !peak.compare_exchange_weak(p, n)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    --now;
+  });
+  run_packed(light, std::vector<double>(6, 1.0), 100, 2);
+  EXPECT_EQ(peak.load(), 2);
 }
 
 }  // namespace
