@@ -240,7 +240,8 @@ def stats(t):
 
 
 def constant_of(t, tol):
-    """The mean of `t` rounded to its dtype, when every element equals it within `tol`; else None."""
+    """The mean of `t` rounded to its dtype, when every element equals it within `tol`; else None.
+    (The mean summed chunk by chunk in float64: no float64 copy of the whole output.)"""
     import torch
 
     if t.numel() < 2:
@@ -248,7 +249,9 @@ def constant_of(t, tol):
     if t.dtype == torch.bool or not (t.is_floating_point() or t.is_complex()):
         first = t.reshape(-1)[:1]
         return first if bool((t == first).all()) else None
-    mean = _wide(t).mean().to(t.dtype).reshape(1)
+    flat = t.reshape(-1)
+    total = sum(_wide(flat[start:start + CHUNK]).sum() for start in range(0, flat.numel(), CHUNK))
+    mean = (total / flat.numel()).to(t.dtype).reshape(1)
     return mean if close(mean, t, tol) else None
 
 
@@ -293,7 +296,10 @@ def signed(t, g):
     import torch
 
     flip = torch.rand(t.shape, generator=g, device=t.device) < 0.5
-    return torch.where(flip, -t, t)
+    out = torch.ones_like(t)  # t with the flipped elements negated (x * -1 is -x exactly), one set made
+    out.masked_fill_(flip, -1)
+    del flip
+    return out.mul_(t)
 
 
 def student_t2(t, g):
@@ -304,8 +310,8 @@ def student_t2(t, g):
     work = torch.float64 if t.dtype == torch.float64 else torch.float32
     z = torch.randn(t.shape, generator=g, device=t.device, dtype=work)
     u = torch.rand(t.shape, generator=g, device=t.device, dtype=work)
-    half_v = -torch.log(u.clamp_min(torch.finfo(work).tiny))
-    return (z / half_v.clamp_min(torch.finfo(work).eps).sqrt()).to(t.dtype)
+    half_v = u.clamp_min_(torch.finfo(work).tiny).log_().neg_()  # in place: two sets at most
+    return z.div_(half_v.clamp_min_(torch.finfo(work).eps).sqrt_()).to(t.dtype)
 
 
 def transform(inputs, fn):
@@ -316,6 +322,13 @@ def transform(inputs, fn):
 # ---------------------------------------------------------------------------------------------
 # The vetting
 
+class _Shape:
+    """A tensor's shape and dtype without its memory."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
 class Observation:
     """What one reference call showed: the output's leaves, their stats, constant outputs and
     outputs equal to an input."""
@@ -323,12 +336,14 @@ class Observation:
     def __init__(self, output, inputs, tolerance):
         import torch
 
-        self.leaves = [(n, t) for n, t in leaves(output) if t.numel() > 0]
-        self.stats = {n: stats(t) for n, t in self.leaves}
+        tensors = [(n, t) for n, t in leaves(output) if t.numel() > 0]
+        # the leaves' names, shapes and dtypes (not the tensors: an observation outlives its output)
+        self.leaves = [(n, _Shape(tuple(t.shape), t.dtype)) for n, t in tensors]
+        self.stats = {n: stats(t) for n, t in tensors}
         self.constant = {}
         self.equal_inputs = {}
         flat_inputs = [(i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
-        for name, t in self.leaves:
+        for name, t in tensors:
             tol = tolerance_for(tolerance, t.dtype)
             c = constant_of(t, tol)
             if c is not None:
@@ -455,13 +470,15 @@ class Vetting:
         return ("not vetted: one set of the task's inputs takes %.1f GiB and vetting holds about %d sets at once "
                 "(%.1f GiB free on the GPU)" % (nbytes / 2 ** 30, SETS_HELD, free / 2 ** 30))
 
-    def need(self, set_bytes):
-        """The report's need_bytes: about what vetting holds on the GPU (SETS_HELD sets of inputs of
-        set_bytes each, the model's weights), and gpu_bytes, the GPU's size: anvil vets tasks that
-        ran out of memory beside others again as many at a time as their needs fit (vet_many)."""
-        if self.device.type != "cuda" or self.report["need_bytes"] is not None:
+    def need(self, set_bytes, output_bytes=None):
+        """The report's need_bytes: about what vetting holds on the GPU at most (SETS_HELD sets of
+        inputs of set_bytes each, a pair of outputs, the model's weights; an output as large as a
+        set of inputs until one is seen), and gpu_bytes, the GPU's size: anvil vets tasks that ran
+        out of memory beside others again as many at a time as their needs fit (vet_many)."""
+        if self.device.type != "cuda":
             return
-        self.report["need_bytes"] = int(SETS_HELD * set_bytes + self.model_bytes)
+        out = set_bytes if output_bytes is None else output_bytes
+        self.report["need_bytes"] = int(SETS_HELD * set_bytes + 2 * out + self.model_bytes)
         self.report["gpu_bytes"] = int(self.torch.cuda.mem_get_info(self.device)[1])
 
     def note_peak(self):
@@ -481,34 +498,48 @@ class Vetting:
 
     # -- distributions ----------------------------------------------------------------------
     def input_sets(self, name, base):
-        """(label, seed, inputs) of distribution `name`, built one at a time from the task's own
-        input sets `base` ([(seed, inputs)])."""
+        """(label, seed, transformation, inputs) of distribution `name`, built one at a time from
+        the task's own input sets `base` ([(seed, inputs)]), each transformation's seeds in turn
+        (so that a pair's outputs are compared, and let go, before the next pair is made)."""
+        if name == "scaled":
+            for scale in SCALES:
+                for seed, inputs in base:
+                    yield "seed %d, x%g" % (seed, scale), seed, scale, transform(inputs, lambda t, s=scale: t * s)
+            return
         for seed, inputs in base:
             if name == "task":
-                yield "seed %d" % seed, seed, inputs
+                yield "seed %d" % seed, seed, name, inputs
             elif name == "signed":
                 g = _generator(self.device, 7919 * seed + 1)
-                yield "seed %d, signed" % seed, seed, transform(inputs, lambda t: signed(t, g))
-            elif name == "scaled":
-                for scale in SCALES:
-                    yield "seed %d, x%g" % (seed, scale), seed, transform(inputs, lambda t, s=scale: t * s)
+                yield "seed %d, signed" % seed, seed, name, transform(inputs, lambda t: signed(t, g))
             elif name == "heavy":
                 g = _generator(self.device, 7919 * seed + 2)
-                yield "seed %d, Student-t(2)" % seed, seed, transform(inputs, lambda t: student_t2(t, g))
+                yield "seed %d, Student-t(2)" % seed, seed, name, transform(inputs, lambda t: student_t2(t, g))
 
-    def observe(self, name, base):
-        """[(label, seed, Observation, output)] over the distribution; raises VetError if the
-        reference fails."""
-        seen = []
-        for label, seed, inputs in self.input_sets(name, base):
+    def observe(self, name, base, keep_outputs=False):
+        """([(label, seed, Observation, output or None)], [(label, label, same)]) over the
+        distribution: its observations, and for each transformation whether the two seeds' outputs
+        pass against each other. Outputs are kept only with keep_outputs; else at most a pair's
+        two are alive at once. Raises VetError if the reference fails."""
+        seen, pairs, first = [], [], {}
+        for label, seed, key, inputs in self.input_sets(name, base):
             out = self._call("Model.forward on the inputs of %s" % label, self.run, inputs)
             if not leaves(out):
                 raise VetError("%s: Model.forward returned %s, which holds no tensor" % (self.path, type(out).__name__))
-            seen.append((label, seed, Observation(out, inputs, self.tolerance), out))
-        return seen
+            seen.append((label, seed, Observation(out, inputs, self.tolerance), out if keep_outputs else None))
+            del inputs
+            if key in first:
+                la, a = first.pop(key)
+                pairs.append((la, label, _same_output(a, out, self.tolerance)))
+                del a
+            else:
+                first[key] = (label, out)
+            del out
+        return seen, pairs
 
-    def properties(self, seen, same_inputs):
-        """{flag: detail} of what holds on every observation of one distribution."""
+    def properties(self, seen, pairs, same_inputs):
+        """{flag: detail} of what holds on every observation of one distribution (pairs:
+        observe's)."""
         obs = [o for _, _, o, _ in seen]
         found = {}
         stats_all = [s for o in obs for s in o.stats.values()]
@@ -530,22 +561,14 @@ class Vetting:
                  if all(i in o.equal_inputs.get(n, ()) for o in obs)]
         if equal:
             found["equals_input"] = self._equals_detail(obs[0], equal)
-        pairs = self._pairs(seen)
-        if pairs and all(_same_output(a, b, self.tolerance) for (_, _, _, a), (_, _, _, b) in pairs):
-            (la, _, _, _), (lb, _, _, _) = pairs[0]
+        if pairs and all(same for _, _, same in pairs):
+            la, lb, _ = pairs[0]
             found["input_independent"] = self._independent_detail(la, lb, same_inputs)
         for strong, weak in IMPLIES.items():
             if strong in found:
                 for w in weak:
                     found.pop(w, None)
         return found
-
-    @staticmethod
-    def _pairs(seen):
-        """Observations of the two seeds, paired by transformation (scale)."""
-        first = [s for s in seen if s[1] == seen[0][1]]
-        second = [s for s in seen if s[1] != seen[0][1]]
-        return list(zip(first, second))
 
     # -- detail lines -----------------------------------------------------------------------
     def _describe(self, obs, name):
@@ -642,8 +665,10 @@ class Vetting:
             entry = {"name": name, "input_sets": 0, "skipped": None, "nonfinite": None}
             self.report["distributions"].append(entry)
             try:
-                seen = self.observe(name, base)
-                found = self.properties(seen, same_inputs and name == "task")
+                seen, pairs = self.observe(name, base, keep_outputs=name == "task")
+                if name == "task":
+                    self.need(tensor_bytes(base[0][1]), tensor_bytes(seen[0][3]))
+                found = self.properties(seen, pairs, same_inputs and name == "task")
                 if name == "task" and not {"constant_output", "zero_output", "tiny_output"} & set(found):
                     detail = self.constant_over_trials([out for _, _, _, out in seen])
                     if detail:

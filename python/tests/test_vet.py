@@ -61,7 +61,8 @@ def test_healthy_example_gets_no_flag():
     assert report["seeds"] == [1, 2]
     if DEVICE == "cuda":  # what anvil packs its memory-limited retries by, and what the allocator saw
         assert report["gpu_bytes"] > 10 * 2 ** 30
-        assert report["need_bytes"] == vet.SETS_HELD * 4 * 32 * 64 + 4 * (64 * 48 + 48), report["need_bytes"]
+        inputs, output, weights = 4 * 32 * 64, 4 * 32 * 48, 4 * (64 * 48 + 48)
+        assert report["need_bytes"] == vet.SETS_HELD * inputs + 2 * output + weights, report["need_bytes"]
         assert 0 < report["peak_bytes"] <= report["need_bytes"] + 2 ** 26  # (cuBLAS's workspace)
     else:
         assert report["need_bytes"] is None and report["gpu_bytes"] is None and "peak_bytes" not in report
@@ -321,3 +322,30 @@ def test_command_prints_one_report_line(tmp_path):
     assert proc.returncode == 2
     report = json.loads(proc.stdout.splitlines()[-1])
     assert report["status"] == "error" and "SystemExit" in report["message"]
+
+
+def test_at_most_a_pair_of_outputs_is_alive_at_once(monkeypatch):
+    """Vetting holds a pair of outputs at most (KernelBench level 1's outputs are gigabytes): every
+    other output is let go once it is observed and compared. Fails when a distribution keeps its
+    outputs to its end (the scaled distribution's four)."""
+    import gc
+    import weakref
+
+    alive, most = [0], [0]
+    run = vet.Vetting.run
+
+    def counted(self, inputs):
+        out = run(self, inputs)
+        alive[0] += 1
+        most[0] = max(most[0], alive[0])
+        weakref.finalize(out, lambda: alive.__setitem__(0, alive[0] - 1))
+        return out
+
+    monkeypatch.setattr(vet.Vetting, "run", counted)
+    gc.disable()  # only references let outputs go, as on the GPU
+    try:
+        report = vet_file(os.path.join(EXAMPLES, "healthy.py"))
+    finally:
+        gc.enable()
+    assert report["status"] == "done" and report["flags"] == []
+    assert most[0] == 2, most[0]
