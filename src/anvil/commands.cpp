@@ -21,6 +21,7 @@
 
 #include "anvil/agent/local_server.h"
 #include "anvil/bench/compare.h"
+#include "anvil/env/cache_layout.h"
 #include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
 #include "anvil/serve/http_server.h"
@@ -552,19 +553,28 @@ int cmd_env(bool json, bool refresh) {
 int cmd_cache(const std::string& action) {
   fs::path cache = default_cache_dir();
   if (action == "clear") {
-    for (const char* sub : {"objects", "manifests", "modules", "runtime", "env", "tmp"}) remove_tree(cache / sub);
-    std::printf("cleared %s\n", cache.c_str());
+    std::string kept;
+    for (const auto& a : cache_areas()) {
+      if (a.cleared) {
+        remove_tree(cache_dir(cache, a.area));
+      } else {
+        kept += std::string(kept.empty() ? "" : ", ") + a.dir + "/ (" + a.holds + ")";
+      }
+    }
+    std::printf("cleared %s; kept %s\n", cache.c_str(), kept.c_str());
     return 0;
   }
-  // stats
+  // stats: every area, what it holds and its size
   std::error_code ec;
-  for (const char* sub : {"objects", "manifests", "modules", "runtime"}) {
+  for (const auto& a : cache_areas()) {
     size_t files = 0, bytes = 0;
-    for (const auto& rel : list_files(cache / sub)) {
+    fs::path dir = cache_dir(cache, a.area);
+    for (const auto& rel : list_files(dir)) {
       ++files;
-      bytes += static_cast<size_t>(fs::file_size(cache / sub / rel, ec));
+      bytes += static_cast<size_t>(fs::file_size(dir / rel, ec));
     }
-    std::printf("%-10s %6zu files %10.1f MB\n", sub, files, static_cast<double>(bytes) / 1e6);
+    std::printf("%-13s %6zu files %10.1f MB  %s%s\n", a.dir, files, static_cast<double>(bytes) / 1e6, a.holds,
+                a.cleared ? "" : " (kept by clear)");
   }
   std::printf("(cache: %s)\n", cache.c_str());
   return 0;
@@ -846,7 +856,7 @@ int cmd_serve(const ServeArgs& a) {
     std::fprintf(stderr, "anvil serve: %s\n", env.probe_error.c_str());
     return 2;
   }
-  so.state_dir = a.state.empty() ? env.cache / "serve" : fs::absolute(a.state);
+  so.state_dir = a.state.empty() ? cache_dir(env, CacheArea::kServe) : fs::absolute(a.state);
   so.max_queue = a.max_queue;
   so.builders = a.builders;
   so.sessions.ttl = std::chrono::seconds(a.session_ttl_s);

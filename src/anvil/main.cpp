@@ -380,10 +380,14 @@ int main(int argc, char** argv) {
   env_cmd->add_flag("--refresh", env_refresh, "probe again instead of using the cached probe");
   env_cmd->callback([&] { status = anvil::cmd_env(env_json, env_refresh); });
 
-  auto* cache_cmd = app.add_subcommand("cache", "inspect or clear the build cache");
+  auto* cache_cmd = app.add_subcommand("cache", "inspect or clear anvil's cache ($ANVIL_CACHE)");
   cache_cmd->require_subcommand(1);
-  cache_cmd->add_subcommand("stats", "sizes of the cache's parts")->callback([&] { status = anvil::cmd_cache("stats"); });
-  cache_cmd->add_subcommand("clear", "remove every cache entry")->callback([&] { status = anvil::cmd_cache("clear"); });
+  cache_cmd->add_subcommand("stats", "every part of the cache: what it holds, files and size")->callback([&] {
+    status = anvil::cmd_cache("stats");
+  });
+  cache_cmd->add_subcommand("clear", "remove every cached result (builds, baselines, vetting, probes); keep anvil "
+                                     "serve's store, the zygotes' sockets and the lock files")
+      ->callback([&] { status = anvil::cmd_cache("clear"); });
 
   if (auto unknown = unknown_command(app, argc, argv)) {
     std::fprintf(stderr, "anvil: %s\n", unknown->c_str());

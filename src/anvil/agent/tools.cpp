@@ -8,6 +8,7 @@
 // builds hold a build slot.
 #include "anvil/agent/tools.h"
 
+#include "anvil/env/cache_layout.h"
 #include "anvil/env/reward.h"
 
 #include <algorithm>
@@ -536,7 +537,7 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
   for (const char* m : kMetrics) metrics += std::string(metrics.empty() ? "" : ",") + m;
   int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
   Slots::Hold hold{opts_.gpus, gpu};
-  fs::path task_dir = make_temp_dir(env_.cache / "tmp", "ncu");
+  fs::path task_dir = make_temp_dir(cache_dir(env_, CacheArea::kTmp), "ncu");
   struct Cleanup {
     fs::path dir;
     ~Cleanup() { remove_tree(dir); }

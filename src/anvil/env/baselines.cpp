@@ -1,5 +1,6 @@
 #include "anvil/env/baselines.h"
 
+#include "anvil/env/cache_layout.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
 
@@ -34,7 +35,7 @@ std::string baseline_key(const Environment& env, const std::string& task_hash, c
 }
 
 fs::path baseline_path(const Environment& env, const std::string& key) {
-  return env.cache / "baselines" / (key.substr(0, 2) + "/" + key + ".json");
+  return cache_dir(env, CacheArea::kBaselines) / (key.substr(0, 2) + "/" + key + ".json");
 }
 
 std::optional<std::string> unclean_baseline(const nlohmann::json& timing, const std::string& device, bool needs_batch) {
@@ -88,7 +89,7 @@ fs::path roofline_cache_path(const Environment& env, int gpu) {
   Hasher h;
   std::string name = gpu >= 0 && gpu < static_cast<int>(env.gpus.size()) ? env.gpus[gpu].name : "unknown";
   h.add("format", "anvil-roofline-v1").add("gpu", name).add("driver", env.driver).add("torch", env.torch.version);
-  return env.cache / "roofline" / (h.hex().substr(0, 24) + ".json");
+  return cache_dir(env, CacheArea::kRoofline) / (h.hex().substr(0, 24) + ".json");
 }
 
 }  // namespace anvil

@@ -27,6 +27,7 @@
 #include <set>
 #include <thread>
 
+#include "anvil/env/cache_layout.h"
 #include "anvil/env/confine.h"
 #include "anvil/env/diagnostics.h"
 #include "anvil/env/flags.h"
@@ -97,11 +98,11 @@ class Builder {
   }
 
   // Paths of the cache.
-  fs::path objects() const { return env_.cache / "objects"; }
-  fs::path manifests() const { return env_.cache / "manifests"; }
-  fs::path modules() const { return env_.cache / "modules"; }
-  fs::path locks() const { return env_.cache / "locks"; }
-  fs::path tmp() const { return env_.cache / "tmp"; }
+  fs::path objects() const { return cache_dir(env_, CacheArea::kObjects); }
+  fs::path manifests() const { return cache_dir(env_, CacheArea::kManifests); }
+  fs::path modules() const { return cache_dir(env_, CacheArea::kModules); }
+  fs::path locks() const { return cache_dir(env_, CacheArea::kLocks); }
+  fs::path tmp() const { return cache_dir(env_, CacheArea::kTmp); }
   fs::path runtime_dir() const { return anvil::runtime_dir(env_); }
 
   const Environment& env_;
@@ -537,7 +538,7 @@ std::string compat_pch_header(bool cuda) {
 fs::path runtime_dir(const Environment& env) {
   Hasher rk;
   rk.add("format", kRuntimeFormat).add("env", env.fingerprint);
-  return env.cache / "runtime" / rk.hex().substr(0, 32);
+  return cache_dir(env, CacheArea::kRuntime) / rk.hex().substr(0, 32);
 }
 
 // Make-style depfile: "target: a b \\\n c". Returns the listed paths.

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "anvil/env/baselines.h"
+#include "anvil/env/cache_layout.h"
 #include "anvil/env/diagnostics.h"
 #include "anvil/env/launch.h"
 #include "anvil/env/reward.h"
@@ -382,7 +383,7 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   std::string kind = is_dir ? "workdir" : "file";
   fs::path private_dir;
   try {
-    private_dir = make_temp_dir(env.cache / "tmp", "eval");
+    private_dir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "eval");
   } catch (const std::exception& e) {
     return fail(e.what());
   }
@@ -734,7 +735,7 @@ std::optional<std::string> plan_baselines(const Environment& env, const EvalOpti
   }
   if (copy) {
     try {
-      p->private_dir = make_temp_dir(env.cache / "tmp", "baselines");
+      p->private_dir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "baselines");
     } catch (const std::exception& e) {
       return std::string(e.what());
     }
@@ -763,7 +764,7 @@ bool baselines_cached(const Environment& env, const EvalOptions& opts) {
 }
 
 fs::path gpu_lock_path(const Environment& env, int gpu) {
-  return env.cache / "locks" / ("gpu" + std::to_string(gpu) + ".lock");
+  return cache_dir(env, CacheArea::kLocks) / ("gpu" + std::to_string(gpu) + ".lock");
 }
 
 BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock) {
@@ -894,7 +895,7 @@ std::optional<BuildReport> prebuild(const Environment& env, const std::string& c
   BuildReport b;
   fs::path private_dir;
   try {
-    private_dir = make_temp_dir(env.cache / "tmp", "prebuild");
+    private_dir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "prebuild");
   } catch (const std::exception& e) {
     b.error_kind = "environment_error";
     b.error = e.what();

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "anvil/env/cache_layout.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
@@ -286,7 +287,7 @@ std::string ensure_zygote(const Environment& env, std::string* err) {
                                                 std::to_string(fs::file_size(entry.path(), tec)));
   }
   std::string name = "zygote-" + h.hex().substr(0, 16) + ".sock";
-  fs::path dir = env.cache / "zygote";
+  fs::path dir = cache_dir(env, CacheArea::kZygote);
   if ((dir / name).string().size() >= sizeof(sockaddr_un{}.sun_path)) {
     dir = fs::temp_directory_path() / ("anvil-" + std::to_string(getuid()));  // socket paths are short
   }

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "anvil/env/cache_layout.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
@@ -253,7 +254,7 @@ nlohmann::json probe_task(const Environment& env, const Task& task, bool run_for
   fs::path file = task.file;
   fs::path tmpdir;
   if (task.row >= 0) {
-    tmpdir = make_temp_dir(env.cache / "tmp", "task");
+    tmpdir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "task");
     file = tmpdir / "model.py";
     std::string e;
     write_file_atomic(file, task.code, &e);

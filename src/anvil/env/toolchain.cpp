@@ -8,6 +8,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "anvil/env/cache_layout.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
@@ -222,7 +223,7 @@ Environment load_environment(const EnvOptions& opts) {
       .add("cxx", stat_identity(cxx))
       .add("boot", boot_id())
       .add("visible", getenv_str("CUDA_VISIBLE_DEVICES"));
-  fs::path cached = env.cache / "env" / (key.hex() + ".json");
+  fs::path cached = cache_dir(env, CacheArea::kEnv) / (key.hex() + ".json");
 
   nlohmann::json record;
   if (!opts.refresh) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "anvil/env/cache_layout.h"
 #include "anvil/env/eval.h"
 #include "anvil/env/launch.h"
 #include "anvil/util/fs.h"
@@ -25,7 +26,7 @@ constexpr size_t kTailLines = 8;
 // The Python files whose behaviour a vetting report depends on.
 const char* const kVetSources[] = {"python/anvil/vet.py", "python/anvil/task_probe.py", "python/anvil/_cli.py"};
 
-fs::path cache_path(const Environment& env, const std::string& key) { return env.cache / "vet" / (key + ".json"); }
+fs::path cache_path(const Environment& env, const std::string& key) { return cache_dir(env, CacheArea::kVet) / (key + ".json"); }
 
 // The report of a cache entry, or null if there is none (or it is unreadable).
 nlohmann::json read_cached(const fs::path& path) {
@@ -153,7 +154,7 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
   // The task's source in a private directory, as the runner sees it.
   fs::path dir;
   try {
-    dir = make_temp_dir(env.cache / "tmp", "vet");
+    dir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "vet");
   } catch (const std::exception& e) {
     return fail(e.what());
   }
