@@ -1200,9 +1200,6 @@ class Judge(Harness):
             with self.clock("baselines"):
                 self.time_models()
             enter(None)
-            if self.gpu_lock is not None:  # nothing more is timed here
-                self.gpu_lock.release()
-                self.clock.mark("gpu_released")
             self.report["defenses"]["precision"] = self.precision
             found = self.findings() if self.req["candidate_kind"] != "none" else None
             if found:

@@ -76,16 +76,6 @@ class GpuLock:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
 
-    def release(self):
-        """Let the next measurement have the GPU (once nothing more is timed here): its host work
-        and CUDA's start then overlap this process's report and teardown (its quiet_gpu waits for
-        this context to be gone before it times anything)."""
-        import os
-
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
 
 def compiled(torch, model, mode):
     """torch.compile(model) as anvil's compile baseline: dynamo's caches reset first (a model of an

@@ -296,7 +296,9 @@ def signed(t, g):
     import torch
 
     flip = torch.rand(t.shape, generator=g, device=t.device) < 0.5
-    out = torch.ones_like(t)  # t with the flipped elements negated (x * -1 is -x exactly), one set made
+    # t with the flipped elements negated (x * -1 is -x exactly), one set made, contiguous as
+    # torch.where(flip, -t, t) made it
+    out = torch.ones(t.shape, dtype=t.dtype, device=t.device)
     out.masked_fill_(flip, -1)
     del flip
     return out.mul_(t)

@@ -227,16 +227,19 @@ void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOpti
     item.result.seconds += before;
     item.ended = std::chrono::steady_clock::now();
   };
-  std::vector<size_t> packed;  // those whose report said their need (the others: alone at once)
+  // Those whose report said a need within the capacity; the others go alone at once (one that ran
+  // alone here would be vetted twice: a shared run's report is not kept).
+  std::vector<size_t> packed;
   std::vector<double> weights;
-  double capacity = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const VetResult& r = items[i].result;
-    if (!again[i] || r.need_bytes <= 0 || r.gpu_bytes <= 0) continue;
-    capacity = std::max(capacity, kVetPackShare * r.gpu_bytes);
+    double w = r.need_bytes + kVetProcessBytes, capacity = kVetPackShare * r.gpu_bytes;
+    if (!again[i] || r.need_bytes <= 0 || r.gpu_bytes <= 0 || w > capacity) continue;
     packed.push_back(i);
-    weights.push_back(r.need_bytes + kVetProcessBytes);
+    weights.push_back(w);
   }
+  double capacity = 0;
+  for (size_t i : packed) capacity = std::max(capacity, kVetPackShare * items[i].result.gpu_bytes);
   std::vector<std::function<void()>> retries;
   for (size_t i : packed) {
     retries.push_back([&, i] {

@@ -81,9 +81,9 @@ struct VetItem {
 // Vets `items` `jobs` at a time, sharing the GPU (vetting decides nothing by time, so sharing changes
 // no verdict, but for its memory). The items whose report the others' memory decided are vetted
 // again once the others are done, as many at a time as their reports' need_bytes fit
-// kVetPackShare of the GPU (one whose need is unknown alone), and any still decided so, alone;
-// an item's `seconds` are all its runs'. done(i), from a worker thread, once item i's result is
-// final. Never throws.
+// kVetPackShare of the GPU (one whose need is unknown or above that, alone), and any still decided
+// so, alone; an item's `seconds` are all its runs'. done(i), from a worker thread, once item i's
+// result is final. Never throws.
 void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOptions& opts, unsigned jobs,
               const std::function<void(size_t)>& done);
 

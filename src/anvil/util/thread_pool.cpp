@@ -27,29 +27,39 @@ void run_parallel(const std::vector<std::function<void()>>& jobs, unsigned threa
 
 void run_packed(const std::vector<std::function<void()>>& jobs, const std::vector<double>& weights, double capacity,
                 unsigned threads) {
-  threads = std::max(1u, threads);
+  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(jobs.size())));
   std::mutex mu;
   std::condition_variable cv;
+  size_t next = 0;
   unsigned running = 0;
   double used = 0;
-  std::vector<std::thread> started;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    double w = i < weights.size() ? weights[i] : capacity;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return running == 0 || (running < threads && used + w <= capacity); });
-      ++running;
-      used += w;
-    }
-    started.emplace_back([&, i, w] {
+  auto weight = [&](size_t i) { return i < weights.size() ? weights[i] : capacity; };
+  auto worker = [&] {
+    for (;;) {
+      size_t i = 0;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        // The next job in order, once it fits (or nothing runs): a worker that cannot start it waits,
+        // and so does every other (none takes a later job first).
+        cv.wait(lock, [&] { return next >= jobs.size() || running == 0 || used + weight(next) <= capacity; });
+        if (next >= jobs.size()) return;
+        i = next++;
+        ++running;
+        used += weight(i);
+      }
       jobs[i]();
-      std::lock_guard<std::mutex> lock(mu);
-      --running;
-      used -= w;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        --running;
+        used -= weight(i);
+      }
       cv.notify_all();
-    });
-  }
-  for (auto& t : started) t.join();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(worker);
+  worker();  // this thread is one of them
+  for (auto& w : workers) w.join();
 }
 
 }  // namespace anvil
