@@ -1,9 +1,10 @@
 """A diagnostic for the GPU host: every 0.2 s until killed, one line to stdout:
 
-    MONOTONIC_S ZYGOTES CHILDREN CHILDREN_IN_D_OR_Z NVML_COMPUTE_PROCESSES GIB_USED
+    MONOTONIC_S ZYGOTES CHILDREN CHILDREN_IN_D_OR_Z NVML_COMPUTE_PROCESSES GIB_USED CPUS_BUSY
 
 (anvil's zygotes, the processes they forked: relays, runners, vettings, warm-ups; NVML's compute
-processes and used memory of GPU 0). The monotonic time is the clock of `anvil baselines --json`'s
+processes and used memory of GPU 0; how many of the machine's CPUs were busy since the last line,
+from /proc/stat). The monotonic time is the clock of `anvil baselines --json`'s
 origin_monotonic and the judge's clock, so the lines line up with the commands' rows. Decides
 nothing in anvil (bench/results/kb-bar-2026-11-28/README.md used it)."""
 import ctypes
@@ -42,7 +43,17 @@ def _processes():
     return zygotes, children, stuck
 
 
+def _cpu_ticks():
+    """(busy, all) jiffies of every CPU together."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle and iowait
+    return sum(values) - idle, sum(values)
+
+
 def main():
+    cpus = os.cpu_count() or 1
+    last = _cpu_ticks()
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
         nvml.nvmlInit_v2()
@@ -59,7 +70,10 @@ def main():
             memory = _Memory()
             nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory))
             count, used = n.value, memory.used / 2 ** 30
-        print("%.3f %d %d %d %d %.1f" % ((t,) + _processes() + (count, used)), flush=True)
+        now = _cpu_ticks()
+        busy = cpus * (now[0] - last[0]) / max(1, now[1] - last[1])
+        last = now
+        print("%.3f %d %d %d %d %.1f %.1f" % ((t,) + _processes() + (count, used, busy)), flush=True)
         time.sleep(max(0.0, 0.2 - (time.monotonic() - t)))
 
 

@@ -3,7 +3,9 @@
 # baselines measured (`anvil vet DIR`, then `anvil baselines DIR`), with the wall time of each
 # command. KB: a checkout of KernelBench (nothing of it is copied into anvil); LEVELS (default
 # "1 2 3"); EVERY=N: every Nth problem of each level only (a subset, in a temporary directory);
-# BASELINE_ARGS: more options for `anvil baselines`; STEPS (default "vet baselines"). Results go to $OUT.
+# BASELINE_ARGS: more options for `anvil baselines`; STEPS (default "vet baselines"). VET_ALL=1: the
+# levels 1-3 vetted by one `anvil vet` first (a directory of the three levels; with EVERY, its
+# subset), then the baselines of LEVELS. Results go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results}
@@ -16,25 +18,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 date -u
 echo "anvil $ANVIL_REV"
-t_all=$(date +%s.%N)
-for level in ${LEVELS:-1 2 3}; do
-  dir="$KB/KernelBench/level$level"
-  if [ -n "${EVERY:-}" ]; then
-    sub=$(mktemp -d)/level$level
-    mkdir -p "$sub"
-    ls -v "$dir"/*.py | awk -v n="$EVERY" 'NR % n == 1' | xargs -I{} cp {} "$sub/"
-    dir=$sub
-  fi
-  for step in ${STEPS:-vet baselines}; do
-    t0=$(date +%s.%N)
-    if [ $step = vet ]; then
-      "$ANVIL_BIN" vet --json "$dir" > "$OUT/vet-level$level.json" 2> "/tmp/vet-level$level.err"
-    else
-      "$ANVIL_BIN" baselines --json ${BASELINE_ARGS:-} "$dir" > "$OUT/baselines-level$level.json" \
-        2> "/tmp/baselines-level$level.err"
-    fi
-    code=$?
-    python3 - "$OUT/$step-level$level.json" "$level" "$step" "$code" "$t0" <<'PY'
+summarize() {  # summarize FILE LEVEL STEP EXIT T0
+  python3 - "$@" <<'PY'
 import json, sys, time
 path, level, step, code, t0 = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
 wall = time.time() - t0
@@ -80,6 +65,38 @@ for t in tasks:
 for f in w["failed"][:5]:
     print("  warm-up failed: %s: %s" % (f["spec"].split("/")[-1], f["why"][:150]))
 PY
+
+}
+t_all=$(date +%s.%N)
+if [ -n "${VET_ALL:-}" ]; then
+  all=$(mktemp -d)/kernelbench
+  for level in 1 2 3; do
+    mkdir -p "$all/level$level"
+    ls -v "$KB/KernelBench/level$level"/*.py | { if [ -n "${EVERY:-}" ]; then awk -v n="$EVERY" 'NR % n == 1'; else cat; fi; } \
+      | xargs -I{} cp {} "$all/level$level/"
+  done
+  t_vet=$(date +%s.%N)
+  "$ANVIL_BIN" vet --json "$all" > "$OUT/vet-all.json" 2> /tmp/vet-all.err
+  summarize "$OUT/vet-all.json" "1-3" vet $? "$t_vet"
+fi
+for level in ${LEVELS:-1 2 3}; do
+  dir="$KB/KernelBench/level$level"
+  if [ -n "${EVERY:-}" ]; then
+    sub=$(mktemp -d)/level$level
+    mkdir -p "$sub"
+    ls -v "$dir"/*.py | awk -v n="$EVERY" 'NR % n == 1' | xargs -I{} cp {} "$sub/"
+    dir=$sub
+  fi
+  for step in ${STEPS:-vet baselines}; do
+    t0=$(date +%s.%N)
+    if [ $step = vet ]; then
+      "$ANVIL_BIN" vet --json "$dir" > "$OUT/vet-level$level.json" 2> "/tmp/vet-level$level.err"
+    else
+      "$ANVIL_BIN" baselines --json ${BASELINE_ARGS:-} "$dir" > "$OUT/baselines-level$level.json" \
+        2> "/tmp/baselines-level$level.err"
+    fi
+    code=$?
+    summarize "$OUT/$step-level$level.json" "$level" "$step" "$code" "$t0"
   done
 done
 python3 -c "import sys,time; print('all levels: %.0f s' % (time.time() - float(sys.argv[1])))" "$t_all"

@@ -43,7 +43,8 @@ try:
     row.update(outcome=j.get("outcome"), status=j.get("status"), error=str(j.get("error") or "")[:1000],
                reason=j.get("reason"), message=(j.get("message") or "")[:1000],
                vet_error=(j.get("task") or {}).get("vet_error"), vet_flags=[f.get("flag") for f in (j.get("task") or {}).get("flags") or []],
-               seconds=j.get("seconds"), eager_ms=t.get("eager_ms"), compile_ms=t.get("compile_ms"),
+               seconds=j.get("seconds"), judge=((j.get("defenses") or {}).get("seconds") or {}).get("judge"),
+               eager_ms=t.get("eager_ms"), compile_ms=t.get("compile_ms"),
                candidate_ms=t.get("candidate_ms"), eager_cached=(t.get("eager") or {}).get("cached", False),
                compile_cached=(t.get("compile") or {}).get("cached", False))
 except Exception as e:  # noqa: BLE001
@@ -66,5 +67,10 @@ for r in rows:
         r["pass"], r["task"][:48], r["wall_s"], r.get("outcome"), r.get("reason") or "", r.get("eager_ms"),
         r.get("compile_ms"), r.get("candidate_ms"),
         " ".join("%s %s" % (k, v) for k, v in sorted(run.items()) if isinstance(v, (int, float)) and v >= 0.3)))
+    judge = r.get("judge") or {}
+    if r["pass"] == "warm" and judge:  # where a warm evaluation's time goes: the judge's phases of 0.2 s or more
+        print("        judge: " + ", ".join("%s %.2f" % (k, v) for k, v in sorted(judge.items(), key=lambda kv: -kv[1])
+                                        if not k.startswith("@") and k != "origin" and isinstance(v, (int, float))
+                                        and v >= 0.2))
 PY
 rm -f "$OUT/eval.one.json" "$OUT/eval.one.err"

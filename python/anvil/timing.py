@@ -63,18 +63,22 @@ class Clock(dict):
 
 
 class GpuLock:
-    """The GPU to oneself among anvil's measurements of baselines (`anvil baselines`' overlap): an
-    exclusive flock on `path`, taken before this process starts CUDA and held until it exits (the
-    kernel releases it then, however it ends). The other measurements meanwhile do only host work
-    (their task's import, its model's construction, their inputs' draws), so what is timed here is
-    alone on the GPU; their CPU work is what the run queue's evidence sees."""
+    """One GPU's lock among anvil's processes (a flock on `path`, taken before the process starts
+    CUDA and held until it exits: the kernel lets it go then, however the process ends).
 
-    def __init__(self, path):
+    Exclusive: a measurement that times (the judge of `anvil baselines`), the GPU to itself; the
+    other measurements meanwhile do only host work (their task's import, its model's construction,
+    their inputs' draws), so what is timed is alone on the GPU, and their CPU work is what the run
+    queue's evidence sees. Shared: GPU work that times nothing (vetting, torch.compile's warm-up),
+    any number at once, none of them while a measurement holds the GPU, and no measurement while one
+    of them runs. A vetting again "alone" holds it exclusive: alone means alone on the GPU."""
+
+    def __init__(self, path, shared=False):
         import fcntl
         import os
 
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        fcntl.flock(self.fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
 
 
 def compiled(torch, model, mode):

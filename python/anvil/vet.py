@@ -5,7 +5,13 @@ is all zero, too small for the tolerance to see, constant, a copy of an input, o
 the input (docs/vet.md). `anvil vet` writes one JSON request on stdin:
 
     {"task_file": PATH, "device": "cpu"|"cuda", "seed": 0, "tolerance": {"preset": "strict",
-     "float32": {"atol", "rtol", "norm"}, ...}}        (tolerance: runner.STRICT's shape; default strict)
+     "float32": {"atol", "rtol", "norm"}, ...}, "gpu_lock": PATH, "gpu_lock_shared": true}
+                                (tolerance: runner.STRICT's shape; default strict)
+
+gpu_lock (optional): the GPU's lock file (timing.GpuLock), taken before CUDA starts and held to the
+end: shared (gpu_lock_shared, the default) beside other vettings and warm-ups, exclusive for a
+vetting alone; no measurement times while a vetting runs. The report's lock_wait_s says how long
+it waited.
 
 and reads one JSON report, on fd 3 when it is open, else the last line of stdout (whatever the task
 prints goes to stderr):
@@ -113,6 +119,10 @@ def parse_request(text):
         raise VetError("bad request: seed: an integer is required")
     if not isinstance(out["tolerance"], dict):
         raise VetError("bad request: tolerance: an object is required")
+    if out.get("gpu_lock") is not None and not isinstance(out["gpu_lock"], str):
+        raise VetError("bad request: gpu_lock: a path is required")
+    if not isinstance(out.get("gpu_lock_shared", True), bool):
+        raise VetError("bad request: gpu_lock_shared: true or false is required")
     for name, entry in out["tolerance"].items():
         if name != "preset" and not (isinstance(entry, dict) and all(
                 isinstance(entry.get(k, 0), (int, float)) or (k == "norm" and entry.get(k) is None)
@@ -372,10 +382,17 @@ class Vetting:
                        "notes": [], "outputs": [], "distributions": [], "seeds": self.seeds,
                        "memory_limited": False, "need_bytes": None, "gpu_bytes": None}
         self.model_bytes = 0
+        self.gpu_lock = None  # timing.GpuLock, where the request names one
 
     # -- set-up -----------------------------------------------------------------------------
     def setup_device(self):
         torch = self.torch
+        if self.req.get("gpu_lock") is not None:  # before CUDA starts: shared beside other vettings, else alone
+            from anvil import timing
+
+            started = time.perf_counter()
+            self.gpu_lock = timing.GpuLock(self.req["gpu_lock"], shared=self.req.get("gpu_lock_shared", True))
+            self.report["lock_wait_s"] = round(time.perf_counter() - started, 3)
         try:
             device = torch.device(self.req["device"])
         except (RuntimeError, ValueError) as e:

@@ -7,7 +7,9 @@ once, several processes sharing the GPU, so that the measured compile costs a ca
 "none", anvil.runner/1); the reference is built as the judge builds it, compiled as the judge
 compiles it (timing.compiled), with the precision flags pinned and under no_grad, and called once
 on one set of inputs drawn on the device (the judge's inputs have the same shapes, dtypes and
-layout). Report, on fd 3 (else the last line of stdout):
+layout). The request's gpu_lock, when it names one, is taken shared before CUDA starts
+(timing.GpuLock): warm-ups run beside each other and beside vettings, never while a measurement
+times. Report, on fd 3 (else the last line of stdout):
 
     {"protocol": "anvil.warm/1", "status": "done"|"error", "message": "", "memory_limited": false,
      "seconds": {...}}
@@ -34,6 +36,10 @@ def warm(request_text):
         from anvil.harness import Harness, Outcome, RequestError
 
         request = runner.parse_request(request_text)
+        if request.get("gpu_lock") is not None:  # shared: nothing is timed, no measurement times meanwhile
+            mark = time.perf_counter()
+            lock = timing.GpuLock(request["gpu_lock"], shared=True)  # noqa: F841 - held to the process's end
+            report["seconds"]["lock_wait"] = round(time.perf_counter() - mark, 3)
         with quiet_stdout():
             h = Harness(request)
             h.setup()

@@ -217,3 +217,34 @@ def test_a_host_slower_than_the_sleep_is_caught_and_the_sleep_grows():
     assert result["gpu_sleep_ms"] > 1.0, result
     assert result["samples"][0] > 0.5, result  # the late call: the GPU waited on the host
     assert result["median_ms"] < 0.1, result  # the kernel itself takes microseconds
+
+
+def test_gpu_lock_shared_beside_shared_never_beside_exclusive(tmp_path):
+    """Vettings and warm-ups (shared) run beside each other; a measurement (exclusive) waits for
+    all of them, and they for it (flock: each GpuLock is an open file of its own)."""
+    import fcntl
+    import os
+
+    path = str(tmp_path / "gpu0.lock")
+
+    def try_lock(kind):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    first = timing.GpuLock(path, shared=True)
+    second = timing.GpuLock(path, shared=True)  # would block (the test hang) if it were not shared
+    assert not try_lock(fcntl.LOCK_EX)
+    os.close(first.fd)
+    assert not try_lock(fcntl.LOCK_EX)  # one shared holder is enough to keep a measurement out
+    os.close(second.fd)
+    assert try_lock(fcntl.LOCK_EX)
+    alone = timing.GpuLock(path)  # exclusive by default: the measurement's
+    assert not try_lock(fcntl.LOCK_SH)
+    os.close(alone.fd)
+    assert try_lock(fcntl.LOCK_SH)

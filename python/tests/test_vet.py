@@ -349,3 +349,42 @@ def test_at_most_a_pair_of_outputs_is_alive_at_once(monkeypatch):
         gc.enable()
     assert report["status"] == "done" and report["flags"] == []
     assert most[0] == 2, most[0]
+
+
+@pytest.mark.parametrize("held, shared, waits", [
+    ("exclusive", True, True),    # a measurement times: no vetting starts
+    ("shared", True, False),      # other vettings: this one runs beside them
+    ("shared", False, True),      # a vetting alone waits for the others to end
+])
+def test_the_gpu_lock_is_taken_before_anything_runs(tmp_path, held, shared, waits):
+    """gpu_lock: taken (shared, or exclusive for a vetting alone) before the task is loaded and
+    held to the end; lock_wait_s says how long it waited."""
+    import fcntl
+    import time
+
+    lock = tmp_path / "gpu0.lock"
+    fd = os.open(str(lock), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX if held == "exclusive" else fcntl.LOCK_SH)
+    request = {"task_file": os.path.join(EXAMPLES, "healthy.py"), "device": DEVICE, "gpu_lock": str(lock),
+               "gpu_lock_shared": shared}
+    proc = subprocess.Popen([sys.executable, "-m", "anvil.vet"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
+    proc.stdin.write(json.dumps(request))
+    proc.stdin.close()
+    if waits:
+        time.sleep(6.0)  # torch's import takes 1-3 s of it
+        assert proc.poll() is None, "it ran while the lock was held"
+        os.close(fd)
+    out = proc.stdout.read()
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    if not waits:
+        os.close(fd)
+    report = json.loads(out.splitlines()[-1])
+    assert report["status"] == "done" and report["flags"] == []
+    assert (report["lock_wait_s"] > 1.0) == waits and (waits or report["lock_wait_s"] < 0.5), report["lock_wait_s"]
+
+
+def test_a_gpu_lock_must_be_a_path():
+    assert vet.vet(json.dumps({"task_file": "x.py", "gpu_lock": 3}))["message"] == \
+        "bad request: gpu_lock: a path is required"
+    assert "gpu_lock_shared" in vet.vet(json.dumps({"task_file": "x.py", "gpu_lock_shared": "yes"}))["message"]

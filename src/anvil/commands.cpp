@@ -399,6 +399,21 @@ int cmd_baselines(const BaselinesArgs& a) {
     for (const auto& spec : *specs) {
       if (!o.use_baseline_cache || !baselines_cached(env, task_options(spec))) todo.push_back(spec);
     }
+    // The largest sources first (a model's compilation grows with it: a level-3 network's takes
+    // minutes, an operator's seconds), so that the longest start before the pool is busy with the
+    // short ones, not after them.
+    std::vector<uintmax_t> size(todo.size(), 0);
+    for (size_t i = 0; i < todo.size(); ++i) {
+      std::error_code ec;
+      uintmax_t b = fs::file_size(todo[i], ec);  // a dataset's row: 0 (its order kept)
+      size[i] = ec ? 0 : b;
+    }
+    std::vector<size_t> order(todo.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return size[x] > size[y]; });
+    std::vector<std::string> sorted;
+    for (size_t i : order) sorted.push_back(todo[i]);
+    todo = std::move(sorted);
     std::vector<WarmResult> warmed(todo.size());
     std::vector<std::pair<double, double>> window(todo.size());  // (started_s, ended_s) of its last try
     auto warm_one = [&](size_t i) {
@@ -432,7 +447,9 @@ int cmd_baselines(const BaselinesArgs& a) {
   // measured beside others whose baselines were not kept (the others' host work loaded the CPU?) is
   // measured once more.
   int overlap = o.device == "cuda" ? (a.overlap > 0 ? a.overlap : kOverlapCuda) : 1;
-  std::string lock = overlap > 1 ? gpu_lock_path(env, o.gpu).string() : std::string();
+  // The GPU's lock, exclusive, on a GPU whatever the overlap: no vetting or warm-up (shared) of
+  // another command runs while one of these times.
+  std::string lock = o.device == "cuda" ? gpu_lock_path(env, o.gpu).string() : std::string();
   std::vector<BaselinesResult> results(n);
   std::vector<bool> ready(n, false);
   std::mutex mu;

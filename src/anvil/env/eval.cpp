@@ -764,7 +764,10 @@ bool baselines_cached(const Environment& env, const EvalOptions& opts) {
 }
 
 fs::path gpu_lock_path(const Environment& env, int gpu) {
-  return cache_dir(env, CacheArea::kLocks) / ("gpu" + std::to_string(gpu) + ".lock");
+  fs::path dir = cache_dir(env, CacheArea::kLocks);
+  std::error_code ec;
+  fs::create_directories(dir, ec);  // else the process that opens the file says what is wrong
+  return dir / ("gpu" + std::to_string(gpu) + ".lock");
 }
 
 BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock) {
@@ -812,11 +815,7 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
     figures();
     return done(BaselinesResult::Status::kCached, "");
   }
-  if (!gpu_lock.empty()) {
-    std::error_code ec;
-    fs::create_directories(fs::path(gpu_lock).parent_path(), ec);
-    p.request["gpu_lock"] = gpu_lock;
-  }
+  if (!gpu_lock.empty()) p.request["gpu_lock"] = gpu_lock;
   nlohmann::json isolation;
   SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, &isolation);
   auto tr = Clock::now();
@@ -875,6 +874,8 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
 WarmResult warm_compile_caches(const Environment& env, const EvalOptions& opts) {
   BaselinePlan p;
   if (auto bad = plan_baselines(env, opts, &p)) return {*bad};
+  // taken shared (anvil.warm): beside other warm-ups and vettings, never while a measurement times
+  if (p.device == "cuda") p.request["gpu_lock"] = gpu_lock_path(env, opts.gpu).string();
   SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, nullptr);
   Launch launched = launch_python(env, PyModule::kWarm, opts.zygote_socket, p.request, so, p.private_dir);
   const SubprocessResult& r = launched.result;

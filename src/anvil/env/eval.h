@@ -100,7 +100,9 @@ const char* baselines_status_name(BaselinesResult::Status s);
 // starts the device and holds it to its end (python/anvil/timing.py GpuLock), so that several
 // measurements may overlap their host work while only one uses the GPU.
 BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock = "");
-// The lock file `anvil baselines` uses for opts.gpu (under the cache's locks/).
+// GPU `gpu`'s lock file (under the cache's locks/, the directory made): taken exclusive by a
+// measurement of baselines (above), shared by GPU work that times nothing (vetting, vet.h; the
+// warm-up, warm_compile_caches), exclusive by a vetting alone (timing.GpuLock).
 std::filesystem::path gpu_lock_path(const Environment& env, int gpu);
 
 // Whether opts.task's baselines (with these options) are cached clean: measure_baselines would run

@@ -171,6 +171,10 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
                             {"device", opts.device},
                             {"seed", opts.seed},
                             {"tolerance", tolerance}};
+  if (opts.device == "cuda") {  // shared beside other vettings, exclusive alone; never while a measurement times
+    request["gpu_lock"] = gpu_lock_path(env, opts.gpu).string();
+    request["gpu_lock_shared"] = opts.shared_gpu;
+  }
   auto launched = std::chrono::steady_clock::now();
   SubprocessResult r = run_vetting(env, opts, dir, request);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
