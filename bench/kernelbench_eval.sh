@@ -44,6 +44,7 @@ try:
                reason=j.get("reason"), message=(j.get("message") or "")[:1000],
                vet_error=(j.get("task") or {}).get("vet_error"), vet_flags=[f.get("flag") for f in (j.get("task") or {}).get("flags") or []],
                seconds=j.get("seconds"), judge=((j.get("defenses") or {}).get("seconds") or {}).get("judge"),
+               candidate_clock=((j.get("defenses") or {}).get("seconds") or {}).get("candidate"),
                eager_ms=t.get("eager_ms"), compile_ms=t.get("compile_ms"),
                candidate_ms=t.get("candidate_ms"), eager_cached=(t.get("eager") or {}).get("cached", False),
                compile_cached=(t.get("compile") or {}).get("cached", False))
@@ -72,5 +73,8 @@ for r in rows:
         print("        judge: " + ", ".join("%s %.2f" % (k, v) for k, v in sorted(judge.items(), key=lambda kv: -kv[1])
                                         if not k.startswith("@") and k != "origin" and isinstance(v, (int, float))
                                         and v >= 0.2))
+        mine = r.get("candidate_clock") or {}
+        print("        candidate's process: " + ", ".join("%s %.2f" % (k, v) for k, v in sorted(mine.items(), key=lambda kv: -kv[1])
+                                                    if not k.startswith("@") and isinstance(v, (int, float)) and v >= 0.1))
 PY
 rm -f "$OUT/eval.one.json" "$OUT/eval.one.err"
