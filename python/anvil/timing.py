@@ -77,8 +77,15 @@ class GpuLock:
         import fcntl
         import os
 
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        # Held on a high descriptor: a process's descriptors close in ascending order when it exits,
+        # so the lock goes after the driver's (opened later, lower numbers), with the GPU's memory.
+        try:
+            self.fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 1000)
+            os.close(fd)
+        except OSError:  # a low limit on descriptors: the lock as taken
+            self.fd = fd
 
 
 def compiled(torch, model, mode):

@@ -224,6 +224,7 @@ def test_gpu_lock_shared_beside_shared_never_beside_exclusive(tmp_path):
     all of them, and they for it (flock: each GpuLock is an open file of its own)."""
     import fcntl
     import os
+    import threading
 
     path = str(tmp_path / "gpu0.lock")
 
@@ -238,7 +239,14 @@ def test_gpu_lock_shared_beside_shared_never_beside_exclusive(tmp_path):
             os.close(fd)
 
     first = timing.GpuLock(path, shared=True)
-    second = timing.GpuLock(path, shared=True)  # would block (the test hang) if it were not shared
+    assert first.fd >= 1000  # released after the driver's descriptors when its process ends
+    assert try_lock(fcntl.LOCK_SH)  # another shared holder is let in
+    got = []
+    taker = threading.Thread(target=lambda: got.append(timing.GpuLock(path, shared=True)), daemon=True)
+    taker.start()
+    taker.join(timeout=10)
+    assert got, "a second shared lock waited"
+    second = got[0]
     assert not try_lock(fcntl.LOCK_EX)
     os.close(first.fd)
     assert not try_lock(fcntl.LOCK_EX)  # one shared holder is enough to keep a measurement out

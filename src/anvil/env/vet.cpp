@@ -171,9 +171,9 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
                             {"device", opts.device},
                             {"seed", opts.seed},
                             {"tolerance", tolerance}};
-  if (opts.device == "cuda") {  // shared beside other vettings, exclusive alone; never while a measurement times
+  if (opts.device == "cuda") {  // shared, but exclusive for vet_many's alone pass; never while a measurement times
     request["gpu_lock"] = gpu_lock_path(env, opts.gpu).string();
-    request["gpu_lock_shared"] = opts.shared_gpu;
+    request["gpu_lock_shared"] = !opts.gpu_alone;
   }
   auto launched = std::chrono::steady_clock::now();
   SubprocessResult r = run_vetting(env, opts, dir, request);
@@ -255,6 +255,7 @@ void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOpti
   if (packed.size() > 1) run_packed(retries, weights, capacity, jobs);
   VetOptions alone = opts;
   alone.shared_gpu = false;
+  alone.gpu_alone = opts.device == "cuda";
   for (size_t i = 0; i < items.size(); ++i) {
     if (!again[i]) continue;
     vet_again(i, alone);

@@ -48,6 +48,10 @@ struct VetOptions {
   // task not vetted, or a distribution skipped, for want of memory) is not cached, and
   // VetResult::memory_limited tells the caller to vet the task again alone.
   bool shared_gpu = false;
+  // The GPU's lock (eval.h gpu_lock_path) taken exclusive rather than shared: vet_many's pass of
+  // the tasks that ran out of memory beside others, to be alone among anvil's vettings, warm-ups
+  // and measurements of baselines. Any other vetting (anvil eval's, one task's) shares it.
+  bool gpu_alone = false;
 };
 
 struct VetResult {
