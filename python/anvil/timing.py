@@ -71,14 +71,18 @@ class GpuLock:
     their inputs' draws), so what is timed is alone on the GPU, and their CPU work is what the run
     queue's evidence sees. Shared: GPU work that times nothing (vetting, torch.compile's warm-up),
     any number at once, none of them while a measurement holds the GPU, and no measurement while one
-    of them runs. A vetting again "alone" holds it exclusive: alone means alone on the GPU."""
+    of them runs. A vetting again "alone" holds it exclusive: alone among anvil's vettings, warm-ups
+    and measurements of baselines (evaluations with a candidate take no lock). waited_s: how long
+    taking it took."""
 
     def __init__(self, path, shared=False):
         import fcntl
         import os
 
+        started = time.perf_counter()
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        self.waited_s = round(time.perf_counter() - started, 3)
         # Held on a high descriptor: a process's descriptors close in ascending order when it exits,
         # so the lock goes after the driver's (opened later, lower numbers), with the GPU's memory.
         try:

@@ -235,15 +235,15 @@ void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOpti
   // alone here would be vetted twice: a shared run's report is not kept).
   std::vector<size_t> packed;
   std::vector<double> weights;
+  double capacity = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const VetResult& r = items[i].result;
-    double w = r.need_bytes + kVetProcessBytes, capacity = kVetPackShare * r.gpu_bytes;
-    if (!again[i] || r.need_bytes <= 0 || r.gpu_bytes <= 0 || w > capacity) continue;
+    double w = r.need_bytes + kVetProcessBytes, fits = kVetPackShare * r.gpu_bytes;
+    if (!again[i] || r.need_bytes <= 0 || r.gpu_bytes <= 0 || w > fits) continue;
     packed.push_back(i);
     weights.push_back(w);
+    capacity = std::max(capacity, fits);
   }
-  double capacity = 0;
-  for (size_t i : packed) capacity = std::max(capacity, kVetPackShare * items[i].result.gpu_bytes);
   std::vector<std::function<void()>> retries;
   for (size_t i : packed) {
     retries.push_back([&, i] {
