@@ -5,7 +5,8 @@
 # are the judge's: vetting, inputs, verification, the candidate's timing and, cold, the eager and
 # torch.compile baselines. Cold: a cache that has never seen the task (its own ANVIL_CACHE, the
 # warm zygote started first); warm: the same evaluation again. KB: a checkout of KernelBench;
-# TASKS: paths under KernelBench/ (default: a sample of levels 1 and 2). Results go to $OUT.
+# TASKS: paths under KernelBench/ (default: a sample of levels 1 and 2); PASSES: the passes of each
+# (default "cold warm"; "cold warm warm" times the warm evaluation twice). Results go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results}
@@ -29,7 +30,7 @@ import re, sys
 src = open(sys.argv[1]).read()
 open(sys.argv[2], "w").write(re.sub(r"\bModel\b", "ModelNew", src))
 PY
-  for pass in cold warm; do
+  for pass in ${PASSES:-cold warm}; do
     s=$(date +%s.%N)
     "$ANVIL_BIN" eval --json --protocol kernelbench --task "$task" --candidate "$cand" > "$OUT/eval.one.json" 2> "$OUT/eval.one.err"
     code=$?
@@ -45,6 +46,7 @@ try:
                vet_error=(j.get("task") or {}).get("vet_error"), vet_flags=[f.get("flag") for f in (j.get("task") or {}).get("flags") or []],
                seconds=j.get("seconds"), judge=((j.get("defenses") or {}).get("seconds") or {}).get("judge"),
                candidate_clock=((j.get("defenses") or {}).get("seconds") or {}).get("candidate"),
+               draws=((j.get("defenses") or {}).get("inputs") or {}).get("draws"),
                eager_ms=t.get("eager_ms"), compile_ms=t.get("compile_ms"),
                candidate_ms=t.get("candidate_ms"), eager_cached=(t.get("eager") or {}).get("cached", False),
                compile_cached=(t.get("compile") or {}).get("cached", False))

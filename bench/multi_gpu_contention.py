@@ -14,7 +14,8 @@ The same cached evaluation (`anvil eval --gpu 0`) timed RUNS times under each co
 - ctx_loop: one process that makes and destroys GPU 1's CUDA context in a loop (the driver's
   cuDevicePrimaryCtxRetain/Release, as each judge and candidate process does once);
 - netns_loop: network namespaces made and dropped in a loop (`unshare --net true`, as the jail does
-  for each candidate process), no GPU.
+  for each candidate process), no GPU;
+- mntns_loop: mount and PID namespaces (with a /proc) made and dropped in a loop, no GPU.
 For each: the evaluation's wall time (median, min, max), the judge's and the runner's phase medians,
 the host's CPU steal time over the condition (/proc/stat), and how long making one network namespace
 took then (`unshare --net true`, median of 10), so a slow-down can be put on the CPU, the GPU, the
@@ -47,6 +48,10 @@ CTX = ("import ctypes\ncu=ctypes.CDLL('libcuda.so.1')\nassert cu.cuInit(0)==0\nd
        "while True:\n    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(c),d)==0\n"
        "    cu.cuDevicePrimaryCtxRelease(d)\n")
 NETNS = "while true; do unshare --net true; done"
+MNTNS = "while true; do unshare --mount --pid --fork --mount-proc true; done"
+
+
+PHASES = ("seconds.", "defenses.seconds.", "timing.")
 
 
 def netns_ms(n=10):
@@ -102,6 +107,8 @@ def background(kind, a):
         return [subprocess.Popen([sys.executable, "-c", CTX], env=env, start_new_session=True)]
     if kind == "netns_loop":
         return [subprocess.Popen(["bash", "-c", NETNS], start_new_session=True)]
+    if kind == "mntns_loop":
+        return [subprocess.Popen(["bash", "-c", MNTNS], start_new_session=True)]
     if kind == "gpu1_driver":
         return [subprocess.Popen([sys.executable, "-c", DRIVER], env=env, start_new_session=True)]
     return []
@@ -134,10 +141,9 @@ def main():
             w, j = one_eval(a, 0, 100 + i)
             walls.append(w)
             outcomes.append(j.get("outcome", "error"))
-            f = flat(j)
-            for k in keys:
-                if k in f:
-                    phases.setdefault(k, []).append(f[k])
+            for k, v in flat(j).items():  # every clock's phases (judge, candidate, runner) and figures
+                if k.startswith(PHASES) or k in keys:
+                    phases.setdefault(k, []).append(v)
         s1, t1 = steal()
         ns = netns_ms()
         for p in procs:

@@ -99,7 +99,7 @@ class CandidateServer:
                 h.load_task()
                 h.plan_inputs()  # as the judge decides (lean: nothing drawn ahead)
                 with clock("host_inputs"):  # this side's half, made and sent while the judge starts CUDA
-                    if not h.lean:
+                    if not h.lean and not h.device_draws:  # else each process draws every trial on the device
                         h.shared.make_mine(h)
                 locked = h.req.get("gpu_lock") is not None  # the judge holds the GPU from device_ready on:
                 if locked:  # the host's part of the reference first

@@ -299,7 +299,8 @@ def _rebuild(skeleton, tensors):
 
 
 class SharedInputs:
-    """The trials' inputs of a defended evaluation, made half by the judge and half by the
+    """The trials' inputs of a defended evaluation drawn on the host (a task that cannot draw on
+    the device, or the CPU: Harness.device_draws), made half by the judge and half by the
     candidate's process, so that neither makes them all (get_inputs() on the host is often the
     longest part of an evaluation). Trial i is made by the side whose `parity` is i % 2 (the
     judge: 0, so it makes trial 0 first), which sends the task's own tensors through a sealed

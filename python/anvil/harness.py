@@ -296,6 +296,7 @@ class Harness:
         self.kept_inputs = {}  # trial -> inputs (timing's base sets, or every trial when shared)
         self.shared = None  # a channel.SharedInputs: half the trials come from the other process
         self.device_inputs = None  # whether get_inputs() may run with the device as default (batches)
+        self.device_draws = False  # the trials drawn on the device by each process (plan_inputs)
         self.input_bytes = None  # one set of get_inputs()'s tensors, in bytes (plan_inputs)
         self.lean = False  # a large task: inputs drawn when used, never kept (plan_inputs)
         self.weights_note = None  # how ModelNew got its weights, when not by name (build_candidate)
@@ -439,10 +440,10 @@ class Harness:
         """`count` calls' get_inputs(), drawn one after another after seeding once with `seed`, made
         with the device as torch's default device where the task allows it (its tensors are then
         drawn on the GPU: fast for large inputs), else on the host; tensors on the device.
-        Deterministic for a seed. For the judge's batches, whose seeds are secret, and a lean
-        evaluation's trials (the same in both processes: a task that cannot draw on the device
-        fails alike in both; running out of memory is no such failure, but anvil's limit, raised
-        as CannotServe); other trials keep the task's own host draws."""
+        Deterministic for a seed. For the judge's batches, whose seeds are secret, and the trials
+        (device_draws, lean: the same in both processes: a task that cannot draw on the device
+        fails alike in both and both draw on the host; running out of memory is no such failure,
+        but anvil's limit, raised as CannotServe)."""
         if self.device.type == "cuda" and self.device_inputs is not False:
             try:
                 self.seed_all(seed)
@@ -482,19 +483,27 @@ class Harness:
         both processes of an evaluation, from the task alone."""
         self.input_bytes = meta_input_bytes(getattr(self.task, "get_inputs"), self.seed_all, self.req["seed"] + 1)
         self.lean = self.input_bytes is not None and self.input_bytes >= self.req["timing"].get("lean_bytes", LEAN_BYTES)
+        # On a GPU every process draws each trial itself with the device as default (fresh_inputs:
+        # deterministic for a seed, so both processes of an evaluation hold the same inputs, and
+        # milliseconds where the host takes a second a gigabyte); a task whose get_inputs() cannot run
+        # on the meta device keeps its own host draws, split between the processes (channel.SharedInputs).
+        self.device_draws = self.req["device"].startswith("cuda") and self.input_bytes is not None
         return self.lean
 
     def trial_inputs(self, i):
-        """get_inputs() of trial i (seed + 1 + i), made here or, in a defended evaluation, by the
-        other process (self.shared). Those of the first `input_sets` trials (every trial, in a
-        defended evaluation) are made once and kept: they are also timing's base sets. Callers
-        never modify them (they clone). Lean: drawn on the device for each use, never kept (the
-        caller owns them)."""
+        """get_inputs() of trial i (seed + 1 + i): drawn here on the device (device_draws), or made on
+        the host here or, in a defended evaluation, by the other process (self.shared). Those of the
+        first `input_sets` trials (every trial, in a defended evaluation) are made once and kept:
+        they are also timing's base sets. Callers never modify them (they clone). Lean: drawn on the
+        device for each use, never kept (the caller owns them)."""
         if self.lean:
             return self.fresh_inputs(self.req["seed"] + 1 + i, 1)[0]
         if i in self.kept_inputs:
             return self.kept_inputs[i]
-        args = self.shared.take(i, self) if self.shared is not None else None
+        if self.device_draws:
+            args = self.fresh_inputs(self.req["seed"] + 1 + i, 1)[0]
+        else:
+            args = self.shared.take(i, self) if self.shared is not None else None
         if args is None:
             args = self.inputs(self.req["seed"] + 1 + i)
         if i < self.req["timing"]["input_sets"] or self.shared is not None:

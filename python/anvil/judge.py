@@ -1081,19 +1081,21 @@ class Judge(Harness):
             self.load_task()
             self.plan_inputs()  # the candidate's process decides alike
             self.report["defenses"]["inputs"] = {"set_bytes": self.input_bytes, "lean": self.lean}
-            # Where a GPU's context is to start, this side's trials are drawn on the host meanwhile
-            # (the draws use the host, the start of CUDA the driver); the reference is built once
-            # they are done (both use torch's global random numbers, each after its own seed).
-            # Lean: nothing drawn ahead (every use draws its own, on the device).
+            # Where the trials are drawn on the host (a task that cannot draw on the device), this
+            # side's half is drawn while CUDA starts (the draws use the host, the start of CUDA the
+            # driver); the reference is built once they are done (both use torch's global random
+            # numbers, each after its own seed). Drawn on the device (device_draws) or lean: nothing
+            # ahead, each process draws every trial itself once its device is up.
+            host_draws = not self.lean and not self.device_draws
             locked = self.req.get("gpu_lock") is not None
             if locked:  # the host's work first, then the GPU, once no other measurement holds it
-                if not self.lean:
+                if host_draws:
                     self.shared.draw_mine(self)
                 self.construct_reference()
                 with self.clock("gpu_lock"):
                     self.gpu_lock = timing.GpuLock(self.req["gpu_lock"])
                 self.clock.mark("gpu_lock")
-            drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and not self.lean and not locked \
+            drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and host_draws and not locked \
                 else None
             with self.clock("cuda_start"):
                 self.setup()
@@ -1114,9 +1116,9 @@ class Judge(Harness):
                 self.static_findings()
         with self.clock("reference"):  # while the candidate's process sets itself up
             with self.clock("inputs"):
-                if drawer is not None or (locked and not self.lean):  # drawn ahead: sent now (after device_ready)
+                if drawer is not None or (locked and host_draws):  # drawn ahead: sent now (after device_ready)
                     self.shared.send_mine()
-                for i in [] if self.lean else self.shared.mine():  # sent as made: the candidate's process waits
+                for i in [] if self.lean else self.shared.mine():  # host draws: sent as made (the candidate's process waits)
                     self.trial_inputs(i)
             with self.clock("check_reference"):
                 if self.device.type == "cuda":
@@ -1125,6 +1127,10 @@ class Judge(Harness):
                 self.memory["output_bytes"] = tensor_bytes(self.expected_for(0))
                 if self.device.type == "cuda":  # the reference's working memory beyond what it was given
                     self.memory["reference_work_bytes"] = torch.cuda.max_memory_allocated(self.device) - held
+        # Where the trials were drawn: on the device by each process (device_draws, lean), or the
+        # task's own host draws (a task that cannot draw on the device, or the CPU).
+        self.report["defenses"]["inputs"]["draws"] = "device" if (self.lean or self.device_draws) and \
+            self.device_inputs else "host"
         self.hello()
         self.report["seconds"]["import"] = time.perf_counter() - started
 

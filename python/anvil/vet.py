@@ -456,7 +456,7 @@ class Vetting:
     def inputs(self, seed):
         """get_inputs() after seeding with `seed`, drawn with the device as torch's default device
         where the task allows it (a GPU draws gigabytes in milliseconds; the host takes about a
-        second a gigabyte), else on the host and moved; as the runner draws a lean evaluation's."""
+        second a gigabyte), else on the host and moved; as the runner draws an evaluation's trials."""
         if self.device.type == "cuda" and self.device_draws is not False:
             try:
                 self.seed_all(seed)

@@ -594,6 +594,33 @@ def test_kernelbench_protocol_allows_torch_compute_with_every_defense_on(make, t
     assert evaluate(kernelbench(make(mutates, timing=timing))).report["outcome"] == "wrong_answer"
 
 
+HOST_ONLY_INPUTS = """
+def get_inputs():
+    x = torch.randn(8, 16)
+    return [x / float(x.abs().max().item()), 3]  # a value of the data: cannot run on the meta device
+"""
+
+
+@pytest.mark.parametrize("task", ["drawable", "host_only"])
+def test_trials_are_drawn_on_the_device_where_the_task_allows_it(make, task):
+    """On a GPU each process draws every trial itself with the device as default (the same inputs
+    in both, or the honest candidate would fail); a task whose get_inputs() cannot run on the meta
+    device keeps its own host draws, half in each process, as on the CPU."""
+    request = kernelbench(make(CORRECT))  # torch's kernels may compute, on a GPU too
+    if task == "host_only":
+        path = request["task_file"]
+        with open(path) as f:
+            source = f.read()
+        with open(path, "w") as f:
+            f.write(source.replace("def get_inputs():\n    return [torch.randn(8, 16), 3]\n", HOST_ONLY_INPUTS))
+    report = evaluate(request).report
+    assert report["outcome"] is None, report["message"]
+    assert report["verify"]["passed"] == 3
+    inputs = report["defenses"]["inputs"]
+    assert inputs["draws"] == ("device" if DEVICE == "cuda" and task == "drawable" else "host"), inputs
+    assert (inputs["set_bytes"] is None) == (task == "host_only"), inputs
+
+
 RENAMED = """
 import torch
 import torch.nn as nn
