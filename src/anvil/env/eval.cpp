@@ -325,308 +325,376 @@ std::vector<std::string> keep_baselines(const fs::path& bpath, const std::string
 
 }  // namespace
 
-EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
-  auto t0 = Clock::now();
+namespace {
+
+// The runner as anvil starts it: forked from the warm zygote or a fresh process (env/launch.h).
+class PythonRunner : public RunnerLauncher {
+ public:
+  Launch launch(const Environment& env, const EvalOptions& opts, const nlohmann::json& request,
+                const SubprocessOptions& so, const fs::path& scratch) const override {
+    return launch_python(env, PyModule::kRunner, opts.zygote_socket, request, so, scratch);
+  }
+};
+
+// One evaluation as its stages fill it in: prepare (the options, the task, the candidate's private
+// copy), build, vet, plan (the runner's request and the baselines it measures), run, interpret (the
+// runner's end and report as an outcome) and score (times, bound, speed-ups, reward). A stage that
+// ends the evaluation returns its result; the private copy goes with the Evaluation.
+struct Evaluation {
+  Evaluation(const Environment& e, const EvalOptions& o) : env(e), opts(o), t0(Clock::now()) {}
+  ~Evaluation() {
+    if (!private_dir.empty()) remove_tree(private_dir);
+  }
+  Evaluation(const Evaluation&) = delete;
+  Evaluation& operator=(const Evaluation&) = delete;
+
+  const Environment& env;
+  const EvalOptions& opts;
+  Clock::time_point t0;
   EvalResult res;
-  nlohmann::json& j = res.json;
-  j = {{"schema", kSchema},
-       {"task", nullptr},
-       {"candidate", {{"path", opts.candidate}}},
-       {"outcome", nullptr},
-       {"reason", nullptr},
-       {"reward", -1},
-       {"correct", false},
-       {"message", ""},
-       {"verify", nullptr},
-       {"timing", nullptr},
-       {"build", nullptr},
-       {"env", nullptr},
-       {"isolation", nullptr},
-       {"seconds", nullptr},
-       {"output_tail", ""}};
   UserPaths paths;  // the private copies' names, once made, mapped back to the user's in every answer
-  auto fail = [&](const std::string& why) {
+  Settings settings;
+  std::optional<Task> task;
+  fs::path private_dir, work, harness;
+  bool is_dir = false;
+  std::string kind;    // workdir | file
+  std::string device;  // cuda | cpu, once known
+  double build_seconds = 0;
+  std::string vet_note;
+  uint32_t seed = 0;
+  nlohmann::json request;
+  fs::path bpath;
+  nlohmann::json baselines;
+  bool have_eager = false, have_compile = false, want_compile = false;
+  SubprocessResult ran;
+  nlohmann::json report;  // the runner's, or null
+
+  nlohmann::json& j() { return res.json; }
+  // anvil could not evaluate (environment, usage): no outcome.
+  EvalResult fail(const std::string& why) {
     res.evaluated = false;
     res.error = paths(why);
-    paths.apply(j);
+    paths.apply(res.json);
     return res;
-  };
-  auto finish = [&](const std::string& outcome, const std::string& message) {
-    j["outcome"] = outcome;
-    j["message"] = message;
-    j["reward"] = outcome == "ok" ? j["reward"].get<int>() : -1;
-    if (outcome != "ok") j["correct"] = false;
-    paths.apply(j);
+  }
+  // The candidate judged: `outcome` (a reward only when "ok").
+  EvalResult finish(const std::string& outcome, const std::string& message) {
+    j()["outcome"] = outcome;
+    j()["message"] = message;
+    j()["reward"] = outcome == "ok" ? j()["reward"].get<int>() : -1;
+    if (outcome != "ok") j()["correct"] = false;
+    paths.apply(res.json);
     res.evaluated = true;
     return res;
-  };
+  }
+};
 
-  Settings settings;
-  if (auto bad = settle(env, opts, &settings)) return fail(*bad);
-  const Protocol& protocol = settings.protocol;
-  const std::string& preset = settings.preset;
-  const nlohmann::json& tolerance = settings.tolerance;
-  j["protocol"] = protocol.rules();
+using End = std::optional<EvalResult>;
 
-  // The task.
+End prepare(Evaluation& e) {
+  e.j() = {{"schema", kSchema},
+           {"task", nullptr},
+           {"candidate", {{"path", e.opts.candidate}}},
+           {"outcome", nullptr},
+           {"reason", nullptr},
+           {"reward", -1},
+           {"correct", false},
+           {"message", ""},
+           {"verify", nullptr},
+           {"timing", nullptr},
+           {"build", nullptr},
+           {"env", nullptr},
+           {"isolation", nullptr},
+           {"seconds", nullptr},
+           {"output_tail", ""}};
+  if (auto bad = settle(e.env, e.opts, &e.settings)) return e.fail(*bad);
+  e.j()["protocol"] = e.settings.protocol.rules();
+
   std::string err;
-  auto task = load_task(env, opts.task, &err);
-  if (!task) return fail(err);  // no such file or row: usage, like a missing candidate (exit 2)
-  j["task"] = {{"spec", task->spec}, {"name", task->name}, {"hash", task->hash}};
+  e.task = load_task(e.env, e.opts.task, &err);
+  if (!e.task) return e.fail(err);  // no such file or row: usage, like a missing candidate (exit 2)
+  e.j()["task"] = {{"spec", e.task->spec}, {"name", e.task->name}, {"hash", e.task->hash}};
 
-  // The candidate: a private copy, built through the cache.
+  // The candidate: a private copy.
   std::error_code ec;
-  fs::path cand(opts.candidate);
-  bool is_dir = fs::is_directory(cand, ec);
-  bool is_file = !is_dir && fs::is_regular_file(cand, ec);
-  if (!is_dir && !is_file) return fail("candidate " + opts.candidate + " does not exist");
-  std::string kind = is_dir ? "workdir" : "file";
-  fs::path private_dir;
+  fs::path cand(e.opts.candidate);
+  e.is_dir = fs::is_directory(cand, ec);
+  bool is_file = !e.is_dir && fs::is_regular_file(cand, ec);
+  if (!e.is_dir && !is_file) return e.fail("candidate " + e.opts.candidate + " does not exist");
+  e.kind = e.is_dir ? "workdir" : "file";
   try {
-    private_dir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "eval");
-  } catch (const std::exception& e) {
-    return fail(e.what());
+    e.private_dir = make_temp_dir(cache_dir(e.env, CacheArea::kTmp), "eval");
+  } catch (const std::exception& ex) {
+    return e.fail(ex.what());
   }
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() { remove_tree(dir); }
-  } cleanup{private_dir};
-  fs::path work = private_dir / "candidate";
-  fs::path harness = private_dir / "harness";
-  paths = user_paths(private_dir, opts.candidate, !is_dir, task->row < 0 ? task->spec : std::string());
-  if (is_dir) {
+  e.work = e.private_dir / "candidate";
+  e.harness = e.private_dir / "harness";
+  e.paths = user_paths(e.private_dir, e.opts.candidate, !e.is_dir, e.task->row < 0 ? e.task->spec : std::string());
+  if (e.is_dir) {
     bool refused = false;
-    if (!copy_candidate(cand, work, &err, &refused)) {  // too large: the candidate's doing, judged (reward -1)
-      return refused ? finish("load_error", "the candidate cannot be judged: " + err)
-                     : fail("cannot copy the candidate: " + err);
+    if (!copy_candidate(cand, e.work, &err, &refused)) {  // too large: the candidate's doing, judged (reward -1)
+      return refused ? e.finish("load_error", "the candidate cannot be judged: " + err)
+                     : e.fail("cannot copy the candidate: " + err);
     }
-  } else {
-    if (!copy_single_file_candidate(cand, work, &err)) return fail("cannot copy the candidate: " + err);
+  } else if (!copy_single_file_candidate(cand, e.work, &err)) {
+    return e.fail("cannot copy the candidate: " + err);
   }
-  if (!write_file_atomic(harness / "model.py", task->code, &err, 0444)) return fail(err);
+  if (!write_file_atomic(e.harness / "model.py", e.task->code, &err, 0444)) return e.fail(err);
+  return std::nullopt;
+}
 
-  std::string device = opts.device;
-  double build_seconds = 0;
-  if (is_dir) {
-    if (!fs::exists(work / "model_new.py", ec)) {
-      j["candidate"]["kind"] = kind;
-      return finish("load_error", "the candidate has no model_new.py: it must define class ModelNew(nn.Module) with "
-                                  "Model's constructor signature, calling cuda_extension's functions");
+// A workdir built through the cache (its device from the build); the device settled.
+End build(Evaluation& e) {
+  e.device = e.opts.device;
+  std::error_code ec;
+  if (e.is_dir) {
+    if (!fs::exists(e.work / "model_new.py", ec)) {
+      e.j()["candidate"]["kind"] = e.kind;
+      return e.finish("load_error", "the candidate has no model_new.py: it must define class ModelNew(nn.Module) with "
+                                    "Model's constructor signature, calling cuda_extension's functions");
     }
-    BuildReport b = build_workdir(env, work, opts.build);
-    build_seconds = b.seconds;
-    j["build"] = {{"ok", b.ok},           {"mode", b.mode},         {"device", b.device}, {"arch", b.arch},
-                  {"seconds", b.seconds}, {"compiled", b.compiled()}, {"units", b.units.size()},
-                  {"diagnostics", b.diagnostics}};
-    j["candidate"]["mode"] = b.mode;
+    BuildReport b = build_workdir(e.env, e.work, e.opts.build);
+    e.build_seconds = b.seconds;
+    e.j()["build"] = {{"ok", b.ok},           {"mode", b.mode},         {"device", b.device}, {"arch", b.arch},
+                      {"seconds", b.seconds}, {"compiled", b.compiled()}, {"units", b.units.size()},
+                      {"diagnostics", b.diagnostics}};
+    e.j()["candidate"]["mode"] = b.mode;
     if (!b.ok) {
-      j["candidate"]["kind"] = kind;
-      if (b.error_kind == "environment_error") return fail(b.error);
-      return finish("compile_error", b.error_kind == "compile_error" ? b.diagnostics : b.error);
+      e.j()["candidate"]["kind"] = e.kind;
+      if (b.error_kind == "environment_error") return e.fail(b.error);
+      return e.finish("compile_error", b.error_kind == "compile_error" ? b.diagnostics : b.error);
     }
-    if (device.empty()) device = b.device;
-  } else if (device.empty()) {
-    device = env.gpus.empty() ? "cpu" : "cuda";
+    if (e.device.empty()) e.device = b.device;
+  } else if (e.device.empty()) {
+    e.device = e.env.gpus.empty() ? "cpu" : "cuda";
   }
-  j["candidate"]["kind"] = kind;
-  j["candidate"]["device"] = device;
-  if (device == "cuda" && env.gpus.empty()) {
-    return fail("no GPU found: " + opts.candidate + " is a CUDA candidate; evaluate it on a GPU host, or evaluate its "
-                "CPU variant here");
+  e.j()["candidate"]["kind"] = e.kind;
+  e.j()["candidate"]["device"] = e.device;
+  if (e.device == "cuda" && e.env.gpus.empty()) {
+    return e.fail("no GPU found: " + e.opts.candidate + " is a CUDA candidate; evaluate it on a GPU host, or evaluate "
+                  "its CPU variant here");
   }
-  if (device != "cuda" && device != "cpu") return fail("unknown device '" + device + "' (use cuda or cpu)");
+  if (e.device != "cuda" && e.device != "cpu") return e.fail("unknown device '" + e.device + "' (use cuda or cpu)");
+  return std::nullopt;
+}
 
-  // Task vetting (cached per task and environment): a degenerate task is named in the result.
-  std::string vet_note;
-  if (opts.vet) {
-    VetOptions vo;
-    vo.device = device;
-    vo.gpu = opts.gpu;
-    vo.preset = preset;
-    VetResult v = vet_task(env, *task, vo);
-    if (v.ok) {
-      j["task"]["flags"] = v.report.value("flags", nlohmann::json::array());
-      j["task"]["vet_notes"] = v.report.value("notes", nlohmann::json::array());
-      for (const auto& f : j["task"]["flags"]) {
-        vet_note += (vet_note.empty() ? "" : "; ") + f.value("flag", std::string()) + ": " +
-                    f.value("detail", std::string());
-      }
-      if (!vet_note.empty()) vet_note = "the task is degenerate (a trivial answer may pass): " + vet_note;
-    } else {
-      j["task"]["vet_error"] = v.error;
-    }
+// Task vetting (cached per task and environment): a degenerate task is named in the result.
+void vet(Evaluation& e) {
+  if (!e.opts.vet) return;
+  VetOptions vo;
+  vo.device = e.device;
+  vo.gpu = e.opts.gpu;
+  vo.preset = e.settings.preset;
+  VetResult v = vet_task(e.env, *e.task, vo);
+  if (!v.ok) {
+    e.j()["task"]["vet_error"] = v.error;
+    return;
   }
+  e.j()["task"]["flags"] = v.report.value("flags", nlohmann::json::array());
+  e.j()["task"]["vet_notes"] = v.report.value("notes", nlohmann::json::array());
+  for (const auto& f : e.j()["task"]["flags"]) {
+    e.vet_note += (e.vet_note.empty() ? "" : "; ") + f.value("flag", std::string()) + ": " +
+                  f.value("detail", std::string());
+  }
+  if (!e.vet_note.empty()) e.vet_note = "the task is degenerate (a trivial answer may pass): " + e.vet_note;
+}
 
-  // The request.
-  uint32_t seed = opts.seed ? *opts.seed : static_cast<uint32_t>(std::random_device{}() & 0x7fffffff);
-  nlohmann::json request =
-      runner_request(env, opts, settings, harness / "model.py", work, kind, device, seed);
-
-  // Baselines: cached per task, GPU, driver, torch, CUDA, flags and timing method, when clean.
-  std::string bkey = baseline_key(env, task->hash, request, device);
-  fs::path bpath = baseline_path(env, bkey);
-  nlohmann::json baselines = opts.use_baseline_cache ? load_baselines(bpath) : nlohmann::json::object();
-  bool have_eager = baselines.is_object() && baselines.contains("eager");
-  bool have_compile = baselines.is_object() && baselines.contains("compile");
-  bool want_compile = opts.compile_mode != "none";
+// The runner's request, and the baselines it measures: those not cached clean per task, GPU,
+// driver, torch, CUDA, flags and timing method.
+void plan(Evaluation& e) {
+  const EvalOptions& opts = e.opts;
+  e.seed = opts.seed ? *opts.seed : static_cast<uint32_t>(std::random_device{}() & 0x7fffffff);
+  e.request = runner_request(e.env, opts, e.settings, e.harness / "model.py", e.work, e.kind, e.device, e.seed);
+  std::string bkey = baseline_key(e.env, e.task->hash, e.request, e.device);
+  e.bpath = baseline_path(e.env, bkey);
+  e.baselines = opts.use_baseline_cache ? load_baselines(e.bpath) : nlohmann::json::object();
+  e.have_eager = e.baselines.is_object() && e.baselines.contains("eager");
+  e.have_compile = e.baselines.is_object() && e.baselines.contains("compile");
+  e.want_compile = opts.compile_mode != "none";
   if (!opts.measure_time) {
-    have_eager = have_compile = false;
-    want_compile = false;
-  } else {
-    if (!have_eager) request["timing"]["measure"].push_back("eager");
-    if (want_compile && !have_compile) request["timing"]["measure"].push_back("compile");
-    // What the judge needs to tell whether its batch holds the claim down (reward.h): it times the
-    // batch again while it does.
-    const char* claim_field = opts.timing == "events" ? "median_ms" : "kernel_sum_ms";
-    nlohmann::json bound = {{"slack", kBatchSlack}, {"claim", claim_field}};
-    if (have_eager) {
-      const nlohmann::json& e = baselines["eager"];
-      if (auto ms = number_at(e, claim_field)) bound["eager_ms"] = *ms;
-      if (e.contains("batch")) {
-        if (auto pc = number_at(e["batch"], "per_call_ms")) bound["eager_batch_per_call_ms"] = *pc;
-      }
-    }
-    request["timing"]["bound"] = bound;
+    e.have_eager = e.have_compile = e.want_compile = false;
+    return;
   }
+  if (!e.have_eager) e.request["timing"]["measure"].push_back("eager");
+  if (e.want_compile && !e.have_compile) e.request["timing"]["measure"].push_back("compile");
+  // What the judge needs to tell whether its batch holds the claim down (reward.h): it times the
+  // batch again while it does.
+  const char* claim_field = opts.timing == "events" ? "median_ms" : "kernel_sum_ms";
+  nlohmann::json bound = {{"slack", kBatchSlack}, {"claim", claim_field}};
+  if (e.have_eager) {
+    const nlohmann::json& eager = e.baselines["eager"];
+    if (auto ms = number_at(eager, claim_field)) bound["eager_ms"] = *ms;
+    if (eager.contains("batch")) {
+      if (auto pc = number_at(eager["batch"], "per_call_ms")) bound["eager_batch_per_call_ms"] = *pc;
+    }
+  }
+  e.request["timing"]["bound"] = bound;
+}
 
-  // The runner.
+// The runner, started as the options say (or by opts.runner), and what it left: its end and report.
+End run(Evaluation& e) {
   nlohmann::json isolation;
-  SubprocessOptions so = runner_options(env, opts, private_dir, request, device, &isolation);
-  j["isolation"] = isolation;
-  std::chrono::seconds timeout = opts.timeout;
+  SubprocessOptions so = runner_options(e.env, e.opts, e.private_dir, e.request, e.device, &isolation);
+  e.j()["isolation"] = isolation;
+  static const PythonRunner python_runner;
+  const RunnerLauncher& runner = e.opts.runner ? *e.opts.runner : python_runner;
   auto tr = Clock::now();
-  Launch launched = launch_python(env, PyModule::kRunner, opts.zygote_socket, request, so, private_dir);
-  const SubprocessResult& r = launched.result;
-  if (!launched.zygote_error.empty()) j["isolation"]["zygote_error"] = launched.zygote_error;  // then fresh
-  j["isolation"]["runner"] = launched.zygote ? "forked from the warm zygote at " + launched.socket : "fresh process";
-  j["isolation"]["ended"] =
+  Launch launched = runner.launch(e.env, e.opts, e.request, so, e.private_dir);
+  e.ran = std::move(launched.result);
+  if (!launched.zygote_error.empty()) e.j()["isolation"]["zygote_error"] = launched.zygote_error;  // then fresh
+  e.j()["isolation"]["runner"] =
+      launched.zygote ? "forked from the warm zygote at " + launched.socket : "fresh process";
+  e.j()["isolation"]["ended"] =
       launched.ended_at_report ? "at its report (killed then, its teardown not waited for)" : "at its exit";
-  double run_seconds = since(tr);
-  j["output_tail"] = clean_tail(r.output, paths);
-  j["seconds"] = {{"build", build_seconds}, {"run", run_seconds}, {"total", since(t0)}};
-  if (!r.started) return fail("cannot start the runner (" + env.python.string() + "): " + r.error);
+  e.j()["output_tail"] = clean_tail(e.ran.output, e.paths);
+  e.j()["seconds"] = {{"build", e.build_seconds}, {"run", since(tr)}, {"total", since(e.t0)}};
+  if (!e.ran.started) return e.fail("cannot start the runner (" + e.env.python.string() + "): " + e.ran.error);
+  e.report = parse_report(e.ran);  // a corrupt report is the same as none
+  return std::nullopt;
+}
 
+// The runner's end and report as the candidate's outcome: every end but a correct candidate's.
+End interpret(Evaluation& e) {
+  const SubprocessResult& r = e.ran;
+  nlohmann::json& j = e.j();
+  const nlohmann::json& report = e.report;
   // What a process that died said last: its Python stack when it crashed (anvil's frames left out),
   // else its output's last lines.
   auto last_words = [&] {
-    std::string crash = python_crash(paths(r.output), {(env.home / "python" / "anvil").string() + "/",
-                                                       "/torch/nn/modules/module.py", "/threading.py"});
+    std::string crash = python_crash(e.paths(r.output), {(e.env.home / "python" / "anvil").string() + "/",
+                                                         "/torch/nn/modules/module.py", "/threading.py"});
     return crash.empty() ? tail_lines(j["output_tail"].get<std::string>(), 8) : crash;
   };
-  nlohmann::json report = parse_report(r);  // a corrupt report is the same as none
   if (report.is_object()) {
     j["env"] = report.value("env", nlohmann::json());
     if (report.contains("defenses")) j["defenses"] = report["defenses"];
-    if (device == "cuda") {
-      remember_roofline(env, opts, j.value("defenses", nlohmann::json::object()).value("roofline", nlohmann::json()));
+    if (e.device == "cuda") {
+      remember_roofline(e.env, e.opts,
+                        j.value("defenses", nlohmann::json::object()).value("roofline", nlohmann::json()));
     }
     if (report.contains("hack")) j["hack"] = report["hack"];
     if (report.contains("reason")) j["reason"] = report["reason"];
     if (report.contains("seconds") && report["seconds"].is_object()) j["seconds"]["runner"] = report["seconds"];
     j["verify"] = report.value("verify", nlohmann::json());
     if (j["verify"].is_object()) {
-      j["verify"]["preset"] = preset;
-      j["verify"]["seed"] = seed;
-      j["verify"]["trials"] = opts.trials;
-      j["verify"]["tolerance"] = tolerance;
+      j["verify"]["preset"] = e.settings.preset;
+      j["verify"]["seed"] = e.seed;
+      j["verify"]["trials"] = e.opts.trials;
+      j["verify"]["tolerance"] = e.settings.tolerance;
     }
   }
   if (report.is_object() && report.value("status", std::string()) != "done") {
     // The runner could not do its work (a bad request, no device): not the candidate's fault.
-    return fail("the runner could not evaluate: " + report.value("message", std::string("no reason given")) +
-                (report.value("detail", std::string()).empty() ? "" : "\n" + tail_lines(report.value("detail", std::string()), 8)));
+    return e.fail("the runner could not evaluate: " + report.value("message", std::string("no reason given")) +
+                  (report.value("detail", std::string()).empty()
+                       ? ""
+                       : "\n" + tail_lines(report.value("detail", std::string()), 8)));
   }
   if (r.timed_out) {
-    return finish("timeout", "the evaluation did not finish within " + std::to_string(timeout.count()) +
-                                 " s and was killed (a kernel or loop that never ends?)");
+    return e.finish("timeout", "the evaluation did not finish within " + std::to_string(e.opts.timeout.count()) +
+                                   " s and was killed (a kernel or loop that never ends?)");
   }
   if (r.memory_exceeded) {
-    return finish("runtime_error", "the evaluation used more than " +
-                                       std::to_string(opts.memory_limit_bytes >> 30) + " GiB of memory and was killed");
+    return e.finish("runtime_error", "the evaluation used more than " +
+                                         std::to_string(e.opts.memory_limit_bytes >> 30) +
+                                         " GiB of memory and was killed");
   }
   if (!report.is_object()) {
     std::string how = r.signal ? "was killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")"
                                : "exited with code " + std::to_string(r.exit_code);
-    return finish("runtime_error", "the candidate's process " + how + " before the evaluation finished\n" +
-                                       last_words());
+    return e.finish("runtime_error", "the candidate's process " + how + " before the evaluation finished\n" +
+                                         last_words());
   }
-  if (!report["outcome"].is_null()) {
-    std::string outcome = report["outcome"].get<std::string>();
-    static const std::vector<std::string> known = {"task_error", "load_error", "runtime_error", "wrong_answer",
-                                                   "hack_suspected"};
-    if (std::find(known.begin(), known.end(), outcome) == known.end()) outcome = "runtime_error";
-    std::string message = report.value("message", std::string());
-    std::string detail = report.value("detail", std::string());
-    if (report.value("reason", nlohmann::json()) == "process_died") {
-      // The candidate's process died: its Python stack, when it crashed, without anvil's frames;
-      // else what it printed last.
-      message += "\n" + last_words();
-    } else if (outcome == "hack_suspected" || outcome == "wrong_answer") {
-      // The message says it; the detail (every finding) stays in the report's hack object.
-    } else if (!detail.empty() && detail.find(message) == std::string::npos) {
-      message += "\n" + tail_lines(detail, 12);
-    } else if (!detail.empty()) {
-      message = tail_lines(detail, 12);
-    }
-    return finish(outcome, message);
+  if (report["outcome"].is_null()) return std::nullopt;  // correct: scored next
+  std::string outcome = report["outcome"].is_string() ? report["outcome"].get<std::string>() : std::string();
+  static const std::vector<std::string> known = {"task_error", "load_error", "runtime_error", "wrong_answer",
+                                                 "hack_suspected"};
+  if (std::find(known.begin(), known.end(), outcome) == known.end()) outcome = "runtime_error";
+  std::string message = report.value("message", std::string());
+  std::string detail = report.value("detail", std::string());
+  if (report.value("reason", nlohmann::json()) == "process_died") {
+    // The candidate's process died: its Python stack, when it crashed, without anvil's frames;
+    // else what it printed last.
+    message += "\n" + last_words();
+  } else if (outcome == "hack_suspected" || outcome == "wrong_answer") {
+    // The message says it; the detail (every finding) stays in the report's hack object.
+  } else if (!detail.empty() && detail.find(message) == std::string::npos) {
+    message += "\n" + tail_lines(detail, 12);
+  } else if (!detail.empty()) {
+    message = tail_lines(detail, 12);
   }
+  return e.finish(outcome, message);
+}
 
-  // Correct: times, speedups, reward.
+std::optional<double> batch_per_call(const nlohmann::json& t) {
+  return t.is_object() && t.contains("batch") ? number_at(t["batch"], "per_call_ms") : std::nullopt;
+}
+
+nlohmann::json or_null(std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+// The hack object of a claim the judge's clock proves forged (b.forged, on a GPU), with its evidence.
+nlohmann::json forged_timing(const TimeBound& b, const nlohmann::json& cand_t, const nlohmann::json& eager_t,
+                             std::optional<double> eager_ms) {
+  char buf[360];
+  std::snprintf(buf, sizeof buf, "the candidate's process claimed %.4g ms per call, but the judge's own clock "
+                "allows no less than %.4g ms even at eager's fastest call (more than %.0fx apart): the timing "
+                "was forged",
+                b.claimed_ms, *b.floor_ms, kForgedRatio);
+  nlohmann::json cand_batch = cand_t.value("batch", nlohmann::json::object());
+  return {{"reason", "timing_forged"},
+          {"reasons", {{{"reason", "timing_forged"}, {"message", buf}}}},
+          {"evidence",
+           {{"claimed_ms", b.claimed_ms},
+            {"vouched_ms", *b.vouched_ms},
+            {"floor_ms", *b.floor_ms},
+            {"candidate_batch_per_call_ms", or_null(batch_per_call(cand_t))},
+            {"candidate_timed_batches", cand_batch.value("timed_batches", nlohmann::json())},
+            {"eager_batch_per_call_ms", or_null(batch_per_call(eager_t))},
+            {"eager_ms", or_null(eager_ms)},
+            {"eager_min_ms", or_null(number_at(eager_t, "min_ms"))}}}};
+}
+
+// A correct candidate: its time (the claim bounded by the judge's clock, reward.h), the speed-ups,
+// the milestone reward, the notes; the baselines measured now kept when clean.
+EvalResult score(Evaluation& e) {
+  const EvalOptions& opts = e.opts;
+  nlohmann::json& j = e.j();
   j["correct"] = true;
-  const nlohmann::json& timing = report.value("timing", nlohmann::json::object());
+  const nlohmann::json& timing = e.report.value("timing", nlohmann::json::object());
   const char* field = opts.timing == "events" ? "median_ms" : "kernel_sum_ms";
   nlohmann::json cand_t = timing.value("candidate", nlohmann::json());
-  nlohmann::json eager_t = have_eager ? baselines["eager"] : timing.value("eager", nlohmann::json());
-  nlohmann::json compile_t = !want_compile ? nlohmann::json(nullptr)
-                             : have_compile ? baselines["compile"]
-                                            : timing.value("compile", nlohmann::json());
-  if (have_eager) eager_t["cached"] = true;
-  if (have_compile && want_compile) compile_t["cached"] = true;
+  nlohmann::json eager_t = e.have_eager ? e.baselines["eager"] : timing.value("eager", nlohmann::json());
+  nlohmann::json compile_t = !e.want_compile ? nlohmann::json(nullptr)
+                             : e.have_compile ? e.baselines["compile"]
+                                              : timing.value("compile", nlohmann::json());
+  if (e.have_eager) eager_t["cached"] = true;
+  if (e.have_compile && e.want_compile) compile_t["cached"] = true;
   auto claimed_ms = number_at(cand_t, field);
   auto eager_ms = number_at(eager_t, field);
   auto compile_ms = number_at(compile_t, field);
-  // The time the reward uses: the claim, bounded by the judge's clock (reward.h).
-  auto per_call = [](const nlohmann::json& t) {
-    return t.is_object() && t.contains("batch") ? number_at(t["batch"], "per_call_ms") : std::nullopt;
-  };
+  auto per_call = batch_per_call;
+  auto opt = or_null;
   std::optional<double> cand_ms;
   std::optional<TimeBound> unvouched;  // a claim the judge's clock cannot back, on a CPU
   nlohmann::json bound = nullptr;
   if (claimed_ms && *claimed_ms > 0) {
     TimeBound b = bound_time(*claimed_ms, per_call(cand_t), per_call(eager_t), eager_ms, number_at(eager_t, "min_ms"));
-    if (opts.defenses && b.forged && device != "cuda") {
+    if (opts.defenses && b.forged && e.device != "cuda") {
       // On a CPU no figure the judge takes is free of the machine's load (a shared machine's
       // scheduler stalls calls by 10-100x, eager's fastest call too: bench/results/
       // cpu-load-2026-11-24.json), so the gap is no proof: no speed is credited, and nothing more.
       unvouched = b;
     } else if (opts.defenses && b.forged) {
-      char buf[360];
-      std::snprintf(buf, sizeof buf, "the candidate's process claimed %.4g ms per call, but the judge's own clock "
-                    "allows no less than %.4g ms even at eager's fastest call (more than %.0fx apart): the timing "
-                    "was forged",
-                    b.claimed_ms, *b.floor_ms, kForgedRatio);
-      auto opt = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-      nlohmann::json cand_batch = cand_t.value("batch", nlohmann::json::object());
       j["reason"] = "timing_forged";
-      j["hack"] = {{"reason", "timing_forged"},
-                   {"reasons", {{{"reason", "timing_forged"}, {"message", buf}}}},
-                   {"evidence",
-                    {{"claimed_ms", b.claimed_ms},
-                     {"vouched_ms", *b.vouched_ms},
-                     {"floor_ms", *b.floor_ms},
-                     {"candidate_batch_per_call_ms", opt(per_call(cand_t))},
-                     {"candidate_timed_batches", cand_batch.value("timed_batches", nlohmann::json())},
-                     {"eager_batch_per_call_ms", opt(per_call(eager_t))},
-                     {"eager_ms", opt(eager_ms)},
-                     {"eager_min_ms", opt(number_at(eager_t, "min_ms"))}}}};
-      return finish("hack_suspected", buf);
+      j["hack"] = forged_timing(b, cand_t, eager_t, eager_ms);
+      return e.finish("hack_suspected", j["hack"]["reasons"][0]["message"].get<std::string>());
     }
     if (opts.defenses && !b.vouched_ms) {
       bound = {{"claimed_ms", b.claimed_ms}, {"vouched_ms", nullptr}, {"limited_by", "no judge's batch"}};
     } else {
       cand_ms = b.candidate_ms;
       bound = {{"claimed_ms", b.claimed_ms},
-               {"vouched_ms", b.vouched_ms ? nlohmann::json(*b.vouched_ms) : nlohmann::json(nullptr)},
+               {"vouched_ms", opt(b.vouched_ms)},
                {"slack", kBatchSlack},
                {"limited_by", b.limited ? "the judge's batch" : "the claim"}};
       if (unvouched) {
@@ -640,7 +708,6 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
     if (eager_ms) se = *eager_ms / *cand_ms;
     if (compile_ms) sc = *compile_ms / *cand_ms;
   }
-  auto opt = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   j["timing"] = {{"method", opts.timing},
                  {"candidate_ms", opt(cand_ms)},
                  {"eager_ms", opt(eager_ms)},
@@ -655,15 +722,15 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                  {"calls", opts.calls},
                  {"warmup", opts.warmup},
                  {"input_sets", opts.input_sets},
-                 {"flush_l2", opts.flush_l2 && device == "cuda"},
-                 {"hide_launch", opts.hide_launch && device == "cuda"}};
+                 {"flush_l2", opts.flush_l2 && e.device == "cuda"},
+                 {"hide_launch", opts.hide_launch && e.device == "cuda"}};
   j["reward"] = milestone_reward(true, unvouched ? std::nullopt : se, unvouched ? std::nullopt : sc);
   std::string note;
   if (!opts.measure_time) note = "verified only: timing was not asked for, so no speed reward";
   else if (!claimed_ms) note = "the candidate's time was not measured; no speed reward";
   else if (!cand_ms) note = "the judge's clock could not time the candidate against eager; no speed reward";
-  else if (!compile_ms && want_compile) note = "torch.compile baseline unavailable: " +
-                                               compile_t.value("error", std::string("not measured"));
+  else if (!compile_ms && e.want_compile) note = "torch.compile baseline unavailable: " +
+                                                 compile_t.value("error", std::string("not measured"));
   if (unvouched) {
     char buf[400];
     std::snprintf(buf, sizeof buf, "the candidate's own timing (%.4g ms) is more than %.0fx faster than the judge's "
@@ -677,18 +744,29 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                   "%.4g ms used", *claimed_ms, *cand_ms);
     note += (note.empty() ? "" : "\n") + std::string(buf);
   }
-
-  // Keep the baselines measured now, when they were measured clean (baselines.h).
   if (opts.use_baseline_cache && opts.measure_time) {
-    for (const auto& u : keep_baselines(bpath, device, opts.defenses, task->name, j["env"],
-                                        have_eager ? nlohmann::json(nullptr) : eager_t,
-                                        want_compile && !have_compile ? compile_t : nlohmann::json(nullptr))) {
+    for (const auto& u : keep_baselines(e.bpath, e.device, opts.defenses, e.task->name, j["env"],
+                                        e.have_eager ? nlohmann::json(nullptr) : eager_t,
+                                        e.want_compile && !e.have_compile ? compile_t : nlohmann::json(nullptr))) {
       note += (note.empty() ? "" : "\n") + u;
     }
   }
-  j["seconds"]["total"] = since(t0);
-  if (!vet_note.empty()) note = note.empty() ? vet_note : note + "\n" + vet_note;
-  return finish("ok", note);
+  j["seconds"]["total"] = since(e.t0);
+  if (!e.vet_note.empty()) note = note.empty() ? e.vet_note : note + "\n" + e.vet_note;
+  return e.finish("ok", note);
+}
+
+}  // namespace
+
+EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
+  Evaluation e(env, opts);
+  if (End end = prepare(e)) return *end;
+  if (End end = build(e)) return *end;
+  vet(e);
+  plan(e);
+  if (End end = run(e)) return *end;
+  if (End end = interpret(e)) return *end;
+  return score(e);
 }
 
 const char* baselines_status_name(BaselinesResult::Status s) {

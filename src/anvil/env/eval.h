@@ -27,6 +27,19 @@
 
 namespace anvil {
 
+struct EvalOptions;
+
+// How evaluate() starts its runner, the one side effect of a judged run: by default forked from
+// the warm zygote or a fresh process (launch_python, opts.zygote_socket). Tests put a runner that
+// answers canned reports behind it, so the outcome mapping and the reward are tested without
+// Python.
+class RunnerLauncher {
+ public:
+  virtual ~RunnerLauncher() = default;
+  virtual Launch launch(const Environment& env, const EvalOptions& opts, const nlohmann::json& request,
+                        const SubprocessOptions& so, const std::filesystem::path& scratch) const = 0;
+};
+
 struct EvalOptions {
   std::string task;       // FILE or DATASET#ROW
   std::string candidate;  // a workdir, or a KernelBench single file (model_new.py)
@@ -64,6 +77,7 @@ struct EvalOptions {
   // environment, started on first use and ended after 10 idle minutes; "none"
   // starts a fresh Python process; anything else is a zygote's socket path.
   std::string zygote_socket = "auto";
+  const RunnerLauncher* runner = nullptr;  // null: the zygote or a fresh process, as above
   BuildOptions build;
 };
 

@@ -1,0 +1,257 @@
+// evaluate()'s stages after the runner (interpret, score) and the baselines' plan, driven by a runner
+// that answers canned reports (EvalOptions::runner): the outcome of every way a runner can end, the
+// reward of every speed-up, the forged claim, the baselines kept and reused, the user's paths. No
+// Python, no compiler: a single-file candidate, vetting off, an Environment made by hand.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "anvil/env/cache_layout.h"
+#include "anvil/env/eval.h"
+#include "anvil/env/reward.h"
+#include "anvil/util/fs.h"
+
+namespace anvil {
+namespace {
+
+// Answers every launch with `result`, and keeps the requests it was given.
+class CannedRunner : public RunnerLauncher {
+ public:
+  explicit CannedRunner(SubprocessResult result) : result_(std::move(result)) {}
+  Launch launch(const Environment&, const EvalOptions&, const nlohmann::json& request, const SubprocessOptions&,
+                const std::filesystem::path&) const override {
+    requests.push_back(request);
+    Launch l;
+    l.result = result_;
+    return l;
+  }
+  mutable std::vector<nlohmann::json> requests;
+
+ private:
+  SubprocessResult result_;
+};
+
+SubprocessResult reported(const nlohmann::json& report) {
+  SubprocessResult r;
+  r.started = true;
+  r.exit_code = 0;
+  r.fd3_output = report.dump();
+  return r;
+}
+
+// A clean timing of `ms` with the judge's batch at `per_call` ms a call.
+nlohmann::json timed(double ms, double per_call) {
+  return {{"median_ms", ms}, {"min_ms", ms}, {"p25_ms", ms}, {"p75_ms", ms}, {"batch", {{"per_call_ms", per_call}}}};
+}
+
+// A correct candidate's report: its time and, where given, the baselines the runner measured.
+nlohmann::json correct(double candidate_ms, std::optional<double> eager_ms, std::optional<double> compile_ms) {
+  nlohmann::json timing = {{"candidate", timed(candidate_ms, candidate_ms)}};
+  if (eager_ms) timing["eager"] = timed(*eager_ms, *eager_ms);
+  if (compile_ms) timing["compile"] = timed(*compile_ms, *compile_ms);
+  return {{"status", "done"}, {"outcome", nullptr}, {"verify", {{"passed", 3}}}, {"timing", timing}};
+}
+
+nlohmann::json judged(const std::string& outcome, const std::string& message, const std::string& detail = "") {
+  return {{"status", "done"}, {"outcome", outcome}, {"message", message}, {"detail", detail}};
+}
+
+class EvalStages : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/anvil-eval-stages-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    env_.home = ANVIL_SOURCE_DIR;
+    env_.cache = dir_ / "cache";
+    env_.python = "/nonexistent/python3";
+    env_.torch.present = true;
+    std::string err;
+    ASSERT_TRUE(write_file_atomic(dir_ / "model.py", "class Model: pass\n", &err)) << err;
+    ASSERT_TRUE(write_file_atomic(dir_ / "model_new.py", "class ModelNew: pass\n", &err)) << err;
+    opts_.task = (dir_ / "model.py").string();
+    opts_.candidate = (dir_ / "model_new.py").string();
+    opts_.device = "cpu";
+    opts_.vet = false;
+    opts_.seed = 7;
+  }
+  void TearDown() override { remove_tree(dir_); }
+
+  void on_a_gpu() {
+    env_.gpus = {Gpu{0, "Test GPU", "9.0"}};
+    opts_.device = "cuda";
+  }
+  EvalResult evaluate_with(const SubprocessResult& r, CannedRunner** used = nullptr) {
+    runners_.push_back(std::make_unique<CannedRunner>(r));
+    opts_.runner = runners_.back().get();
+    if (used) *used = runners_.back().get();
+    return evaluate(env_, opts_);
+  }
+  nlohmann::json judged_json(const SubprocessResult& r) {
+    EvalResult res = evaluate_with(r);
+    EXPECT_TRUE(res.evaluated) << res.error;
+    return res.json;
+  }
+
+  std::filesystem::path dir_;
+  Environment env_;
+  EvalOptions opts_;
+  std::vector<std::unique_ptr<CannedRunner>> runners_;
+};
+
+TEST_F(EvalStages, TheRewardFollowsTheSpeedups) {
+  opts_.use_baseline_cache = false;
+  struct Case {
+    double candidate, eager, compile;
+    int reward;
+  };
+  const double just = kFasterThreshold * 1.001;  // just over "more than 5% faster"
+  for (const Case& c : {Case{1.0, 2.0, 2.0, 3}, Case{1.0, 2.0, 1.0, 2}, Case{1.0, 1.0, 2.0, 1},
+                        Case{1.0, 1.0 / 0.95, 1.0 / 0.95, 1}, Case{1.0, just, just, 3}, Case{2.0, 1.0, 1.0, 1}}) {
+    nlohmann::json j = judged_json(reported(correct(c.candidate, c.eager, c.compile)));
+    EXPECT_EQ(j["outcome"], "ok") << j.dump();
+    EXPECT_EQ(j["correct"], true);
+    EXPECT_EQ(j["reward"], c.reward) << c.candidate << " " << c.eager << " " << c.compile;
+    EXPECT_NEAR(j["timing"]["speedup_eager"].get<double>(), c.eager / c.candidate, 1e-9);
+  }
+}
+
+TEST_F(EvalStages, BaselinesMeasuredCleanServeTheNextEvaluation) {
+  CannedRunner* first = nullptr;
+  nlohmann::json j = evaluate_with(reported(correct(1.0, 2.0, 2.0)), &first).json;
+  ASSERT_EQ(j["reward"], 3) << j.dump();
+  EXPECT_EQ(first->requests.at(0)["timing"]["measure"], nlohmann::json({"candidate", "eager", "compile"}));
+  // The next evaluation measures the candidate alone and is scored against the kept baselines, its
+  // judge told eager's time and batch so that it can bound the claim.
+  CannedRunner* second = nullptr;
+  j = evaluate_with(reported(correct(1.0, std::nullopt, std::nullopt)), &second).json;
+  EXPECT_EQ(second->requests.at(0)["timing"]["measure"], nlohmann::json({"candidate"}));
+  EXPECT_EQ(second->requests.at(0)["timing"]["bound"]["eager_ms"], 2.0);
+  EXPECT_EQ(j["reward"], 3) << j.dump();
+  EXPECT_EQ(j["timing"]["eager"]["cached"], true);
+  EXPECT_EQ(j["timing"]["compile"]["cached"], true);
+}
+
+TEST_F(EvalStages, AnUncleanBaselineIsUsedButNotKept) {
+  nlohmann::json report = correct(1.0, 2.0, 2.0);
+  report["timing"]["eager"]["load"] = {{"candidate_gone", false}};
+  nlohmann::json j = judged_json(reported(report));
+  EXPECT_EQ(j["reward"], 3);
+  EXPECT_NE(j["message"].get<std::string>().find("eager baseline not kept"), std::string::npos) << j["message"];
+  CannedRunner* next = nullptr;
+  evaluate_with(reported(correct(1.0, 2.0, std::nullopt)), &next);
+  EXPECT_EQ(next->requests.at(0)["timing"]["measure"], nlohmann::json({"candidate", "eager"}));
+}
+
+TEST_F(EvalStages, AClaimFarBelowTheJudgesClockIsForgedOnAGpuAndUncreditedOnACpu) {
+  opts_.use_baseline_cache = false;
+  nlohmann::json report = correct(1.0, 1.0, 1.0);
+  report["timing"]["candidate"]["median_ms"] = 0.001;  // the batch saw 1 ms a call, as eager's
+  nlohmann::json cpu = judged_json(reported(report));
+  EXPECT_EQ(cpu["outcome"], "ok");
+  EXPECT_EQ(cpu["reward"], 1);
+  EXPECT_EQ(cpu["timing"]["bound"]["unvouched"], true);
+  on_a_gpu();
+  nlohmann::json gpu = judged_json(reported(report));
+  EXPECT_EQ(gpu["outcome"], "hack_suspected");
+  EXPECT_EQ(gpu["reason"], "timing_forged");
+  EXPECT_EQ(gpu["reward"], -1);
+  EXPECT_EQ(gpu["correct"], false);
+  EXPECT_NEAR(gpu["hack"]["evidence"]["claimed_ms"].get<double>(), 0.001, 1e-12);
+}
+
+TEST_F(EvalStages, AClaimBelowTheBatchIsBoundedByIt) {
+  opts_.use_baseline_cache = false;
+  nlohmann::json report = correct(1.0, 2.0, 2.0);
+  report["timing"]["candidate"]["median_ms"] = 0.5;  // claims 4x; the batch saw 2x
+  nlohmann::json j = judged_json(reported(report));
+  EXPECT_EQ(j["outcome"], "ok");
+  EXPECT_EQ(j["timing"]["bound"]["limited_by"], "the judge's batch");
+  // vouched: the batch per call over eager's, times eager's time, less the batch's slack (reward.h)
+  EXPECT_NEAR(j["timing"]["candidate_ms"].get<double>(), 1.0 / 2.0 * 2.0 / (1 + kBatchSlack), 1e-9);
+}
+
+TEST_F(EvalStages, EveryEndOfTheRunnerIsAnOutcome) {
+  SubprocessResult r = reported(nlohmann::json::object());
+  r.fd3_output.clear();
+  r.timed_out = true;
+  EXPECT_EQ(judged_json(r)["outcome"], "timeout");
+  r.timed_out = false;
+  r.memory_exceeded = true;
+  nlohmann::json j = judged_json(r);
+  EXPECT_EQ(j["outcome"], "runtime_error");
+  EXPECT_NE(j["message"].get<std::string>().find("GiB of memory"), std::string::npos);
+  r.memory_exceeded = false;
+  r.signal = 11;
+  r.output = "the candidate's last words\n";
+  j = judged_json(r);
+  EXPECT_EQ(j["outcome"], "runtime_error");
+  EXPECT_NE(j["message"].get<std::string>().find("killed by signal 11"), std::string::npos) << j["message"];
+  EXPECT_NE(j["message"].get<std::string>().find("last words"), std::string::npos) << j["message"];
+  r.signal = 0;
+  r.exit_code = 3;
+  EXPECT_NE(judged_json(r)["message"].get<std::string>().find("exited with code 3"), std::string::npos);
+  r.fd3_output = "{not json";  // a corrupt report is none
+  EXPECT_EQ(judged_json(r)["outcome"], "runtime_error");
+  for (const char* outcome : {"task_error", "load_error", "runtime_error", "wrong_answer", "hack_suspected"}) {
+    j = judged_json(reported(judged(outcome, "said")));
+    EXPECT_EQ(j["outcome"], outcome);
+    EXPECT_EQ(j["reward"], -1);
+  }
+  EXPECT_EQ(judged_json(reported(judged("ok_trust_me", "said")))["outcome"], "runtime_error");
+  nlohmann::json bad = judged("load_error", "said");
+  bad["outcome"] = 3;  // not a string
+  EXPECT_EQ(judged_json(reported(bad))["outcome"], "runtime_error");
+  j = judged_json(reported(judged("task_error", "it failed", "Traceback\n  line\nValueError: because")));
+  EXPECT_NE(j["message"].get<std::string>().find("ValueError: because"), std::string::npos) << j["message"];
+}
+
+TEST_F(EvalStages, ARunnerThatCouldNotWorkIsNoOutcome) {
+  EvalResult res = evaluate_with(reported({{"status", "error"}, {"message", "no such device"}}));
+  EXPECT_FALSE(res.evaluated);
+  EXPECT_NE(res.error.find("the runner could not evaluate: no such device"), std::string::npos) << res.error;
+  SubprocessResult never;
+  never.error = "no such file";
+  res = evaluate_with(never);
+  EXPECT_FALSE(res.evaluated);
+  EXPECT_NE(res.error.find("cannot start the runner"), std::string::npos) << res.error;
+}
+
+// Names the private copy of the candidate it was given, as a runner's traceback does.
+class NamingRunner : public RunnerLauncher {
+ public:
+  Launch launch(const Environment&, const EvalOptions&, const nlohmann::json& request, const SubprocessOptions&,
+                const std::filesystem::path&) const override {
+    Launch l;
+    l.result = reported(judged("load_error", "cannot import " + request["candidate_dir"].get<std::string>() +
+                                                 "/model_new.py"));
+    return l;
+  }
+};
+
+TEST_F(EvalStages, MessagesNameTheUsersFilesAndThePrivateCopyIsGone) {
+  NamingRunner runner;
+  opts_.runner = &runner;
+  EvalResult res = evaluate(env_, opts_);
+  ASSERT_TRUE(res.evaluated) << res.error;
+  std::string message = res.json["message"];
+  EXPECT_NE(message.find("cannot import " + opts_.candidate), std::string::npos) << message;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(cache_dir(env_, CacheArea::kTmp), ec)) {
+    ADD_FAILURE() << "left behind: " << entry.path();
+  }
+}
+
+TEST_F(EvalStages, AMissingCandidateIsNotEvaluated) {
+  opts_.candidate = (dir_ / "missing.py").string();
+  CannedRunner* runner = nullptr;
+  EvalResult res = evaluate_with(reported(correct(1, 1, 1)), &runner);
+  EXPECT_FALSE(res.evaluated);
+  EXPECT_NE(res.error.find("does not exist"), std::string::npos);
+  EXPECT_TRUE(runner->requests.empty());
+}
+
+}  // namespace
+}  // namespace anvil
