@@ -23,6 +23,7 @@
 
 #include "anvil/agent/trajectory.h"
 #include "anvil/env/confine.h"
+#include "anvil/env/reward.h"
 #include "anvil/env/task.h"
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
@@ -40,7 +41,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 std::string task_message(const Task& task, const std::filesystem::path& workdir) {
   return "Your task: optimize the PyTorch model in model.py.\n\n"
          "Write CUDA kernels in kernels/ and a ModelNew in model_new.py that computes the same outputs as Model, "
-         "correctly, and more than 5% faster than torch.compile. Your workdir is " +
+         "correctly, and " + more_than_faster() + " than torch.compile. Your workdir is " +
          workdir.string() + " (task " + task.name +
          "). model.py (read-only) is:\n\n```python\n" + task.code + (ends_with(task.code, "\n") ? "" : "\n") +
          "```\n\nStart by reading the files of the workdir, then plan with todo_write. Call finish when your best "

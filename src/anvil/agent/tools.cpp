@@ -206,8 +206,8 @@ std::string eval_text(const Json& r, bool timed) {
   s += "reward if the episode ended now: " + std::to_string(reward) + " of 3";
   if (reward < 3) {
     double need = kFasterThreshold;
-    if (se && *se <= need) s += " (to earn 2: more than 5% faster than eager)";
-    else if (sc && *sc <= need) s += " (to earn 3: more than 5% faster than torch.compile too)";
+    if (se && *se <= need) s += " (to earn 2: " + more_than_faster() + " than eager)";
+    else if (sc && *sc <= need) s += " (to earn 3: " + more_than_faster() + " than torch.compile too)";
     else if (!comp) s += " (no torch.compile baseline here, so at most 2)";
   }
   s += "\n";

@@ -113,8 +113,8 @@ Json compute_metrics(const std::vector<Json>& rows) {
 Json metric_rules() {
   return {
       {"pass_rate", "correct tasks / all tasks (a missing or unevaluated solution is a failed task)"},
-      {"faster", "more than 5% faster, as the reward: speedup > 1/0.95 = 1.0526 (speedup = baseline time / "
-                 "solution time)"},
+      {"faster", more_than_faster() + ", as the reward: speedup > " + faster_threshold(true) +
+                     " (speedup = baseline time / solution time)"},
       {"fast_p", "KernelBench: (correct and speedup > p) / all tasks; fast_0 is the pass rate"},
       {"geomean_correct", "geometric mean of the speedups of the correct tasks"},
       {"geomean_all", "geometric mean over all tasks, a task without a correct solution counted as 1.0x (the "

@@ -12,7 +12,7 @@
 
 namespace anvil {
 
-// "More than 5% faster", as the reward: kFasterThreshold of env/reward.h.
+// "Faster", as the reward: a speed-up above kFasterThreshold of env/reward.h.
 
 // Rows need `outcome`, `correct`, `reward`, `speedup_eager`, `speedup_compile`
 // (numbers or null), and may have `eager_ms`, `compile_ms`: a baseline's

@@ -898,11 +898,11 @@ std::string plot_distribution(const Plots& p, const std::string& level, const st
   }
   svg_line(body, a.x, a.y + a.h, a.x + a.w, a.y + a.h, "axis");
   svg_line(body, a.x, a.y, a.x, a.y + a.h, "axis");
-  // 1x and the reward's 5% margin.
+  // 1x and the reward's margin.
   svg_line(body, x.at(0), a.y - 6, x.at(0), a.y + a.h, "ref");
   svg_line(body, x.at(std::log2(kFasterThreshold)), a.y - 6, x.at(std::log2(kFasterThreshold)), a.y + a.h, "ref");
   svg_text(body, x.at(0) - 3, a.y - 8, "1x", "end");
-  svg_text(body, x.at(std::log2(kFasterThreshold)) + 3, a.y - 8, "1/0.95x", "start");
+  svg_text(body, x.at(std::log2(kFasterThreshold)) + 3, a.y - 8, faster_threshold() + "x", "start");
   bool any = std::any_of(series.begin(), series.end(), [](const S& s) { return s.n > 0; });
   if (!any) empty_note(body, a, "no correct tasks");
   std::vector<LegendEntry> legend;
@@ -1036,7 +1036,7 @@ std::string plot_sorted_bars(const Plots& p) {
   svg_line(body, a.x, a.y, a.x, a.y + a.h, "axis");
   svg_line(body, a.x, y.at(0), a.x + a.w, y.at(0), "ref");
   svg_line(body, a.x, y.at(std::log2(kFasterThreshold)), a.x + a.w, y.at(std::log2(kFasterThreshold)), "ref");
-  svg_text(body, a.x + a.w + 4, y.at(std::log2(kFasterThreshold)) - 2, "1/0.95x");
+  svg_text(body, a.x + a.w + 4, y.at(std::log2(kFasterThreshold)) - 2, faster_threshold() + "x");
   svg_text(body, a.x + a.w + 4, y.at(0) + 10, "1x");
   // Rank ticks: the first, the last, and a few between.
   if (!shown.empty()) {
@@ -1129,8 +1129,8 @@ std::string render_html(const nlohmann::json& r) {
 
   o += "<h2>Speedups</h2>\n<figure>\n" + (plots.compile_measured ? plot_scatter(plots) : plot_sorted_bars(plots));
   o += "<figcaption>Every correct task; hover a mark for its task and speedups. The dashed lines are 1x";
-  o += plots.compile_measured ? "; the shaded corner is more than 5% faster than both baselines.</figcaption>\n"
-                              : " and 1/0.95x (the reward's \"more than 5% faster\").</figcaption>\n";
+  o += plots.compile_measured ? "; the shaded corner is " + more_than_faster() + " than both baselines.</figcaption>\n"
+                              : " and " + faster_threshold() + "x (the reward's \"" + more_than_faster() + "\").</figcaption>\n";
   o += "</figure>\n";
   if (!plots.levels.empty()) {
     o += "<h3>Distribution per level</h3>\n<div class=\"plots\">\n";

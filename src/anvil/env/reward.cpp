@@ -1,6 +1,8 @@
 #include "anvil/env/reward.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace anvil {
 
@@ -13,11 +15,24 @@ int milestone_reward(bool correct, std::optional<double> speedup_eager, std::opt
   return 1;
 }
 
+std::string more_than_faster() {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "more than %g%% faster", std::round(kFasterMargin * 1e4) / 100);
+  return buf;
+}
+
+std::string faster_threshold(bool with_value) {
+  char buf[64];
+  if (with_value) std::snprintf(buf, sizeof buf, "1/%g = %.4f", 1.0 - kFasterMargin, kFasterThreshold);
+  else std::snprintf(buf, sizeof buf, "1/%g", 1.0 - kFasterMargin);
+  return buf;
+}
+
 std::string next_milestone_hint(int reward) {
   switch (reward) {
     case -1: return "be correct (reward 1)";
-    case 1: return "be more than 5% faster than eager PyTorch (reward 2)";
-    case 2: return "be more than 5% faster than torch.compile too (reward 3)";
+    case 1: return "be " + more_than_faster() + " than eager PyTorch (reward 2)";
+    case 2: return "be " + more_than_faster() + " than torch.compile too (reward 3)";
     default: return "";
   }
 }

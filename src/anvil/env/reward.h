@@ -36,9 +36,18 @@
 
 namespace anvil {
 
-inline constexpr double kFasterThreshold = 1.0 / 0.95;  // a speed-up above this is "more than 5% faster"
+// "More than 5% faster": the one line that sets the reward's speed margin; every text that states it
+// (the agent's prompt and feedback, the reports, the metrics' rules) is made from it below, and
+// reward_test.cpp checks that SKILL.md and no other source states another.
+inline constexpr double kFasterMargin = 0.05;
+inline constexpr double kFasterThreshold = 1.0 / (1.0 - kFasterMargin);  // a speed-up above this is faster
 inline constexpr double kBatchSlack = 0.03;             // the judge's clock may understate a speed-up by this
 inline constexpr double kForgedRatio = 10.0;            // a claim this much faster than the bound is a lie
+
+// "more than 5% faster" (kFasterMargin as a percentage).
+std::string more_than_faster();
+// The threshold as a speed-up, "1/0.95", and with its value, "1/0.95 = 1.0526".
+std::string faster_threshold(bool with_value = false);
 
 // The milestone reward (see above).
 int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile);

@@ -2,8 +2,15 @@
 // functions, no compiler or torch.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
 #include "anvil/env/baselines.h"
 #include "anvil/env/reward.h"
+#include "anvil/util/fs.h"
 
 namespace anvil {
 namespace {
@@ -123,6 +130,48 @@ TEST(Baselines, ALoadedMachineMakesItUncleanOnAnyDevice) {
     ASSERT_TRUE(why) << device;
     EXPECT_NE(why->find("judge's batch waited for a CPU 50%"), std::string::npos) << *why;
   }
+}
+
+// The margin is set by one line (kFasterMargin): every text is made from it, no other source of
+// anvil's states a margin of its own, and SKILL.md states reward.h's (a mutation of either side
+// fails here).
+TEST(Reward, TheMarginIsStatedFromOneLine) {
+  const double percent = kFasterMargin * 100;
+  char text[64];
+  std::snprintf(text, sizeof text, "more than %g%% faster", percent);
+  EXPECT_EQ(more_than_faster(), text);
+  EXPECT_NEAR(kFasterThreshold, 1 / (1 - kFasterMargin), 1e-15);
+  EXPECT_NE(next_milestone_hint(1).find(more_than_faster()), std::string::npos);
+  EXPECT_NE(faster_threshold(true).find(faster_threshold()), std::string::npos);
+
+  namespace fs = std::filesystem;
+  const std::regex stated(R"(([0-9]+(\.[0-9]+)?)% faster|0\.95\b|1\.0526)");
+  std::vector<std::string> elsewhere;
+  for (const char* dir : {"src/anvil", "python/anvil"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(fs::path(ANVIL_SOURCE_DIR) / dir)) {
+      std::string name = entry.path().filename().string();
+      std::string ext = entry.path().extension().string();
+      if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".py")) continue;
+      if (name == "reward.h" || name == "reward.cpp" || name.find("_test.") != std::string::npos) continue;
+      std::string code = read_file(entry.path()).value_or("");
+      for (auto m = std::sregex_iterator(code.begin(), code.end(), stated); m != std::sregex_iterator(); ++m) {
+        elsewhere.push_back(entry.path().string() + ": " + m->str());
+      }
+    }
+  }
+  EXPECT_TRUE(elsewhere.empty()) << "the reward's margin stated outside reward.h: " << elsewhere.front();
+
+  std::string skill = read_file(fs::path(ANVIL_SOURCE_DIR) / "share/agent/SKILL.md").value_or("");
+  ASSERT_FALSE(skill.empty());
+  int said = 0;
+  const std::regex pct(R"(([0-9]+(\.[0-9]+)?)% faster)"), ratio(R"((0\.[0-9]+)x)");
+  for (auto m = std::sregex_iterator(skill.begin(), skill.end(), pct); m != std::sregex_iterator(); ++m, ++said) {
+    EXPECT_NEAR(std::stod((*m)[1].str()), percent, 1e-9) << "SKILL.md says " << m->str();
+  }
+  for (auto m = std::sregex_iterator(skill.begin(), skill.end(), ratio); m != std::sregex_iterator(); ++m, ++said) {
+    EXPECT_NEAR(std::stod((*m)[1].str()), 1 - kFasterMargin, 1e-9) << "SKILL.md says " << m->str();
+  }
+  EXPECT_GE(said, 2) << "SKILL.md no longer states the reward's margin";
 }
 
 }  // namespace
