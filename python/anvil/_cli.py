@@ -71,6 +71,16 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError("%s: %s" % (self.prog, message))
 
 
+_report_fds = []  # every ReportChannel's descriptors in this process (report_descriptors)
+
+
+def report_descriptors():
+    """The descriptors of this process's ReportChannels (its report and the zygote's done pipe):
+    a child that must not be able to report (the candidate's process, forked by the judge) closes
+    them first thing."""
+    return list(_report_fds)
+
+
 class ReportChannel:
     """Where the one report goes: a private duplicate of fd 3 (which is then closed, so candidate
     code cannot write there by number), else of fd 1. send() writes once; later calls do nothing."""
@@ -97,6 +107,7 @@ class ReportChannel:
                 os.close(fd)
         except (ValueError, OSError):
             self.done = None
+        _report_fds.extend(fd for fd in (self.fd, self.done) if fd is not None)
 
     def send(self, report):
         if self.sent:
@@ -124,6 +135,7 @@ class ReportChannel:
             os.close(self.fd)
         except OSError:
             pass
+        _report_fds[:] = [fd for fd in _report_fds if fd not in (self.fd, self.done)]  # numbers now free
         if self.done is not None:
             try:
                 if written:

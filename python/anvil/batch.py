@@ -756,7 +756,7 @@ def remote_outputs(skeleton, segments, depth=0):
         if "__float__" in skeleton:
             return float(skeleton["__float__"])
         if "__object__" in skeleton:
-            from anvil.channel import Opaque
+            from anvil.opaque import Opaque
 
             return Opaque(str(skeleton["__object__"]))
     return skeleton

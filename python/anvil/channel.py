@@ -22,6 +22,8 @@ import mmap
 import os
 import socket
 
+from anvil.opaque import Opaque  # noqa: F401 - what decode() makes of a value that is no plain one
+
 MAX_HEADER = 64 << 20  # a message's JSON, at most
 INLINE_HEADER = 32 << 10  # larger JSON travels in a sealed memfd of its own (a datagram must fit the socket buffer)
 MAX_FDS = 2
@@ -266,19 +268,6 @@ def _read_tensors(fd, layout, device=None, lazy=False):
     return out
 
 
-class Opaque:
-    """Something the candidate returned that is neither a plain tensor nor a plain value."""
-
-    def __init__(self, type_name):
-        self.type_name = type_name
-
-    def __repr__(self):
-        return "<%s>" % self.type_name
-
-    def __eq__(self, other):
-        return False
-
-    __hash__ = None
 
 
 def _rebuild(skeleton, tensors):

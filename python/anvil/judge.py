@@ -106,7 +106,7 @@ class Judge(Harness):
     def fork_candidate(self):
         import torch  # noqa: F401 - imported before the fork (CUDA is not touched)
 
-        from anvil import candidate, runner
+        from anvil import _cli, candidate
 
         os.makedirs(self.inline_dir(), mode=0o755, exist_ok=True)
         judge_end, cand_end = channel.pair()
@@ -116,12 +116,11 @@ class Judge(Harness):
         if pid == 0:
             judge_end.close()
             judge_inputs.close()
-            for fd in (runner.REPORT_FD, runner.DONE_FD):
-                if fd is not None:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+            for fd in _cli.report_descriptors():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
             try:
                 state = confine.enter(self.visible_paths(), gpu=self.req["device"].startswith("cuda"))
                 confine.clean_environment()

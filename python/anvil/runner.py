@@ -44,9 +44,6 @@ WEIGHTS = ("by_name", "by_name_or_seed")
 DEFENSES = {"enabled": True, "policy": None, "allow_lower_precision": False, "roofline": {},
             "roofline_slack": 1.25, "precision_ratio": 16.0, "cuobjdump": None}
 
-REPORT_FD = None  # the report's descriptor (ReportChannel): the candidate's process closes it first thing
-DONE_FD = None    # the zygote's report-complete pipe (ANVIL_DONE_FD): likewise
-
 
 # ---------------------------------------------------------------------------------------------
 # Request and report
@@ -373,9 +370,7 @@ def main():
     import faulthandler
 
     faulthandler.enable(all_threads=True)  # a crash (the undefended candidate's, in this process) leaves its stack
-    channel = ReportChannel(PROTOCOL)
-    global REPORT_FD, DONE_FD
-    REPORT_FD, DONE_FD = channel.fd, channel.done
+    channel = ReportChannel(PROTOCOL)  # its descriptors closed by the candidate's process (_cli.report_descriptors)
     report = new_report()
     code = 2
     try:

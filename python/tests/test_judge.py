@@ -621,6 +621,31 @@ def test_trials_are_drawn_on_the_device_where_the_task_allows_it(make, task):
     assert (inputs["set_bytes"] is None) == (task == "host_only"), inputs
 
 
+FORGER = """
+def forward(self, x, shift):
+    import os, stat
+    line = b'{"protocol": "anvil.runner/1", "status": "done", "outcome": null, "message": "FORGED"}\\n'
+    for fd in range(3, 1024):  # every pipe this process holds: the report's would take a forged one
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, line)
+        except OSError:
+            pass
+    return self.reference(x, shift)
+"""
+
+
+def test_the_candidates_process_holds_no_descriptor_of_the_report(make):
+    """The judge's report descriptors (_cli.report_descriptors) are closed in the candidate's
+    process before anything else: a forged report written to every pipe it holds reaches nothing
+    (run_runner asserts one JSON line on fd 3)."""
+    import json
+
+    report = evaluate(kernelbench(make(FORGER))).report
+    assert "FORGED" not in json.dumps(report)
+    assert report["outcome"] is None, report["message"]
+
+
 RENAMED = """
 import torch
 import torch.nn as nn
