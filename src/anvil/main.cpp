@@ -151,24 +151,20 @@ std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv)
   return path + " needs a command: " + anvil::join(names, ", ") + " (" + path + " --help)";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  anvil::install_stop_handler();  // SIGINT/SIGTERM end every runner and compiler this process started
-  CLI::App app{"anvil: build, verify and judge CUDA kernel candidates for PyTorch modules"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "anvil 0.1.0");
-  int status = 0;
-
-  anvil::InitArgs init;
+// The commands: each add_* is called once, by main, and its arguments are static, alive while CLI11
+// parses into them and runs the chosen command's callback, which sets `status`.
+void add_init(CLI::App& app, int& status) {
+  static anvil::InitArgs init;
   auto* init_cmd = app.add_subcommand("init", "create a ready candidate workdir for a task");
   init_cmd->add_option("--task", init.task, "task: FILE or DATASET#ROW")->required();
   init_cmd->add_option("dir", init.dir, "the workdir to create")->required();
   init_cmd->add_flag("--force", init.force, "write into an existing directory");
   init_cmd->add_flag_callback("--no-check", [&] { init.check = false; }, "do not import the task first");
   init_cmd->callback([&] { status = anvil::cmd_init(init); });
+}
 
-  anvil::BuildArgs build;
+void add_build(CLI::App& app, int& status) {
+  static anvil::BuildArgs build;
   auto* build_cmd = app.add_subcommand("build", "build DIR/cuda_extension.so from DIR/kernels (cached)");
   build_cmd->add_option("dir", build.dir, "the candidate workdir")->required();
   build_cmd->add_option("--arch", build.opts.arch, "target architecture, e.g. sm_90a (default: the GPU's)");
@@ -176,15 +172,18 @@ int main(int argc, char** argv) {
   build_cmd->add_flag("--explain", build.opts.explain, "say why each unit was rebuilt or not");
   build_cmd->add_flag("-v,--verbose", build.opts.verbose, "keep compile commands in the log");
   build_cmd->add_flag("--json", build.json, "print the build report as JSON");
-  unsigned build_gib = 8, bs_gib = 8;
+  static unsigned build_gib = 8;
   build_cmd->add_option("--memory-limit", build_gib, "GiB of address space each compiler process may use (default 8)");
   build_cmd->callback([&] {
     build.opts.memory_limit = static_cast<uint64_t>(build_gib) << 30;
     status = anvil::cmd_build(build);
   });
+}
 
-  anvil::BuildSourcesArgs bs;
-  std::vector<std::string> sources;
+void add_build_sources(CLI::App& app, int& status) {
+  static anvil::BuildSourcesArgs bs;
+  static unsigned bs_gib = 8;
+  static std::vector<std::string> sources;
   auto* bs_cmd = app.add_subcommand("build-sources", "build a torch extension from loose sources (load_inline)");
   bs_cmd->add_option("--name", bs.spec.name, "module name")->required();
   bs_cmd->add_option("--out", bs.spec.out_dir, "output directory")->required();
@@ -192,7 +191,7 @@ int main(int argc, char** argv) {
   bs_cmd->add_option("--cuda-cflag", bs.spec.cuda_cflags, "extra nvcc flag")->allow_extra_args(false);
   bs_cmd->add_option("--ldflag", bs.spec.ldflags, "extra link flag")->allow_extra_args(false);
   bs_cmd->add_option("--include", bs.spec.include_dirs, "extra include directory")->allow_extra_args(false);
-  std::vector<std::string> headers;
+  static std::vector<std::string> headers;
   bs_cmd->add_option("--header", headers, "a header staged beside the sources (by file name), not compiled")
       ->allow_extra_args(false);
   bs_cmd->add_option("--arch", bs.opts.arch, "target architecture");
@@ -204,9 +203,11 @@ int main(int argc, char** argv) {
     for (const auto& h : headers) bs.spec.headers.emplace_back(h);
     status = anvil::cmd_build_sources(bs);
   });
+}
 
-  anvil::EvalArgs ev;
-  EvalFlags evf;
+void add_eval(CLI::App& app, int& status) {
+  static anvil::EvalArgs ev;
+  static EvalFlags evf;
   auto* eval_cmd = app.add_subcommand("eval", "judge a candidate against its task: verify, time, reward");
   eval_cmd->add_option("--task", ev.opts.task,
                        "task: FILE or DATASET#ROW (default, for a workdir made by `anvil init`: its task)");
@@ -219,8 +220,10 @@ int main(int argc, char** argv) {
     apply_eval_flags(ev.opts, evf);
     status = anvil::cmd_eval(ev);
   });
+}
 
-  anvil::TaskShowArgs show;
+void add_task(CLI::App& app, int& status) {
+  static anvil::TaskShowArgs show;
   auto* task_cmd = app.add_subcommand("task", "inspect tasks");
   task_cmd->require_subcommand(1);
   auto* show_cmd = task_cmd->add_subcommand("show", "import a task and describe it");
@@ -228,9 +231,11 @@ int main(int argc, char** argv) {
   show_cmd->add_flag("--json", show.json, "print JSON");
   show_cmd->add_flag_callback("--no-forward", [&] { show.forward = false; }, "do not run the reference forward");
   show_cmd->callback([&] { status = anvil::cmd_task_show(show); });
+}
 
-  anvil::VetArgs vet;
-  bool vet_no_cache = false;
+void add_vet(CLI::App& app, int& status) {
+  static anvil::VetArgs vet;
+  static bool vet_no_cache = false;
   auto* vet_cmd = app.add_subcommand(
       "vet", "flag degenerate tasks: outputs that are zero, tiny, constant, an input, or independent of the input");
   vet_cmd->add_option("target", vet.target, "a task (FILE or DATASET#ROW), a directory of task files, or a dataset")
@@ -248,9 +253,11 @@ int main(int argc, char** argv) {
     vet.use_cache = !vet_no_cache;
     status = anvil::cmd_vet(vet);
   });
+}
 
-  anvil::BaselinesArgs bl;
-  EvalFlags blf;
+void add_baselines(CLI::App& app, int& status) {
+  static anvil::BaselinesArgs bl;
+  static EvalFlags blf;
   auto* bl_cmd = app.add_subcommand(
       "baselines", "measure eager and torch.compile for many tasks, once, for later evaluations (docs/baselines.md)");
   bl_cmd->add_option("target", bl.target, "a task (FILE or DATASET#ROW), a directory of task files, or a dataset")
@@ -269,9 +276,11 @@ int main(int argc, char** argv) {
     apply_eval_flags(bl.opts, blf);
     status = anvil::cmd_baselines(bl);
   });
+}
 
-  anvil::ServeArgs sv;
-  EvalFlags svf;
+void add_serve(CLI::App& app, int& status) {
+  static anvil::ServeArgs sv;
+  static EvalFlags svf;
   auto* serve_cmd = app.add_subcommand(
       "serve", "the environment as an HTTP service: evaluations submitted, queued durably, judged one per GPU at a "
                "time (docs/service.md)");
@@ -298,11 +307,13 @@ int main(int argc, char** argv) {
     apply_eval_flags(sv.opts, svf);
     status = anvil::cmd_serve(sv);
   });
+}
 
-  anvil::AgentArgs ag;
-  AgentFlags agf;
-  int eval_timeout_s = 600;
-  bool ag_tf32 = false;
+void add_agent(CLI::App& app, int& status) {
+  static anvil::AgentArgs ag;
+  static AgentFlags agf;
+  static int eval_timeout_s = 600;
+  static bool ag_tf32 = false;
   auto* agent_cmd = app.add_subcommand(
       "agent", "run the agent: a model behind an OpenAI-compatible server optimises tasks with anvil's tools; "
                "each final workdir is judged afresh");
@@ -330,10 +341,12 @@ int main(int argc, char** argv) {
     ag.run.episode.tools.eval.timeout = std::chrono::seconds(eval_timeout_s);
     status = anvil::cmd_agent(ag);
   });
+}
 
-  anvil::BenchArgs bn;
-  EvalFlags bnf;
-  AgentFlags bnaf;
+void add_bench(CLI::App& app, int& status) {
+  static anvil::BenchArgs bn;
+  static EvalFlags bnf;
+  static AgentFlags bnaf;
   auto* bench_cmd = app.add_subcommand(
       "bench", "evaluate a suite of tasks (KernelBench layout) against solutions or the agent; report the paper's "
                "metrics per level (docs/bench.md)");
@@ -353,14 +366,14 @@ int main(int argc, char** argv) {
   add_eval_options(bench_cmd, bn.opts.eval, bnf);
   bench_cmd->add_flag("--agent", bn.agent, "run the agent on every task (one episode each) and judge its workdir");
   add_agent_options(bench_cmd, bn.agent_args, bnaf, "--sample-seed");
-  std::string report_dir;
-  bool report_json = false;
+  static std::string report_dir;
+  static bool report_json = false;
   auto* report_cmd = bench_cmd->add_subcommand("report", "recompute results.json, report.md and report.html of a run");
   report_cmd->add_option("run", report_dir, "the run directory")->required();
   report_cmd->add_flag("--json", report_json, "print results.json");
   report_cmd->callback([&] { status = anvil::cmd_bench_report(report_dir, report_json); });
-  std::string cmp_a, cmp_b, cmp_out;
-  bool cmp_json = false;
+  static std::string cmp_a, cmp_b, cmp_out;
+  static bool cmp_json = false;
   auto* cmp_cmd = bench_cmd->add_subcommand("compare", "two runs side by side, per level and per task");
   cmp_cmd->add_option("a", cmp_a, "run A: a run directory or its results.json")->required();
   cmp_cmd->add_option("b", cmp_b, "run B")->required();
@@ -373,8 +386,10 @@ int main(int argc, char** argv) {
     apply_agent_flags(bn.agent_args, bnaf);
     status = anvil::cmd_bench(bn);
   });
+}
 
-  bool env_json = false, env_refresh = false;
+void add_env_and_cache(CLI::App& app, int& status) {
+  static bool env_json = false, env_refresh = false;
   auto* env_cmd = app.add_subcommand("env", "show the build environment (compilers, torch, GPUs)");
   env_cmd->add_flag("--json", env_json, "print JSON");
   env_cmd->add_flag("--refresh", env_refresh, "probe again instead of using the cached probe");
@@ -388,6 +403,28 @@ int main(int argc, char** argv) {
   cache_cmd->add_subcommand("clear", "remove every cached result (builds, baselines, vetting, probes); keep anvil "
                                      "serve's store, the zygotes' sockets and the lock files")
       ->callback([&] { status = anvil::cmd_cache("clear"); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  anvil::install_stop_handler();  // SIGINT/SIGTERM end every runner and compiler this process started
+  CLI::App app{"anvil: build, verify and judge CUDA kernel candidates for PyTorch modules"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "anvil 0.1.0");
+  int status = 0;
+
+  add_init(app, status);
+  add_build(app, status);
+  add_build_sources(app, status);
+  add_eval(app, status);
+  add_task(app, status);
+  add_vet(app, status);
+  add_baselines(app, status);
+  add_serve(app, status);
+  add_agent(app, status);
+  add_bench(app, status);
+  add_env_and_cache(app, status);
 
   if (auto unknown = unknown_command(app, argc, argv)) {
     std::fprintf(stderr, "anvil: %s\n", unknown->c_str());
