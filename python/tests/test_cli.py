@@ -76,6 +76,28 @@ def test_baselines_command_lines_and_exit_status(tmp_path):
     assert r.returncode == 2 and "nothing does not exist" in r.stdout, (r.returncode, r.stdout, r.stderr)
 
 
+def test_baselines_warm_the_compile_caches_first_largest_first(tmp_path):
+    """`anvil baselines --jobs 2`: torch.compile's caches of the tasks still to measure are warmed
+    first, two at a time, the largest task file first (docs/baselines.md); the document says so."""
+    import json
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    src = open(os.path.join(ROOT, "examples", "tasks", "02_softmax.py")).read()
+    (tasks / "1_small.py").write_text(src)
+    (tasks / "2_large.py").write_text(src + "\n# " + "x" * 4096 + "\n")
+    env = dict(os.environ, ANVIL_CACHE=str(tmp_path / "cache"))
+    r = subprocess.run([ANVIL, "baselines", "--device", "cpu", "--jobs", "2", "--calls", "3", "--warmup", "1",
+                        "--input-sets", "1", "--seed", "5", "--json", str(tasks)],
+                       capture_output=True, text=True, timeout=900, env=env)
+    doc = json.loads(r.stdout)
+    warm = doc["warm"]
+    assert warm["jobs"] == 2 and warm["tasks"] == 2 and not warm["failed"], warm
+    assert [os.path.basename(w["spec"]) for w in warm["windows"]] == ["2_large.py", "1_small.py"], warm
+    assert all(0 <= w["started_s"] <= w["ended_s"] for w in warm["windows"]), warm
+    assert doc["summary"]["tasks"] == 2 and doc["summary"]["task_errors"] == 0, doc["summary"]
+
+
 def test_gpus_take_a_comma_list_in_every_command(tmp_path):
     """`--gpus 0,1` (issue 24: `anvil bench --gpus 0,1` was refused, "Could not convert") is read
     by bench, agent and serve alike; a negative index is refused by name."""

@@ -364,40 +364,32 @@ int cmd_vet(const VetArgs& a) {
   return counts["flagged"] > 0 ? 1 : 0;
 }
 
-int cmd_baselines(const BaselinesArgs& a) {
-  Environment env;
-  if (!environment(&env)) return 2;
-  EvalOptions o = a.opts;
-  o.measure_time = true;
-  auto specs = many_tasks("baselines", env, a.target, &o.device,
-                          "measure CPU baselines with --device cpu, or run on a GPU host");
-  if (!specs) return 2;
-  std::error_code ec;
-  bool is_dir = fs::is_directory(a.target, ec);
-  auto label = [&](const std::string& spec) {
-    return is_dir ? fs::path(spec).lexically_relative(a.target).string() : spec;
-  };
-  auto t0 = std::chrono::steady_clock::now();
-  auto seconds = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  auto task_options = [&](const std::string& spec) {
-    EvalOptions t = o;
-    t.task = spec;
-    return t;
-  };
-  // Phase one: the compile caches of the tasks still to measure, warmed `jobs` at a time (nothing is
-  // timed, so they may share the GPU). One that ran out of the GPU's memory beside the others is
-  // tried again alone afterwards; one that still fails is compiled cold when measured.
-  size_t n = specs->size();
-  int jobs = a.jobs > 0 ? a.jobs : o.device == "cuda" ? kWarmJobsCuda : 1;
+namespace {
+
+// `o` with `spec` as its task.
+EvalOptions with_task(const EvalOptions& o, const std::string& spec) {
+  EvalOptions t = o;
+  t.task = spec;
+  return t;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// `anvil baselines`' phase one: the compile caches of the tasks still to measure, warmed `jobs` at a
+// time (nothing is timed, so they may share the GPU); what the document says of it (`warm`).
+nlohmann::json warm_up(const Environment& env, const EvalOptions& o, const std::vector<std::string>& specs, int jobs,
+                       std::chrono::steady_clock::time_point t0, bool quiet) {
+  // One that ran out of the GPU's memory beside the others is tried again alone afterwards; one that
+  // still fails is compiled cold when measured.
   nlohmann::json warm = {{"jobs", jobs}, {"tasks", 0}, {"failed", nlohmann::json::array()}, {"again", 0},
                          {"seconds", 0.0}};
   if (jobs > 1 && o.compile_mode != "none") {
     auto tw = std::chrono::steady_clock::now();
     std::vector<std::string> todo;
-    for (const auto& spec : *specs) {
-      if (!o.use_baseline_cache || !baselines_cached(env, task_options(spec))) todo.push_back(spec);
+    for (const auto& spec : specs) {
+      if (!o.use_baseline_cache || !baselines_cached(env, with_task(o, spec))) todo.push_back(spec);
     }
     // The largest sources first (a model's compilation grows with it: a level-3 network's takes
     // minutes, an operator's seconds), so that the longest start before the pool is busy with the
@@ -417,9 +409,9 @@ int cmd_baselines(const BaselinesArgs& a) {
     std::vector<WarmResult> warmed(todo.size());
     std::vector<std::pair<double, double>> window(todo.size());  // (started_s, ended_s) of its last try
     auto warm_one = [&](size_t i) {
-      window[i].first = seconds(t0);
-      warmed[i] = warm_compile_caches(env, task_options(todo[i]));
-      window[i].second = seconds(t0);
+      window[i].first = seconds_since(t0);
+      warmed[i] = warm_compile_caches(env, with_task(o, todo[i]));
+      window[i].second = seconds_since(t0);
     };
     std::vector<std::function<void()>> work;
     for (size_t i = 0; i < todo.size(); ++i) work.push_back([&, i] { warm_one(i); });
@@ -435,13 +427,38 @@ int cmd_baselines(const BaselinesArgs& a) {
     }
     warm["windows"] = windows;
     warm["tasks"] = todo.size();
-    warm["seconds"] = seconds(tw);
-    if (!a.json && !todo.empty()) {
+    warm["seconds"] = seconds_since(tw);
+    if (!quiet && !todo.empty()) {
       std::printf("warmed torch.compile's caches of %zu task(s), %d at a time, in %.1f s (%zu failed: they compile "
                   "when measured)\n", todo.size(), jobs, warm["seconds"].get<double>(), warm["failed"].size());
       std::fflush(stdout);
     }
   }
+  return warm;
+}
+
+}  // namespace
+
+int cmd_baselines(const BaselinesArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  EvalOptions o = a.opts;
+  o.measure_time = true;
+  auto specs = many_tasks("baselines", env, a.target, &o.device,
+                          "measure CPU baselines with --device cpu, or run on a GPU host");
+  if (!specs) return 2;
+  std::error_code ec;
+  bool is_dir = fs::is_directory(a.target, ec);
+  auto label = [&](const std::string& spec) {
+    return is_dir ? fs::path(spec).lexically_relative(a.target).string() : spec;
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  auto seconds = seconds_since;
+  auto task_options = [&](const std::string& spec) { return with_task(o, spec); };
+  size_t n = specs->size();
+  // Phase one: the compile caches of the tasks still to measure, warmed `jobs` at a time.
+  int jobs = a.jobs > 0 ? a.jobs : o.device == "cuda" ? kWarmJobsCuda : 1;
+  nlohmann::json warm = warm_up(env, o, *specs, jobs, t0, a.json);
   // Phase two: `overlap` measurements at once, one of them on the GPU at a time (the GPU lock), the
   // others doing their host work; on the CPU one at a time (the CPU is what is measured). A task
   // measured beside others whose baselines were not kept (the others' host work loaded the CPU?) is
