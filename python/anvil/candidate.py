@@ -3,8 +3,10 @@
 The judge forks a supervisor, which confines itself and forks this process into its own PID
 namespace (anvil.confine); this process then serves the judge, answering one reply per command:
 
-  (set-up, trusted: no candidate code exists yet) load the task, make this side's half of the
-  trials' inputs on the host (channel.SharedInputs), set up the device once the judge's is, build
+  (set-up, trusted: no candidate code exists yet) load the task, adopt the judge's plan of the
+  inputs (channel.SharedInputs: split, make this side's half of the trials on the host; each,
+  draw every trial once the device is up and take the judge's where they differ), set up the
+  device once the judge's is, build
   the reference only to take its weights (and, when asked, to run the judge's batch for eager),
   warm the instruments; then  -> hello
   eager_batch  -> batch_done      the reference over the judge's pool (anvil.batch), before import
@@ -28,7 +30,8 @@ import time
 
 from anvil import channel, policy, timing
 from anvil._cli import exit_after
-from anvil.harness import CannotServe, Outcome, candidate_failed, leaves, map_tensors, tensor_pairs, trace
+from anvil.harness import (CannotServe, Outcome, candidate_failed, leaves, map_tensors, tensor_pairs, trace,
+                           trial_digest)
 
 POISONED_OPS = frozenset(["empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                           "empty_permuted"])
@@ -97,9 +100,9 @@ class CandidateServer:
                 _Tensor = torch.Tensor
                 self.torch = h.torch = torch
                 h.load_task()
-                h.plan_inputs()  # as the judge decides (lean: nothing drawn ahead)
-                with clock("host_inputs"):  # this side's half, made and sent while the judge starts CUDA
-                    if not h.lean and not h.device_draws:  # else each process draws every trial on the device
+                h.adopt_plan(h.shared.wait_plan())  # the judge's (lean: nothing drawn ahead)
+                with clock("host_inputs"):  # split: this side's half, made and sent while the judge starts CUDA
+                    if not h.lean and not h.draws_each:
                         h.shared.make_mine(h)
                 locked = h.req.get("gpu_lock") is not None  # the judge holds the GPU from device_ready on:
                 if locked:  # the host's part of the reference first
@@ -116,9 +119,16 @@ class CandidateServer:
                     h.build_reference()  # for its weights (the judge keeps its own reference)
                 self.weights = {k: v.detach() for k, v in h.ref.state_dict().items()}
                 with clock("inputs"):
-                    mine = [] if h.lean else [h.trial_inputs(i) for i in h.shared.mine()]
-                with clock("warm_instruments"):  # while the judge makes its half
+                    if h.draws_each:  # every trial, in order; the judge compares their digests with its own
+                        mine = [h.trial_inputs(i) for i in range(h.req["trials"])]
+                        h.shared.send_digests([trial_digest(a) for a in mine])
+                    else:
+                        mine = [] if h.lean else [h.trial_inputs(i) for i in h.shared.mine()]
+                with clock("warm_instruments"):  # while the judge makes its half (split) or compares
                     self._warm_instruments(mine[0] if mine else h.trial_inputs(0), clone=not h.lean)
+                if h.draws_each:
+                    with clock("drawn_again"):  # a trial drawn otherwise here: the judge's copy instead
+                        h.kept_inputs.update(h.shared.take_replacements(h.device))
                 with clock("inputs_received"):
                     if h.lean:  # each call draws its own
                         self.pristine = None

@@ -288,9 +288,9 @@ def _rebuild(skeleton, tensors):
 
 
 class SharedInputs:
-    """The trials' inputs of a defended evaluation drawn on the host (a task that cannot draw on
-    the device, or the CPU: Harness.device_draws), made half by the judge and half by the
-    candidate's process, so that neither makes them all (get_inputs() on the host is often the
+    """The trials' inputs of a defended evaluation: the judge's plan of them (send_plan), and, split
+    (Harness.draws_each false: on the CPU by default, or a task whose get_inputs() cannot run on the
+    meta device), made half by the judge and half by the candidate's process, so that neither makes them all (get_inputs() on the host is often the
     longest part of an evaluation). Trial i is made by the side whose `parity` is i % 2 (the
     judge: 0, so it makes trial 0 first), which sends the task's own tensors through a sealed
     memfd on `sock`, a socket of their own; the other side rebuilds them on its device. The
@@ -307,6 +307,84 @@ class SharedInputs:
         self.made = {}  # trial -> host inputs made (and sent) ahead, by make_mine()
         self.next_theirs = 1 - parity
         self.closed = False
+
+    def send_plan(self, plan):
+        """The judge's plan of the inputs (Harness.plan), which the candidate's process adopts: both
+        must draw alike, and each deciding alone could differ (a meta run timed out in one)."""
+        try:
+            send(self.sock, dict(plan, type="plan"))
+        except (ChannelClosed, OSError, ValueError):
+            self.closed = True
+
+    def wait_plan(self):
+        """The candidate's side of send_plan(): the plan, or None when the judge went away or said
+        something else (this process then plans alone)."""
+        return self._next("plan")
+
+    def _next(self, kind):
+        if self.closed:
+            return None
+        try:
+            msg = recv(self.sock)
+        except (ChannelClosed, OSError, ValueError):
+            self.closed = True
+            return None
+        if msg.get("type") != kind:
+            self.closed = True  # out of step
+            return None
+        return msg
+
+    # -- every trial drawn by each process (Harness.draws_each) ----------------------------
+    def send_digests(self, digests):
+        """The candidate's process: the digests of the trials it drew (harness.trial_digest), for
+        the judge to compare with its own."""
+        if self.closed:
+            return
+        try:
+            send(self.sock, {"type": "digests", "digests": digests})
+        except (ChannelClosed, OSError, ValueError):
+            self.closed = True
+
+    def settle_draws(self, ev, mine):
+        """The judge: the candidate's process's digests against its own (`mine`, trial by trial);
+        every trial whose draws differ (a get_inputs() with state its seed does not reset, a draw
+        that fell back to the host in one process only), or all of them when no digests came, is
+        sent as the judge drew it (its host copy), after a list of them. Returns that list."""
+        msg = self._next("digests")
+        theirs = msg.get("digests") if msg is not None else None
+        if not isinstance(theirs, list) or len(theirs) != len(mine):
+            theirs = [None] * len(mine)
+        replace = [i for i, d in enumerate(mine) if theirs[i] != d]
+        if self.closed:
+            return replace
+        try:
+            send(self.sock, {"type": "draws", "replace": replace})
+            for i in replace:
+                send(self.sock, {"type": "inputs", "trial": i},
+                     _host_copy(ev.trial_inputs(i)))
+        except (ChannelClosed, OSError, ValueError):
+            self.closed = True
+        return replace
+
+    def take_replacements(self, device):
+        """The candidate's process: the trials the judge found drawn otherwise here, as the judge
+        drew them ({trial: inputs on `device`}); {} when the judge went away (the candidate's own
+        stay, and the judge's checks see any difference)."""
+        msg = self._next("draws")
+        replace = msg.get("replace") if msg is not None else None
+        out = {}
+        for i in replace if isinstance(replace, list) else []:
+            try:
+                got = recv(self.sock, device)
+            except (ChannelClosed, OSError, ValueError):
+                self.closed = True
+                break
+            value = got.get("value")
+            if got.get("type") != "inputs" or got.get("trial") != i or not _plain(value):
+                self.closed = True
+                break
+            out[i] = value
+        return out
 
     def device_ready(self):
         """The judge's device is set up: the candidate's process, which waits for this before
@@ -386,6 +464,20 @@ class SharedInputs:
             else:
                 self.received[expected] = value
         return self.received.pop(i, None)
+
+
+def _host_copy(value, depth=0):
+    """`value` (a trial's inputs) with every tensor copied to the host, to cross as bytes."""
+    import torch
+
+    if _isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if depth < 32 and _isinstance(value, (list, tuple)):
+        items = [_host_copy(v, depth + 1) for v in value]
+        return items if _isinstance(value, list) else tuple(items)
+    if depth < 32 and _isinstance(value, dict):
+        return {k: _host_copy(v, depth + 1) for k, v in value.items()}
+    return value
 
 
 def _plain(value, depth=0):

@@ -158,6 +158,23 @@ def candidate_failed(doing, e, torch, who="the candidate"):
                    reason="gpu_memory" if memory_error(e, torch) is not None else None)
 
 
+def trial_digest(args, depth=0):
+    """One trial's inputs as comparable values: each tensor's dtype, shape and 64-bit digest
+    (compare.digest: the same for the same contents on the same device), every other value's repr.
+    The judge and the candidate's process compare theirs (SharedInputs.settle_draws)."""
+    import torch
+
+    from anvil import compare
+
+    if isinstance(args, torch.Tensor):
+        return [str(args.dtype), list(args.shape), compare.digest(args)]
+    if depth < 32 and isinstance(args, (list, tuple)):
+        return [trial_digest(a, depth + 1) for a in args]
+    if depth < 32 and isinstance(args, dict):
+        return [[str(k), trial_digest(args[k], depth + 1)] for k in sorted(args, key=str)]
+    return repr(args)[:200]
+
+
 def meta_input_bytes(get_inputs, seed_all, seed, limit_s=120.0):
     """The bytes of one set of get_inputs()'s tensors, drawn with torch's meta device as default
     (shapes without memory), in a forked child: whatever the task's get_inputs() does there (a
@@ -296,7 +313,7 @@ class Harness:
         self.kept_inputs = {}  # trial -> inputs (timing's base sets, or every trial when shared)
         self.shared = None  # a channel.SharedInputs: half the trials come from the other process
         self.device_inputs = None  # whether get_inputs() may run with the device as default (batches)
-        self.device_draws = False  # the trials drawn on the device by each process (plan_inputs)
+        self.draws_each = False  # every trial drawn by each process itself (plan_inputs)
         self.input_bytes = None  # one set of get_inputs()'s tensors, in bytes (plan_inputs)
         self.lean = False  # a large task: inputs drawn when used, never kept (plan_inputs)
         self.weights_note = None  # how ModelNew got its weights, when not by name (build_candidate)
@@ -440,10 +457,11 @@ class Harness:
         """`count` calls' get_inputs(), drawn one after another after seeding once with `seed`, made
         with the device as torch's default device where the task allows it (its tensors are then
         drawn on the GPU: fast for large inputs), else on the host; tensors on the device.
-        Deterministic for a seed. For the judge's batches, whose seeds are secret, and the trials
-        (device_draws, lean: the same in both processes: a task that cannot draw on the device
-        fails alike in both and both draw on the host; running out of memory is no such failure,
-        but anvil's limit, raised as CannotServe)."""
+        Deterministic for a seed where get_inputs() has no state of its own. For the judge's batches,
+        whose seeds are secret, and the trials (draws_each: each process draws them, the judge checks
+        they agree; lean: a task that cannot draw on the device fails alike in both and both draw on
+        the host; running out of memory is no such failure, but anvil's limit, raised as
+        CannotServe)."""
         if self.device.type == "cuda" and self.device_inputs is not False:
             try:
                 self.seed_all(seed)
@@ -483,16 +501,37 @@ class Harness:
         both processes of an evaluation, from the task alone."""
         self.input_bytes = meta_input_bytes(getattr(self.task, "get_inputs"), self.seed_all, self.req["seed"] + 1)
         self.lean = self.input_bytes is not None and self.input_bytes >= self.req["timing"].get("lean_bytes", LEAN_BYTES)
-        # On a GPU every process draws each trial itself with the device as default (fresh_inputs:
-        # deterministic for a seed, so both processes of an evaluation hold the same inputs, and
-        # milliseconds where the host takes a second a gigabyte); a task whose get_inputs() cannot run
-        # on the meta device keeps its own host draws, split between the processes (channel.SharedInputs).
-        self.device_draws = self.req["device"].startswith("cuda") and self.input_bytes is not None
+        # How the trials are drawn (timing.draws; default "each" on a GPU, "split" on the CPU): "each":
+        # every process draws every trial itself, in order, with the device as default (fresh_inputs:
+        # milliseconds where the host takes a second a gigabyte), and the judge checks by digest that
+        # the candidate's process drew what it did (channel.SharedInputs.settle_draws: a get_inputs()
+        # with state of its own that its seed does not reset gets the judge's copy instead); "split":
+        # the task's own host draws, half in each process. A task whose get_inputs() cannot run on the
+        # meta device is split. The candidate's process adopts the judge's plan (adopt_plan).
+        cuda = self.req["device"].startswith("cuda")
+        self.draws_each = not self.lean and self.input_bytes is not None and \
+            self.req["timing"].get("draws", "each" if cuda else "split") == "each"
+        return self.lean
+
+    def plan(self):
+        """What plan_inputs decided, for the candidate's process (SharedInputs.send_plan)."""
+        return {"input_bytes": self.input_bytes, "lean": self.lean, "draws_each": self.draws_each}
+
+    def adopt_plan(self, plan):
+        """The judge's plan (both processes must draw alike); without one (the judge went away), this
+        process's own."""
+        if not isinstance(plan, dict) or not isinstance(plan.get("lean"), bool) or \
+                not isinstance(plan.get("draws_each"), bool):
+            return self.plan_inputs()
+        size = plan.get("input_bytes")
+        self.input_bytes = size if isinstance(size, int) and not isinstance(size, bool) else None
+        self.lean, self.draws_each = plan["lean"], plan["draws_each"]
         return self.lean
 
     def trial_inputs(self, i):
-        """get_inputs() of trial i (seed + 1 + i): drawn here on the device (device_draws), or made on
-        the host here or, in a defended evaluation, by the other process (self.shared). Those of the
+        """get_inputs() of trial i (seed + 1 + i): drawn here (draws_each: on the device where the
+        task allows it), or made on the host here or, in a defended evaluation, by the other process
+        (self.shared). Those of the
         first `input_sets` trials (every trial, in a defended evaluation) are made once and kept:
         they are also timing's base sets. Callers never modify them (they clone). Lean: drawn on the
         device for each use, never kept (the caller owns them)."""
@@ -500,7 +539,7 @@ class Harness:
             return self.fresh_inputs(self.req["seed"] + 1 + i, 1)[0]
         if i in self.kept_inputs:
             return self.kept_inputs[i]
-        if self.device_draws:
+        if self.draws_each:
             args = self.fresh_inputs(self.req["seed"] + 1 + i, 1)[0]
         else:
             args = self.shared.take(i, self) if self.shared is not None else None

@@ -35,7 +35,7 @@ import time
 from anvil import batch, channel, compare, confine, evidence, policy, timing
 from anvil._cli import one_line
 from anvil.harness import (DETAIL_LINES, SEEDED_HINT, Harness, Outcome, RequestError, leaves, map_tensors,
-                           memory_error, raised, tail, tensor_bytes, trace)
+                           memory_error, raised, tail, tensor_bytes, trace, trial_digest)
 
 REASONS = ("protocol", "harness_patched", "lazy_output", "threads", "torch_fallback", "side_stream",
            "timing_escape", "no_kernels", "foreign_work", "timed_output_mismatch", "precision", "below_roofline")
@@ -1078,14 +1078,15 @@ class Judge(Harness):
         with self.clock("setup"):
             self.torch = torch
             self.load_task()
-            self.plan_inputs()  # the candidate's process decides alike
+            self.plan_inputs()
+            self.shared.send_plan(self.plan())  # the candidate's process adopts it
             self.report["defenses"]["inputs"] = {"set_bytes": self.input_bytes, "lean": self.lean}
-            # Where the trials are drawn on the host (a task that cannot draw on the device), this
-            # side's half is drawn while CUDA starts (the draws use the host, the start of CUDA the
-            # driver); the reference is built once they are done (both use torch's global random
-            # numbers, each after its own seed). Drawn on the device (device_draws) or lean: nothing
-            # ahead, each process draws every trial itself once its device is up.
-            host_draws = not self.lean and not self.device_draws
+            # Split (the trials drawn on the host, half in each process): this side's half is drawn
+            # while CUDA starts (the draws use the host, the start of CUDA the driver); the reference
+            # is built once they are done (both use torch's global random numbers, each after its own
+            # seed). Drawn by each process (draws_each) or lean: nothing ahead, each process draws
+            # once its device is up.
+            host_draws = not self.lean and not self.draws_each
             locked = self.req.get("gpu_lock") is not None
             if locked:  # the host's work first, then the GPU, once no other measurement holds it
                 if host_draws:
@@ -1117,7 +1118,9 @@ class Judge(Harness):
             with self.clock("inputs"):
                 if drawer is not None or (locked and host_draws):  # drawn ahead: sent now (after device_ready)
                     self.shared.send_mine()
-                for i in [] if self.lean else self.shared.mine():  # host draws: sent as made (the candidate's process waits)
+                if self.draws_each:  # every trial, in order, as the candidate's process draws them
+                    mine = [trial_digest(self.trial_inputs(i)) for i in range(self.req["trials"])]
+                for i in [] if self.lean or self.draws_each else self.shared.mine():  # split: sent as made
                     self.trial_inputs(i)
             with self.clock("check_reference"):
                 if self.device.type == "cuda":
@@ -1126,10 +1129,12 @@ class Judge(Harness):
                 self.memory["output_bytes"] = tensor_bytes(self.expected_for(0))
                 if self.device.type == "cuda":  # the reference's working memory beyond what it was given
                     self.memory["reference_work_bytes"] = torch.cuda.max_memory_allocated(self.device) - held
-        # Where the trials were drawn: on the device by each process (device_draws, lean), or the
-        # task's own host draws (a task that cannot draw on the device, or the CPU).
-        self.report["defenses"]["inputs"]["draws"] = "device" if (self.lean or self.device_draws) and \
-            self.device_inputs else "host"
+        inputs = self.report["defenses"]["inputs"]
+        inputs["draws"] = "lean" if self.lean else "each" if self.draws_each else "split"
+        inputs["on_device"] = bool(self.device_inputs) and (self.lean or self.draws_each)
+        if self.draws_each:  # the candidate's process drew alike, or takes the judge's draws
+            with self.clock("settle_draws"):
+                inputs["drawn_again"] = self.shared.settle_draws(self, mine)
         self.hello()
         self.report["seconds"]["import"] = time.perf_counter() - started
 

@@ -599,26 +599,71 @@ def get_inputs():
     x = torch.randn(8, 16)
     return [x / float(x.abs().max().item()), 3]  # a value of the data: cannot run on the meta device
 """
+# get_inputs() with state of its own that torch.manual_seed does not reset: a generator made once
+# (its draws depend on how many came before), a cache of the first draw, no seed at all.
+STATEFUL_INPUTS = {
+    "generator": """
+import numpy as np
+_rng = np.random.default_rng(0)
+def get_inputs():
+    return [torch.from_numpy(_rng.standard_normal((8, 16)).astype(np.float32)), 3]
+""",
+    "cached": """
+_cache = []
+def get_inputs():
+    if not _cache:
+        _cache.append(torch.randn(8, 16))
+    return [_cache[0] * 1, 3]
+""",
+    "unseeded": """
+import numpy as np
+def get_inputs():
+    return [torch.from_numpy(np.random.default_rng().standard_normal((8, 16)).astype(np.float32)), 3]
+"""}
 
 
+def with_inputs(request, source):
+    """The request's task with get_inputs() replaced by `source`."""
+    path = request["task_file"]
+    with open(path) as f:
+        task = f.read()
+    with open(path, "w") as f:
+        f.write(task.replace("def get_inputs():\n    return [torch.randn(8, 16), 3]\n", source))
+    return request
+
+
+@pytest.mark.parametrize("draws", [None, "each", "split"])
 @pytest.mark.parametrize("task", ["drawable", "host_only"])
-def test_trials_are_drawn_on_the_device_where_the_task_allows_it(make, task):
-    """On a GPU each process draws every trial itself with the device as default (the same inputs
-    in both, or the honest candidate would fail); a task whose get_inputs() cannot run on the meta
-    device keeps its own host draws, half in each process, as on the CPU."""
-    request = kernelbench(make(CORRECT))  # torch's kernels may compute, on a GPU too
+def test_trials_are_drawn_by_each_process_where_the_task_allows_it(make, task, draws):
+    """By default each process draws every trial itself on a GPU (on the device) and the two
+    halves are split on the CPU; a task whose get_inputs() cannot run on the meta device is split
+    everywhere. The judge's plan is the candidate's process's: an honest candidate passes."""
+    request = kernelbench(make(CORRECT, timing={"draws": draws} if draws else None))
     if task == "host_only":
-        path = request["task_file"]
-        with open(path) as f:
-            source = f.read()
-        with open(path, "w") as f:
-            f.write(source.replace("def get_inputs():\n    return [torch.randn(8, 16), 3]\n", HOST_ONLY_INPUTS))
+        with_inputs(request, HOST_ONLY_INPUTS)
     report = evaluate(request).report
     assert report["outcome"] is None, report["message"]
     assert report["verify"]["passed"] == 3
     inputs = report["defenses"]["inputs"]
-    assert inputs["draws"] == ("device" if DEVICE == "cuda" and task == "drawable" else "host"), inputs
+    each = task == "drawable" and (draws == "each" or (draws is None and DEVICE == "cuda"))
+    assert inputs["draws"] == ("each" if each else "split"), inputs
+    assert inputs["on_device"] == (each and DEVICE == "cuda"), inputs
+    assert inputs.get("drawn_again", []) == [], inputs  # a function of its seed: drawn alike
     assert (inputs["set_bytes"] is None) == (task == "host_only"), inputs
+
+
+@pytest.mark.parametrize("kind", sorted(STATEFUL_INPUTS))
+def test_inputs_with_state_of_their_own_are_the_judges_in_both_processes(make, kind):
+    """A get_inputs() whose draws are not a function of the seed alone (a generator made at import,
+    a cache, no seed): both processes draw every trial in the same order, so state of the task's own
+    evolves alike; what still differs (no seed at all) the judge sees by digest and sends its own.
+    An honest candidate passes either way."""
+    report = evaluate(with_inputs(kernelbench(make(CORRECT, timing={"draws": "each"})), STATEFUL_INPUTS[kind])).report
+    assert report["outcome"] is None, report["message"]
+    assert report["verify"]["passed"] == 3
+    inputs = report["defenses"]["inputs"]
+    assert inputs["draws"] == "each", inputs
+    assert inputs["drawn_again"] == ([0, 1, 2] if kind == "unseeded" else []), inputs
 
 
 FORGER = """
