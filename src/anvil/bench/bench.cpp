@@ -484,6 +484,87 @@ Json prebuild_all(const Environment& env, const BenchOptions& o, const std::vect
 
 }  // namespace
 
+namespace {
+
+// The run's document in o.out: a new one, or, with --resume, the one there when it was made with the
+// same settings on the same setup (else why not, in *err).
+std::optional<Json> open_run(const BenchOptions& o, const Json& settings, const Json& fp, std::string* err) {
+  std::error_code ec;
+  fs::path run_path = o.out / "bench.json";
+  if (!fs::exists(run_path, ec)) {
+    if (o.resume) {
+      *err = "--resume: no benchmark run in " + o.out.string() + " (no bench.json)";
+      return std::nullopt;
+    }
+    return Json{{"schema", kRunSchema}, {"settings", settings}, {"fingerprint", fp}, {"invocations", Json::array()}};
+  }
+  if (!o.resume) {
+    *err = o.out.string() + " already holds a benchmark run: add --resume to continue it, or choose another --out";
+    return std::nullopt;
+  }
+  auto run = read_json(run_path);
+  if (!run || run->value("schema", std::string()) != kRunSchema) {
+    *err = run_path.string() + " is not a benchmark run's settings (" + kRunSchema + ")";
+    return std::nullopt;
+  }
+  if ((*run)["settings"] != settings) {
+    std::string diff;
+    for (auto& [k, v] : settings.items()) {
+      if ((*run)["settings"].value(k, Json()) != v) diff += (diff.empty() ? "" : ", ") + k;
+    }
+    *err = "--resume: the settings differ from the run's in " + o.out.string() + " (" + diff +
+           "); run the same command with --resume, or choose another --out";
+    return std::nullopt;
+  }
+  if (std::string d = fingerprint_difference((*run)["fingerprint"], fp); !d.empty()) {
+    *err = "--resume: the run was measured on another setup (" + d + "); its numbers cannot be mixed";
+    return std::nullopt;
+  }
+  return run;
+}
+
+// The pending tasks' solutions evaluated, one at a time on each of `gpus` (a worker each), every
+// record written as it is made; how many were evaluated.
+size_t evaluate_pending(const Environment& env, const BenchOptions& opts, const std::vector<const SuiteTask*>& pending,
+                        const std::vector<int>& gpus, bool cpu, Progress& progress) {
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> n_eval{0};
+  auto worker = [&](int gpu) {
+    while (true) {
+      size_t i = next++;
+      if (i >= pending.size()) return;
+      const SuiteTask& t = *pending[i];
+      EvalOptions eo = opts.eval;
+      eo.task = t.spec;
+      eo.candidate = t.solution;
+      eo.gpu = gpu;
+      auto t0 = Clock::now();
+      EvalResult r;
+      try {
+        r = evaluate(env, eo);
+      } catch (const std::exception& e) {  // one task must never take the run down
+        r.evaluated = false;
+        r.error = std::string("anvil error: ") + e.what();
+      }
+      double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      Json rec = r.evaluated ? make_record(t, "evaluated", r.json, "", secs)
+                             : make_record(t, "not_evaluated", nullptr, r.error, secs);
+      rec["gpu"] = cpu ? Json(nullptr) : Json(gpu);
+      std::string werr;
+      write_file_atomic(opts.out / record_rel(t), rec.dump(1) + "\n", &werr);
+      if (r.evaluated) ++n_eval;
+      progress.task_done(event_line(rec) + (werr.empty() ? "" : "\n    cannot write the record: " + werr),
+                         rec.value("correct", false));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int g : gpus) pool.emplace_back(worker, g);
+  for (auto& th : pool) th.join();
+  return n_eval;
+}
+
+}  // namespace
+
 std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std::string* err) {
   auto wall0 = Clock::now();
   std::string started = utc_now();
@@ -524,38 +605,9 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
   fs::path run_path = o.out / "bench.json";
   Json settings = settings_json(opts, variant);
   Json fp = fingerprint_json(env, opts, gpus, cpu);
-  Json run;
-  if (fs::exists(run_path, ec)) {
-    if (!o.resume) {
-      *err = o.out.string() + " already holds a benchmark run: add --resume to continue it, or choose another --out";
-      return std::nullopt;
-    }
-    auto old = read_json(run_path);
-    if (!old || old->value("schema", std::string()) != kRunSchema) {
-      *err = run_path.string() + " is not a benchmark run's settings (" + kRunSchema + ")";
-      return std::nullopt;
-    }
-    run = *old;
-    if (run["settings"] != settings) {
-      std::string diff;
-      for (auto& [k, v] : settings.items()) {
-        if (run["settings"].value(k, Json()) != v) diff += (diff.empty() ? "" : ", ") + k;
-      }
-      *err = "--resume: the settings differ from the run's in " + o.out.string() + " (" + diff +
-             "); run the same command with --resume, or choose another --out";
-      return std::nullopt;
-    }
-    if (std::string d = fingerprint_difference(run["fingerprint"], fp); !d.empty()) {
-      *err = "--resume: the run was measured on another setup (" + d + "); its numbers cannot be mixed";
-      return std::nullopt;
-    }
-  } else {
-    if (o.resume) {
-      *err = "--resume: no benchmark run in " + o.out.string() + " (no bench.json)";
-      return std::nullopt;
-    }
-    run = {{"schema", kRunSchema}, {"settings", settings}, {"fingerprint", fp}, {"invocations", Json::array()}};
-  }
+  auto opened = open_run(o, settings, fp, err);
+  if (!opened) return std::nullopt;
+  Json run = std::move(*opened);
   Json suite_j = {{"tasks", Json::array()}, {"unreadable", problems_json(suite->unreadable)},
                   {"extra", problems_json(suite->extra)}};
   for (const auto& t : suite->tasks) suite_j["tasks"].push_back(task_json(t));
@@ -593,41 +645,8 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
     }
     if (o.prebuild) prebuilt = prebuild_all(env, opts, pending, &build_seconds);
     Progress progress(suite->tasks.size(), resumed + missing, o.progress);
-    std::atomic<size_t> next{0};
-    std::atomic<size_t> n_eval{0};
-    auto worker = [&](int gpu) {
-      while (true) {
-        size_t i = next++;
-        if (i >= pending.size()) return;
-        const SuiteTask& t = *pending[i];
-        EvalOptions eo = opts.eval;
-        eo.task = t.spec;
-        eo.candidate = t.solution;
-        eo.gpu = gpu;
-        auto t0 = Clock::now();
-        EvalResult r;
-        try {
-          r = evaluate(env, eo);
-        } catch (const std::exception& e) {  // one task must never take the run down
-          r.evaluated = false;
-          r.error = std::string("anvil error: ") + e.what();
-        }
-        double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-        Json rec = r.evaluated ? make_record(t, "evaluated", r.json, "", secs)
-                               : make_record(t, "not_evaluated", nullptr, r.error, secs);
-        rec["gpu"] = cpu ? Json(nullptr) : Json(gpu);
-        std::string werr;
-        write_file_atomic(o.out / record_rel(t), rec.dump(1) + "\n", &werr);
-        if (r.evaluated) ++n_eval;
-        progress.task_done(event_line(rec) + (werr.empty() ? "" : "\n    cannot write the record: " + werr),
-                           rec.value("correct", false));
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int g : gpus) pool.emplace_back(worker, g);
-    for (auto& th : pool) th.join();
+    evaluated = evaluate_pending(env, opts, pending, gpus, cpu, progress);
     progress.finish();
-    evaluated = n_eval;
   }
 
   double seconds = std::chrono::duration<double>(Clock::now() - wall0).count();
