@@ -164,26 +164,53 @@ ServeReply Sessions::made_before(const std::string& id, const Json& request) {
   return {200, reply, {}};
 }
 
-ServeReply Sessions::create(const Json& body, const std::string& header_key) {
-  if (!body.is_object()) return serve_error(400, "", "the body must be a JSON object");
-  if (auto bad = only_keys(body, "", {"task", "options", "ttl_s", "idempotency_key"})) {
-    return serve_error(400, bad->field, bad->message);
-  }
-  std::string key;
-  if (auto bad = idempotency_key_of(body, header_key, &key)) return serve_error(400, bad->field, bad->message);
-  Json request = body;
-  request.erase("idempotency_key");
-  Json task_req, options;
-  if (auto bad = validate_task(body, opts_.limits, &task_req)) return serve_error(400, bad->field, bad->message);
-  if (auto bad = validate_options(body, &options)) return serve_error(400, bad->field, bad->message);
-  int64_t ttl = opts_.ttl.count();
+// A new session's answer: its id, workdir, tools, opening messages and limits.
+Json Sessions::opened_reply(const Session& s, const std::string& task_name, const std::string& protocol,
+                            const EpisodeOpening& opening, int64_t ttl) const {
+  return {{"id", s.id},
+          {"workdir", (s.dir / "workdir").string()},
+          {"task", {{"name", task_name}}},
+          {"protocol", protocol},
+          {"tools", s.tools->schemas()},
+          {"messages",
+           Json::array({{{"role", "system"}, {"content", opening.system_prompt}},
+                        {{"role", "user"}, {"content", opening.task_message}}})},
+          {"expires_at", s.meta["expires_at"]},
+          {"limits",
+           {{"ttl_s", ttl},
+            {"wall_clock_s", opts_.wall_clock.count()},
+            {"max_tool_output", opts_.max_output},
+            {"max_calls_per_request", opts_.max_calls}}}};
+}
+
+std::optional<Invalid> Sessions::validate_create(const Json& body, const std::string& header_key,
+                                                   CreateRequest* out) const {
+  if (!body.is_object()) return Invalid{"", "the body must be a JSON object"};
+  if (auto bad = only_keys(body, "", {"task", "options", "ttl_s", "idempotency_key"})) return bad;
+  if (auto bad = idempotency_key_of(body, header_key, &out->key)) return bad;
+  out->request = body;
+  out->request.erase("idempotency_key");
+  if (auto bad = validate_task(body, opts_.limits, &out->task)) return bad;
+  if (auto bad = validate_options(body, &out->options)) return bad;
+  out->ttl = opts_.ttl.count();
   if (body.contains("ttl_s")) {
     int64_t least = std::min<int64_t>(60, opts_.ttl.count());
     if (!body["ttl_s"].is_number_integer() || body["ttl_s"] < least || body["ttl_s"] > opts_.max_ttl.count()) {
-      return serve_error(400, "ttl_s", "an integer from " + std::to_string(least) + " to " + std::to_string(opts_.max_ttl.count()));
+      return Invalid{"ttl_s", "an integer from " + std::to_string(least) + " to " + std::to_string(opts_.max_ttl.count())};
     }
-    ttl = body["ttl_s"];
+    out->ttl = body["ttl_s"];
   }
+  return std::nullopt;
+}
+
+ServeReply Sessions::create(const Json& body, const std::string& header_key) {
+  CreateRequest made;
+  if (auto bad = validate_create(body, header_key, &made)) return serve_error(400, bad->field, bad->message);
+  const std::string& key = made.key;
+  const Json& request = made.request;
+  const Json& task_req = made.task;
+  const Json& options = made.options;
+  int64_t ttl = made.ttl;
   // With a key: the session it made, if any (STATE/sessions/.keys/SHA-256(key) holds its id, written
   // once the session is whole; a creation cut short left none, so it is made anew, the first one an
   // orphan that expires). Ids stay random: a key never names a second session.
@@ -281,20 +308,7 @@ ServeReply Sessions::create(const Json& body, const std::string& header_key) {
   s->tools = tool_box(s->meta);
   s->meta["state"] = s->tools->state();
   if (!save(*s, &err)) return serve_error(503, "", err);
-  Json reply = {{"id", id},
-                {"workdir", (dir / "workdir").string()},
-                {"task", {{"name", task->name}}},
-                {"protocol", eval.protocol},
-                {"tools", s->tools->schemas()},
-                {"messages",
-                 Json::array({{{"role", "system"}, {"content", opening->system_prompt}},
-                              {{"role", "user"}, {"content", opening->task_message}}})},
-                {"expires_at", s->meta["expires_at"]},
-                {"limits",
-                 {{"ttl_s", ttl},
-                  {"wall_clock_s", opts_.wall_clock.count()},
-                  {"max_tool_output", opts_.max_output},
-                  {"max_calls_per_request", opts_.max_calls}}}};
+  Json reply = opened_reply(*s, task->name, eval.protocol, *opening, ttl);
   if (!key.empty()) {  // the first answer, for a retry; then the key's record, last: the session is whole
     std::error_code kec;
     fs::create_directories(key_path.parent_path(), kec);

@@ -36,6 +36,7 @@
 namespace anvil {
 
 struct ServeReply;
+struct EpisodeOpening;
 
 struct SessionOptions {
   std::filesystem::path dir;                // STATE/sessions: one directory per session
@@ -92,6 +93,18 @@ class Sessions {
   // The answer to a retry of a keyed creation whose session `id` exists: 200 with its first answer
   // (`request` the same), 410 when it has ended or expired, 422 for another request.
   ServeReply made_before(const std::string& id, const nlohmann::json& request);
+  // A creation's body, checked: its fields, or the first that is wrong (a 400).
+  struct CreateRequest {
+    std::string key;          // the idempotency key (body or header), "" for none
+    nlohmann::json request;   // the body less its key (what a retry must repeat)
+    nlohmann::json task;      // validate_task's
+    nlohmann::json options;   // validate_options'
+    int64_t ttl = 0;          // seconds
+  };
+  nlohmann::json opened_reply(const Session& s, const std::string& task_name, const std::string& protocol,
+                              const EpisodeOpening& opening, int64_t ttl) const;
+  std::optional<Invalid> validate_create(const nlohmann::json& body, const std::string& header_key,
+                                         CreateRequest* out) const;
 
   const Environment& env_;
   SessionOptions opts_;
