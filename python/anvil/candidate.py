@@ -119,16 +119,21 @@ class CandidateServer:
                     h.build_reference()  # for its weights (the judge keeps its own reference)
                 self.weights = {k: v.detach() for k, v in h.ref.state_dict().items()}
                 with clock("inputs"):
-                    if h.draws_each:  # every trial, in order; the judge compares their digests with its own
-                        mine = [h.trial_inputs(i) for i in range(h.req["trials"])]
+                    if h.draws_each:  # every set, in order; the judge compares their digests with its own
+                        mine = [h.trial_inputs(i) for i in range(h.drawn_sets())]
                         h.shared.send_digests([trial_digest(a) for a in mine])
                     else:
                         mine = [] if h.lean else [h.trial_inputs(i) for i in h.shared.mine()]
                 with clock("warm_instruments"):  # while the judge makes its half (split) or compares
                     self._warm_instruments(mine[0] if mine else h.trial_inputs(0), clone=not h.lean)
+                del mine  # a set drawn otherwise here goes when the judge's replaces it
                 if h.draws_each:
-                    with clock("drawn_again"):  # a trial drawn otherwise here: the judge's copy instead
-                        h.kept_inputs.update(h.shared.take_replacements(h.device))
+                    with clock("drawn_again"):  # a set drawn otherwise here: the judge's copy instead
+                        try:
+                            h.kept_inputs.update(h.shared.take_replacements(h.device))
+                        except BaseException as e:  # noqa: BLE001 - out of memory is anvil's limit
+                            h.out_of_memory(e, "taking the judge's inputs")
+                            raise
                 with clock("inputs_received"):
                     if h.lean:  # each call draws its own
                         self.pristine = None

@@ -327,12 +327,20 @@ class SharedInputs:
         try:
             msg = recv(self.sock)
         except (ChannelClosed, OSError, ValueError):
-            self.closed = True
+            self._shut()
             return None
         if msg.get("type") != kind:
-            self.closed = True  # out of step
+            self._shut()  # out of step
             return None
         return msg
+
+    def _shut(self):
+        """Closed for good, both ways: the other side's next read ends (EOF) instead of waiting."""
+        self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     # -- every trial drawn by each process (Harness.draws_each) ----------------------------
     def send_digests(self, digests):
@@ -346,30 +354,38 @@ class SharedInputs:
             self.closed = True
 
     def settle_draws(self, ev, mine):
-        """The judge: the candidate's process's digests against its own (`mine`, trial by trial);
-        every trial whose draws differ (a get_inputs() with state its seed does not reset, a draw
-        that fell back to the host in one process only), or all of them when no digests came, is
-        sent as the judge drew it (its host copy), after a list of them. Returns that list."""
+        """The judge: the candidate's process's digests against its own (`mine`, set by set: the
+        trials and timing's base sets, Harness.drawn_sets); every set whose draws differ (a
+        get_inputs() with state its seed does not reset, a draw that fell back to the host in one
+        process only) is sent as the judge drew it (its host copy), after a list of them. Returns
+        that list; None when no digests came (the channel is then shut: the other side's read
+        ends). A set that differs and cannot cross (not plain tensors and values) raises
+        ValueError: the task's inputs cannot be made alike in both processes."""
         msg = self._next("digests")
         theirs = msg.get("digests") if msg is not None else None
         if not isinstance(theirs, list) or len(theirs) != len(mine):
-            theirs = [None] * len(mine)
+            self._shut()
+            return None
         replace = [i for i, d in enumerate(mine) if theirs[i] != d]
-        if self.closed:
-            return replace
+        copies = {i: _host_copy(ev.trial_inputs(i)) for i in replace}
+        for i, value in copies.items():
+            tensors = []
+            if not _plain(_rebuild(_skeleton(value, tensors), tensors)):  # as the other side would rebuild it
+                self._shut()
+                raise ValueError("set %d of the task's inputs differs between the two processes (get_inputs() is not "
+                                 "a function of its seed) and cannot be sent across" % i)
         try:
             send(self.sock, {"type": "draws", "replace": replace})
             for i in replace:
-                send(self.sock, {"type": "inputs", "trial": i},
-                     _host_copy(ev.trial_inputs(i)))
+                send(self.sock, {"type": "inputs", "trial": i}, copies[i])
         except (ChannelClosed, OSError, ValueError):
-            self.closed = True
+            self._shut()
         return replace
 
     def take_replacements(self, device):
-        """The candidate's process: the trials the judge found drawn otherwise here, as the judge
-        drew them ({trial: inputs on `device`}); {} when the judge went away (the candidate's own
-        stay, and the judge's checks see any difference)."""
+        """The candidate's process: the sets the judge found drawn otherwise here, as the judge
+        drew them ({set: inputs on `device`}); {} when the judge went away or shut the channel (the
+        candidate's own stay, and the judge's checks see any difference)."""
         msg = self._next("draws")
         replace = msg.get("replace") if msg is not None else None
         out = {}

@@ -6,6 +6,7 @@ the candidate's import or constructor: load_error). runner.py (the undefended ev
 judge.py and candidate.py build on it; it imports none of them.
 """
 import contextlib
+import hashlib
 import importlib.util
 import inspect
 import os
@@ -167,12 +168,18 @@ def trial_digest(args, depth=0):
     from anvil import compare
 
     if isinstance(args, torch.Tensor):
-        return [str(args.dtype), list(args.shape), compare.digest(args)]
+        try:
+            return [str(args.dtype), list(args.shape), compare.digest(args)]
+        except Exception:  # noqa: BLE001 - no digest (a sparse tensor): never equal, the judge's copy is used
+            return ["undigested", os.urandom(8).hex()]
     if depth < 32 and isinstance(args, (list, tuple)):
         return [trial_digest(a, depth + 1) for a in args]
     if depth < 32 and isinstance(args, dict):
         return [[str(k), trial_digest(args[k], depth + 1)] for k in sorted(args, key=str)]
-    return repr(args)[:200]
+    try:
+        return hashlib.sha256(repr(args).encode("utf-8", "replace")).hexdigest()
+    except Exception:  # noqa: BLE001 - a repr that raises
+        return ["undigested", os.urandom(8).hex()]
 
 
 def meta_input_bytes(get_inputs, seed_all, seed, limit_s=120.0):
@@ -497,8 +504,8 @@ class Harness:
         unless it says otherwise) or more. A lean evaluation never keeps or copies a set of inputs: each use draws
         its own on the device (fresh_inputs: deterministic for a seed, milliseconds for gigabytes),
         so the judge's and the candidate's processes together hold about two sets and two outputs
-        at most (docs/runner-protocol.md, "Large tasks"). Decided alike, before CUDA starts, by
-        both processes of an evaluation, from the task alone."""
+        at most (docs/runner-protocol.md, "Large tasks"). Decided by the judge from the task alone,
+        before CUDA starts; the candidate's process adopts its plan (adopt_plan)."""
         self.input_bytes = meta_input_bytes(getattr(self.task, "get_inputs"), self.seed_all, self.req["seed"] + 1)
         self.lean = self.input_bytes is not None and self.input_bytes >= self.req["timing"].get("lean_bytes", LEAN_BYTES)
         # How the trials are drawn (timing.draws; default "each" on a GPU, "split" on the CPU): "each":
@@ -512,6 +519,11 @@ class Harness:
         self.draws_each = not self.lean and self.input_bytes is not None and \
             self.req["timing"].get("draws", "each" if cuda else "split") == "each"
         return self.lean
+
+    def drawn_sets(self):
+        """The trials' inputs drawn ahead by each process (draws_each): every trial's and every
+        timing base set's (input_sets may exceed trials), so that all of them are checked alike."""
+        return max(self.req["trials"], self.req["timing"]["input_sets"])
 
     def plan(self):
         """What plan_inputs decided, for the candidate's process (SharedInputs.send_plan)."""

@@ -1118,8 +1118,8 @@ class Judge(Harness):
             with self.clock("inputs"):
                 if drawer is not None or (locked and host_draws):  # drawn ahead: sent now (after device_ready)
                     self.shared.send_mine()
-                if self.draws_each:  # every trial, in order, as the candidate's process draws them
-                    mine = [trial_digest(self.trial_inputs(i)) for i in range(self.req["trials"])]
+                if self.draws_each:  # every set, in order, as the candidate's process draws them
+                    mine = [trial_digest(self.trial_inputs(i)) for i in range(self.drawn_sets())]
                 for i in [] if self.lean or self.draws_each else self.shared.mine():  # split: sent as made
                     self.trial_inputs(i)
             with self.clock("check_reference"):
@@ -1134,7 +1134,10 @@ class Judge(Harness):
         inputs["on_device"] = bool(self.device_inputs) and (self.lean or self.draws_each)
         if self.draws_each:  # the candidate's process drew alike, or takes the judge's draws
             with self.clock("settle_draws"):
-                inputs["drawn_again"] = self.shared.settle_draws(self, mine)
+                try:
+                    inputs["drawn_again"] = self.shared.settle_draws(self, mine)
+                except ValueError as e:
+                    raise Outcome("task_error", str(e))
         self.hello()
         self.report["seconds"]["import"] = time.perf_counter() - started
 

@@ -117,6 +117,8 @@ def parse_request(text):
     _check_int(t, "lean_bytes", 0, "timing.")
     if not isinstance(t["compile_mode"], str):
         raise RequestError("timing.compile_mode: a string is required")
+    if t.get("draws") not in (None, "each", "split"):
+        raise RequestError("timing.draws: each or split")
     return out
 
 

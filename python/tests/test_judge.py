@@ -652,18 +652,38 @@ def test_trials_are_drawn_by_each_process_where_the_task_allows_it(make, task, d
     assert (inputs["set_bytes"] is None) == (task == "host_only"), inputs
 
 
+@pytest.mark.parametrize("trials,input_sets", [(3, 2), (1, 4)])
 @pytest.mark.parametrize("kind", sorted(STATEFUL_INPUTS))
-def test_inputs_with_state_of_their_own_are_the_judges_in_both_processes(make, kind):
+def test_inputs_with_state_of_their_own_are_the_judges_in_both_processes(make, kind, trials, input_sets):
     """A get_inputs() whose draws are not a function of the seed alone (a generator made at import,
-    a cache, no seed): both processes draw every trial in the same order, so state of the task's own
-    evolves alike; what still differs (no seed at all) the judge sees by digest and sends its own.
-    An honest candidate passes either way."""
-    report = evaluate(with_inputs(kernelbench(make(CORRECT, timing={"draws": "each"})), STATEFUL_INPUTS[kind])).report
+    a cache, no seed): both processes draw every trial and timing base set in the same order, so
+    state of the task's own evolves alike; what still differs (no seed at all) the judge sees by
+    digest and sends its own. An honest candidate passes either way, its timed calls' outputs
+    checked on the same inputs in both processes (input_sets beyond the trials included)."""
+    request = kernelbench(make(CORRECT, timing={"draws": "each", "input_sets": input_sets}, trials=trials))
+    report = evaluate(with_inputs(request, STATEFUL_INPUTS[kind])).report
     assert report["outcome"] is None, report["message"]
-    assert report["verify"]["passed"] == 3
+    assert report["verify"]["passed"] == trials
     inputs = report["defenses"]["inputs"]
     assert inputs["draws"] == "each", inputs
-    assert inputs["drawn_again"] == ([0, 1, 2] if kind == "unseeded" else []), inputs
+    drawn = max(trials, input_sets)
+    assert inputs["drawn_again"] == (list(range(drawn)) if kind == "unseeded" else []), inputs
+
+
+def test_a_set_that_differs_and_cannot_cross_is_the_tasks_error(make):
+    """Inputs that differ between the processes and hold a value that cannot be sent across are
+    the task's error, not the candidate's."""
+    source = """
+import numpy as np
+class Shift:  # a number to torch's `+`, no plain value to the channel
+    def __radd__(self, other):
+        return other + 3
+def get_inputs():
+    return [torch.from_numpy(np.random.default_rng().standard_normal((8, 16)).astype(np.float32)), Shift()]
+"""
+    report = evaluate(with_inputs(kernelbench(make(CORRECT, timing={"draws": "each"})), source)).report
+    assert report["outcome"] == "task_error", report["message"]
+    assert "cannot be sent across" in report["message"]
 
 
 FORGER = """
