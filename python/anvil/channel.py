@@ -268,8 +268,6 @@ def _read_tensors(fd, layout, device=None, lazy=False):
     return out
 
 
-
-
 def _rebuild(skeleton, tensors):
     if _isinstance(skeleton, list):
         return [_rebuild(v, tensors) for v in skeleton]
@@ -290,8 +288,8 @@ def _rebuild(skeleton, tensors):
 class SharedInputs:
     """The trials' inputs of a defended evaluation: the judge's plan of them (send_plan), and, split
     (Harness.draws_each false: on the CPU by default, or a task whose get_inputs() cannot run on the
-    meta device), made half by the judge and half by the candidate's process, so that neither makes them all (get_inputs() on the host is often the
-    longest part of an evaluation). Trial i is made by the side whose `parity` is i % 2 (the
+    meta device), made half by the judge and half by the candidate's process, so that neither
+    makes them all (get_inputs() on the host is often the longest part of an evaluation). Trial i is made by the side whose `parity` is i % 2 (the
     judge: 0, so it makes trial 0 first), which sends the task's own tensors through a sealed
     memfd on `sock`, a socket of their own; the other side rebuilds them on its device. The
     candidate's process makes and sends its trials before any candidate code exists, and the judge
@@ -390,13 +388,8 @@ class SharedInputs:
         replace = msg.get("replace") if msg is not None else None
         out = {}
         for i in replace if isinstance(replace, list) else []:
-            try:
-                got = recv(self.sock, device)
-            except (ChannelClosed, OSError, ValueError):
-                self.closed = True
-                break
-            value = got.get("value")
-            if got.get("type") != "inputs" or got.get("trial") != i or not _plain(value):
+            value = self._inputs_message(i, device)
+            if value is None:
                 self.closed = True
                 break
             out[i] = value
@@ -469,17 +462,21 @@ class SharedInputs:
         while i not in self.received and not self.closed and self.next_theirs < self.trials:
             expected = self.next_theirs
             self.next_theirs += 2
-            try:
-                msg = recv(self.sock, device)
-            except (ChannelClosed, OSError, ValueError):
-                self.closed = True
-                break
-            value = msg.get("value")
-            if msg.get("type") != "inputs" or msg.get("trial") != expected or msg.get("none") or not _plain(value):
-                self.received[expected] = None
-            else:
-                self.received[expected] = value
+            self.received[expected] = self._inputs_message(expected, device)
         return self.received.pop(i, None)
+
+    def _inputs_message(self, trial, device):
+        """The next message as trial `trial`'s inputs on `device`; None when it is anything else (a
+        channel that ended is then closed)."""
+        try:
+            msg = recv(self.sock, device)
+        except (ChannelClosed, OSError, ValueError):
+            self.closed = True
+            return None
+        value = msg.get("value")
+        if msg.get("type") != "inputs" or msg.get("trial") != trial or msg.get("none") or not _plain(value):
+            return None
+        return value
 
 
 def _host_copy(value, depth=0):

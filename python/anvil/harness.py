@@ -543,10 +543,10 @@ class Harness:
     def trial_inputs(self, i):
         """get_inputs() of trial i (seed + 1 + i): drawn here (draws_each: on the device where the
         task allows it), or made on the host here or, in a defended evaluation, by the other process
-        (self.shared). Those of the
-        first `input_sets` trials (every trial, in a defended evaluation) are made once and kept:
-        they are also timing's base sets. Callers never modify them (they clone). Lean: drawn on the
-        device for each use, never kept (the caller owns them)."""
+        (self.shared). Those of the first `input_sets` trials (every trial, in a defended
+        evaluation) are made once and kept: they are also timing's base sets. Callers never modify
+        them (they clone). Lean: drawn on the device for each use, never kept (the caller owns
+        them)."""
         if self.lean:
             return self.fresh_inputs(self.req["seed"] + 1 + i, 1)[0]
         if i in self.kept_inputs:
