@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import socket
+import struct
 import sys
 import time
 
@@ -32,18 +33,12 @@ MANIFEST = os.path.join(common.ROOT, "examples", "redteam", "manifest.json")
 PROCESS_GRACE_S = 2.0  # a killed process is gone within this after anvil answered
 
 
-def _ppid(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def zygotes():
-    """{socket path: pid} of the warm zygotes of this user that answer now (a zygote's children,
-    which share its command line until they exec, are told apart by their parent)."""
-    by_path = {}
+    """{socket path: pid} of the warm zygotes of this user that answer now. The pid is the one
+    that listens on the socket, as the kernel says (SO_PEERCRED), not one guessed from /proc: a
+    zygote's children share its command line until they exec, and once pids wrap (pid_max 32768)
+    an orphaned child of the zygote may have the smaller pid."""
+    paths = set()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -52,16 +47,15 @@ def zygotes():
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if b"--socket" in argv and any(b"zygote" in a for a in argv):
-            by_path.setdefault(argv[argv.index(b"--socket") + 1].decode(), set()).add(int(pid))
+        if b"--socket" in argv and any(b"zygote" in a for a in argv) and argv.index(b"--socket") + 1 < len(argv):
+            paths.add(argv[argv.index(b"--socket") + 1].decode())
     found = {}
-    for path, pids in by_path.items():
-        roots = [p for p in pids if _ppid(p) not in pids]
+    for path in paths:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.connect(path)
-            if roots:
-                found[path] = min(roots)
+            pid, _, _ = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+            found[path] = pid
         except OSError:
             pass
         finally:
