@@ -41,6 +41,10 @@ pick_python() {
   fi
   if [ -x .venv/bin/python ] && .venv/bin/python -c "import torch, pytest" 2>/dev/null; then
     ANVIL_PYTHON=$ANVIL_ROOT/.venv/bin/python
+    if ! cmp -s python/requirements.txt .venv/.anvil-requirements; then
+      say "python/requirements.txt changed since .venv was made: installing it"
+      .venv/bin/pip install -q -r python/requirements.txt && cp python/requirements.txt .venv/.anvil-requirements
+    fi
   elif python3 -c "import torch" 2>/dev/null; then
     ANVIL_PYTHON=$(python3 -c "import sys; print(sys.executable)")
   else
@@ -48,6 +52,7 @@ pick_python() {
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q -r python/requirements.txt
+    cp python/requirements.txt .venv/.anvil-requirements
     ANVIL_PYTHON=$ANVIL_ROOT/.venv/bin/python
   fi
   export ANVIL_PYTHON

@@ -870,7 +870,14 @@ int cmd_serve(const ServeArgs& a) {
     std::fprintf(stderr, "anvil serve: unknown device '%s' (use cuda or cpu)\n", device.c_str());
     return 2;
   }
-  if (device == "cuda") {
+  const bool ray = !a.ray.address.empty();
+  if (!ray && (a.ray.workers || !a.ray.python.empty() || !a.ray.anvil.empty())) {
+    std::fprintf(stderr, "anvil serve: --ray-workers, --ray-python and --ray-anvil go with --ray ADDRESS\n");
+    return 2;
+  }
+  if (device == "cuda" && ray && env.gpus.empty()) {
+    so.gpus = {0};  // none here: the workers judge; sessions' GPU tools answer that this host has none
+  } else if (device == "cuda") {
     if (env.gpus.empty()) {
       std::fprintf(stderr, "anvil serve: no GPU found: serve CPU variants with --device cpu, or run on a GPU host\n");
       return 2;
@@ -891,6 +898,11 @@ int cmd_serve(const ServeArgs& a) {
     return 2;
   }
   so.state_dir = a.state.empty() ? cache_dir(env, CacheArea::kServe) : fs::absolute(a.state);
+  if (ray) {
+    so.ray = a.ray;
+    so.ray->device = device;
+    so.ray->log = so.state_dir / "ray" / "bridge.log";
+  }
   so.max_queue = a.max_queue;
   so.builders = a.builders;
   so.sessions.ttl = std::chrono::seconds(a.session_ttl_s);
@@ -936,8 +948,9 @@ int cmd_serve(const ServeArgs& a) {
     service.stop();
     return 2;
   }
-  std::printf("anvil serve: http://%s:%u (device %s, %zu lane(s); state %s)\n", a.host.c_str(), server.port(),
-              device.c_str(), device == "cuda" ? so.gpus.size() : size_t{1}, so.state_dir.c_str());
+  std::printf("anvil serve: http://%s:%u (device %s, %zu lane(s)%s; state %s)\n", a.host.c_str(), server.port(),
+              device.c_str(), service.lanes(), ray ? (" on the Ray cluster at " + a.ray.address).c_str() : "",
+              so.state_dir.c_str());
   std::fflush(stdout);
   auto next_signal = [] {
     char c = 0;

@@ -13,6 +13,7 @@
 #include "anvil/env/build.h"
 #include "anvil/env/eval.h"
 #include "anvil/env/vet.h"
+#include "anvil/serve/ray_pool.h"
 
 namespace anvil {
 
@@ -93,6 +94,7 @@ struct ServeArgs {
   int session_ttl_s = 3600;                      // a session's time to live after its last use (a client may ask for another)
   size_t max_sessions = 1024;                    // sessions open at once (429 beyond)
   bool bash_gpu = false;                         // sessions' shells see the GPUs
+  RayOptions ray;                                // --ray: lanes on a Ray cluster (address empty: none)
   EvalOptions opts;                              // every evaluation's settings (a request sets a few)
 };
 // The environment as an HTTP service (docs/service.md) until SIGINT or SIGTERM: a first one stops

@@ -2,6 +2,8 @@
 // library's commands (src/anvil/commands.h); the work is all in the library.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -63,6 +65,25 @@ void add_eval_options(CLI::App* cmd, anvil::EvalOptions& o, EvalFlags& f) {
   cmd->add_option("--zygote", o.zygote_socket,
                   "runner source: auto (default: a warm zygote, started on first use), none (a fresh "
                   "process), or the socket of a running python -m anvil.zygote");
+}
+
+// The options of `group` given on the command line, as arguments again (flags once, an option
+// with each of its values), but those named in `except`.
+std::vector<std::string> given_options(CLI::App* group, const std::vector<std::string>& except) {
+  std::vector<std::string> args;
+  for (const CLI::Option* opt : group->get_options()) {
+    std::string name = opt->get_name();
+    if (opt->count() == 0 || std::find(except.begin(), except.end(), name) != except.end()) continue;
+    if (opt->get_expected_min() == 0) {
+      args.push_back(name);
+      continue;
+    }
+    for (const std::string& value : opt->results()) {
+      args.push_back(name);
+      args.push_back(value);
+    }
+  }
+  return args;
 }
 
 void apply_eval_flags(anvil::EvalOptions& o, const EvalFlags& f) {
@@ -302,9 +323,22 @@ void add_serve(CLI::App& app, int& status) {
   serve_cmd->add_option("--max-sessions", sv.max_sessions, "sessions open at once; beyond, 429 (default 1024)")
       ->check(CLI::Range(1, 1000000));
   serve_cmd->add_option("--builders", sv.builders, "on a GPU: candidate builds at once ahead of their evaluation, each on a quarter of the cores (default 1); none on the CPU");
-  add_eval_options(serve_cmd, sv.opts, svf);
+  serve_cmd->add_option("--ray", sv.ray.address,
+                        "judge on a Ray cluster's workers (ADDRESS: host:port, auto, ray://...): one per GPU it offers, "
+                        "or --ray-workers on its CPUs; sessions' tools stay on this host (docs/service.md)");
+  serve_cmd->add_option("--ray-workers", sv.ray.workers,
+                        "with --ray: workers to place (default: every GPU of the cluster; on the CPU one per node)")
+      ->check(CLI::Range(1, 4096));
+  serve_cmd->add_option("--ray-python", sv.ray.python,
+                        "with --ray: a Python with the cluster's Ray version (default: anvil's)");
+  serve_cmd->add_option("--ray-anvil", sv.ray.anvil,
+                        "with --ray: the anvil program on every node (default: this one's path)");
+  // The evaluation options in a group of their own: --ray hands the ones given to every worker's server.
+  static CLI::Option_group* eval_group = serve_cmd->add_option_group("evaluation", "every evaluation's settings");
+  add_eval_options(eval_group, sv.opts, svf);
   serve_cmd->callback([&] {
     apply_eval_flags(sv.opts, svf);
+    sv.ray.serve_args = given_options(eval_group, {"--device"});
     status = anvil::cmd_serve(sv);
   });
 }

@@ -15,6 +15,7 @@
 #include "anvil/agent/http.h"
 #include "anvil/agent/tools.h"
 #include "anvil/env/test_env.h"
+#include "anvil/serve/ray_pool.h"
 #include "anvil/serve/store.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
@@ -108,6 +109,65 @@ TEST(ServeStore, ClaimsInOrderAndRecoversOnceThenFails) {
   EXPECT_EQ(done->result["outcome"], "runtime_error");
   EXPECT_EQ(done->result["reward"], -1);
   EXPECT_FALSE(s->claim());
+}
+
+TEST(ServeStore, ARequeueCountsTheAttemptOrGivesItBack) {
+  std::string err;
+  auto s = Store::open(fresh_dir("store-requeue") / "store.db", &err);
+  ASSERT_TRUE(s) << err;
+  int64_t id = s->accept("", {{"n", 1}}, 10).id;
+  ASSERT_EQ(s->claim()->attempts, 1);
+  s->requeue(id, true);  // its worker died under it
+  EXPECT_EQ(s->get(id)->state, JobState::kQueued);
+  ASSERT_EQ(s->claim()->attempts, 2);
+  s->requeue(id, false);  // the pool was gone: not its doing
+  ASSERT_EQ(s->claim()->attempts, 2);
+  s->finish(id, {{"outcome", "ok"}});
+  s->requeue(id, true);  // a finished job stays finished
+  EXPECT_EQ(s->get(id)->state, JobState::kDone);
+}
+
+// What a Ray worker is sent: the files as an evaluation would copy them, as text; a file that is
+// not text is refused with its name.
+TEST(RayPool, ARequestsPathsAreSentAsTheirText) {
+  auto write_file = [](const fs::path& p, const std::string& text) {
+    std::string e;
+    return write_file_atomic(p, text, &e);
+  };
+  fs::path dir = fresh_dir("ray-inline");
+  fs::path cand = dir / "cand";
+  ASSERT_TRUE(write_file(cand / "kernels" / "a.cu", "__global__ void k() {}\n"));
+  ASSERT_TRUE(write_file(cand / "model_new.py", "import torch\n"));
+  ASSERT_TRUE(write_file(cand / "build" / "a.o", std::string("\x7f" "ELF\x01\xff\xfe", 7)));
+  fs::path task = fs::path(kSource) / "examples" / "tasks" / "01_elementwise_chain.py";
+  std::string err;
+  Json req = {{"task", {{"path", task.string()}}}, {"candidate", {{"path", cand.string()}}}, {"options", {{"seed", 1}}}};
+  std::optional<Json> out = inline_request(test_environment(), req, &err);
+  ASSERT_TRUE(out) << err;
+  EXPECT_EQ((*out)["task"]["name"], "01_elementwise_chain.py");
+  EXPECT_EQ((*out)["task"]["source"], *read_file(task));
+  EXPECT_EQ((*out)["candidate"]["files"].size(), 2u) << (*out)["candidate"].dump();  // build/ is not a candidate's
+  EXPECT_EQ((*out)["candidate"]["files"]["kernels/a.cu"], "__global__ void k() {}\n");
+  EXPECT_EQ((*out)["options"]["seed"], 1);
+  Json file = {{"task", {{"path", task.string()}}}, {"candidate", {{"path", (cand / "model_new.py").string()}}}};
+  out = inline_request(test_environment(), file, &err);
+  ASSERT_TRUE(out) << err;
+  EXPECT_EQ((*out)["candidate"]["source"], "import torch\n");
+  ASSERT_TRUE(write_file(cand / "kernels" / "blob.bin", std::string("\xff\xfe\x00", 3)));
+  EXPECT_FALSE(inline_request(test_environment(), req, &err));
+  EXPECT_NE(err.find("kernels/blob.bin is not UTF-8 text"), std::string::npos) << err;
+}
+
+TEST(RayPool, ABridgeThatDoesNotStartIsOneSentenceWithItsLog) {
+  fs::path dir = fresh_dir("ray-bridge");
+  RayOptions o;
+  o.address = "127.0.0.1:1";
+  o.device = "cpu";
+  o.python = "/bin/false";
+  o.log = dir / "bridge.log";
+  std::string err;
+  EXPECT_FALSE(RayPool::start(test_environment(), o, &err));
+  EXPECT_NE(err.find("the Ray bridge (/bin/false -m anvil.ray_pool) did not start; its log"), std::string::npos) << err;
 }
 
 // A session's verify (priority 1) goes ahead of a queued evaluation (0) waiting for the same GPU.

@@ -80,8 +80,15 @@ bool Service::start(std::string* error) {
       [this](const Json& body, const std::string& key) { return submit(body, key); },
       [this](const Json& request, const std::string& key, const Json& result) { return record_done(request, key, result); },
       [this](const std::string& kind, double seconds) { observe_request(kind, seconds); });
-  for (size_t i = 0; i < gpu_slots_->size(); ++i) threads_.emplace_back([this] { lane(); });
-  for (unsigned i = 0; i < builders; ++i) threads_.emplace_back([this] { builder(); });
+  if (opts_.ray) {
+    // The workers build and judge on their nodes: no lane or builder of this host's.
+    ray_ = RayPool::start(env_, *opts_.ray, error);
+    if (!ray_) return false;
+    for (size_t i = 0; i < ray_->lanes(); ++i) threads_.emplace_back([this, i] { ray_lane(i); });
+  } else {
+    for (size_t i = 0; i < gpu_slots_->size(); ++i) threads_.emplace_back([this] { lane(); });
+    for (unsigned i = 0; i < builders; ++i) threads_.emplace_back([this] { builder(); });
+  }
   threads_.emplace_back([this] { reaper(); });
   return true;
 }
@@ -114,7 +121,7 @@ int Service::retry_after_s() {
   // A lane frees up about every (mean evaluation time / lanes).
   std::lock_guard<std::mutex> g(mu_);
   double mean = eval_count_ ? eval_seconds_sum_ / eval_count_ : 5.0;
-  size_t lanes = opts_.defaults.device == "cuda" ? opts_.gpus.size() : 1;
+  size_t lanes = std::max<size_t>(1, lane_names().size());
   return std::max(1, static_cast<int>(std::ceil(mean / static_cast<double>(lanes))));
 }
 
@@ -228,6 +235,7 @@ Json Service::job_body(const Job& j) const {
     b["message"] = r.value("message", Json(""));
     b["evaluation"] = r.value("evaluation", Json());
     b["seconds"] = j.finished_at - j.started_at;
+    if (r.contains("worker")) b["worker"] = r["worker"];  // --ray: the worker that judged it
   }
   return b;
 }
@@ -262,16 +270,37 @@ ServeReply Service::health() {
   } catch (const std::exception& e) {
     return serve_error(503, "", e.what());
   }
-  return {200,
-          {{"status", stopping_ ? "draining" : "ok"},
+  std::string down;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    down = ray_down_;
+  }
+  Json body = {{"status", stopping_ ? "draining" : !down.empty() ? "degraded" : "ok"},
            {"device", opts_.defaults.device},
-           {"lanes", opts_.defaults.device == "cuda" ? opts_.gpus.size() : 1},
+           {"lanes", lane_names().size()},
            {"queued", c[JobState::kQueued]},
            {"running", c[JobState::kRunning]},
            {"done", c[JobState::kDone]},
            {"sessions", sessions_ ? sessions_->count() : 0},
-           {"max_queue", opts_.max_queue}},
-          {}};
+           {"max_queue", opts_.max_queue}};
+  if (ray_) {
+    Json workers = Json::array();
+    for (size_t i = 0; i < ray_->lanes(); ++i) workers.push_back(ray_->lane(i));
+    body["ray"] = {{"address", opts_.ray->address}, {"workers", workers}, {"down", down.empty() ? Json() : Json(down)}};
+  }
+  return {200, body, {}};
+}
+
+std::vector<std::string> Service::lane_names() const {
+  std::vector<std::string> names;
+  if (ray_) {
+    for (size_t i = 0; i < ray_->lanes(); ++i) names.push_back("ray" + std::to_string(i));
+  } else if (opts_.defaults.device == "cuda") {
+    for (int g : opts_.gpus) names.push_back(std::to_string(g));
+  } else {
+    names.push_back("cpu");
+  }
+  return names;
 }
 
 void Service::observe_request(const std::string& kind, double seconds) {
@@ -303,15 +332,14 @@ std::string Service::metrics() {
   line("anvil_tool_calls_waiting " + std::to_string(gpu_slots_ ? gpu_slots_->waiting(1) : 0));
   line("# HELP anvil_lane_busy Evaluations under way, per lane (a GPU's index, or cpu).");
   line("# TYPE anvil_lane_busy gauge");
-  std::vector<int> lanes = opts_.defaults.device == "cuda" ? opts_.gpus : std::vector<int>{-1};
-  for (int l : lanes) {
-    line("anvil_lane_busy{lane=\"" + (l < 0 ? std::string("cpu") : std::to_string(l)) + "\"} " +
-         std::to_string(busy_.count(l) ? busy_.at(l) : 0));
+  for (const std::string& l : lane_names()) {
+    line("anvil_lane_busy{lane=\"" + l + "\"} " + std::to_string(busy_.count(l) ? busy_.at(l) : 0));
   }
+  std::vector<int> lanes = opts_.defaults.device == "cuda" ? opts_.gpus : std::vector<int>{-1};
   line("# HELP anvil_sessions Sessions open (on disk, not expired or ended yet).");
   line("# TYPE anvil_sessions gauge");
   line("anvil_sessions " + std::to_string(sessions_ ? sessions_->count() : 0));
-  line("# HELP anvil_device_held_seconds_total Seconds each device (a GPU's index, or cpu) was held by an evaluation, a lane's or a session tool's.");
+  line("# HELP anvil_device_held_seconds_total Seconds each of this host's devices (a GPU's index, or cpu) was held by an evaluation, a lane's or a session tool's.");
   line("# TYPE anvil_device_held_seconds_total counter");
   if (gpu_slots_) {
     for (int l : lanes) {
@@ -499,36 +527,119 @@ void Service::lane() {
       continue;
     }
     int gpu = cuda ? slot : -1;
+    std::string name = cuda ? std::to_string(gpu) : "cpu";
     {
       std::lock_guard<std::mutex> g(mu_);
-      busy_[gpu] += 1;
+      busy_[name] += 1;
     }
     auto t0 = SteadyClock::now();
     Json result = run(*j, gpu);
-    double ran = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+    finished(*j, result, name, std::chrono::duration<double>(SteadyClock::now() - t0).count());
+  }
+}
+
+void Service::finished(const Job& job, const Json& result, const std::string& lane, double ran) {
+  try {
+    store_->finish(job.id, result);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "anvil serve: cannot record evaluation %lld: %s\n", static_cast<long long>(job.id), e.what());
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    busy_[lane] -= 1;
+    std::string outcome = result["outcome"].is_string() ? result["outcome"].get<std::string>() : "error";
+    outcomes_[outcome] += 1;
+    finished_.push_back(SteadyClock::now());
+    const Json& ev = result.value("evaluation", Json());
+    if (ev.is_object() && ev.contains("build") && ev["build"].is_object()) {
+      build_units_ += ev["build"].value("units", 0);
+      build_compiled_ += ev["build"].value("compiled", 0);
+    }
+    eval_seconds_sum_ += ran;
+    eval_count_ += 1;
+  }
+  // From acceptance to result: the queue's wait included.
+  observe_request("evaluation", unix_seconds() - job.accepted_at);
+  done_.notify_all();
+}
+
+// A Ray worker's lane: claims the oldest queued job and sends it to its worker. A worker that died
+// under an evaluation has it run again until max_attempts claims (then runtime_error: a candidate
+// that kills its worker is not run for ever); a bridge that is gone gives the claim back and
+// stops the lanes (health says why; the queue waits for a restart).
+void Service::ray_lane(size_t lane) {
+  const std::string name = "ray" + std::to_string(lane);
+  while (!stopping_) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (!ray_down_.empty()) return;
+    }
+    std::optional<Job> j;
     try {
-      store_->finish(j->id, result);
+      j = store_->claim();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "anvil serve: cannot record evaluation %lld: %s\n", static_cast<long long>(j->id), e.what());
+      std::fprintf(stderr, "anvil serve: the store: %s\n", e.what());
+    }
+    if (!j) {
+      std::unique_lock<std::mutex> g(mu_);
+      work_.wait_for(g, std::chrono::milliseconds(500));
+      continue;
     }
     {
       std::lock_guard<std::mutex> g(mu_);
-      busy_[gpu] -= 1;
-      std::string outcome = result["outcome"].is_string() ? result["outcome"].get<std::string>() : "error";
-      outcomes_[outcome] += 1;
-      finished_.push_back(SteadyClock::now());
-      const Json& ev = result.value("evaluation", Json());
-      if (ev.is_object() && ev.contains("build") && ev["build"].is_object()) {
-        build_units_ += ev["build"].value("units", 0);
-        build_compiled_ += ev["build"].value("compiled", 0);
-      }
-      eval_seconds_sum_ += ran;
-      eval_count_ += 1;
+      busy_[name] += 1;
     }
-    // From acceptance to result: the queue's wait included.
-    observe_request("evaluation", unix_seconds() - j->accepted_at);
-    done_.notify_all();
+    auto t0 = SteadyClock::now();
+    bool retry = false;
+    Json result = run_on_ray(*j, lane, &retry);
+    if (retry) {
+      std::lock_guard<std::mutex> g(mu_);
+      busy_[name] -= 1;
+      work_.notify_all();
+      continue;
+    }
+    finished(*j, result, name, std::chrono::duration<double>(SteadyClock::now() - t0).count());
   }
+}
+
+Json Service::run_on_ray(const Job& job, size_t lane, bool* retry) {
+  std::string error;
+  std::optional<Json> request = inline_request(env_, job.request, &error);
+  if (!request) return {{"outcome", "error"}, {"reward", nullptr}, {"message", "cannot send the request to a Ray worker: " + error}};
+  RayAnswer a = ray_->evaluate(lane, *request, "job-" + std::to_string(job.id) + "-" + std::to_string(job.attempts));
+  if (a.kind == RayAnswer::Kind::kDone) {
+    const Json& r = a.result;
+    Json evaluation = r.value("evaluation", Json());
+    return {{"outcome", r.value("outcome", Json())},
+            {"reward", r.value("reward", Json())},
+            {"message", r.value("message", Json(""))},
+            {"evaluation", evaluation},
+            {"worker", ray_->lane(lane)}};
+  }
+  if (a.kind == RayAnswer::Kind::kLost) {
+    std::fprintf(stderr, "anvil serve: evaluation %lld: %s\n", static_cast<long long>(job.id), a.error.c_str());
+    if (job.attempts < opts_.max_attempts) {
+      store_->requeue(job.id, true);
+      *retry = true;
+      return nullptr;
+    }
+    return {{"outcome", "runtime_error"},
+            {"reward", -1},
+            {"message", "its Ray worker ended under it " + std::to_string(job.attempts) +
+                            " times: it is not run again (last: " + a.error + ")"}};
+  }
+  // The bridge is gone: not the evaluation's doing.
+  store_->requeue(job.id, false);
+  *retry = true;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (ray_down_.empty()) {
+      ray_down_ = a.error;
+      std::fprintf(stderr, "anvil serve: the Ray lanes stopped (restart the server to judge the queue): %s\n",
+                   a.error.c_str());
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace anvil

@@ -31,6 +31,7 @@
 
 #include "anvil/env/eval.h"
 #include "anvil/agent/tools.h"
+#include "anvil/serve/ray_pool.h"
 #include "anvil/serve/requests.h"
 #include "anvil/serve/sessions.h"
 #include "anvil/serve/store.h"
@@ -47,6 +48,9 @@ struct ServeOptions {
                                     // quarter); 0: one. Device cpu: none (the CPU is what is timed)
   RequestLimits limits;             // what one request may carry inline
   SessionOptions sessions;          // ttl, max_sessions, tool limits (dir, finals, defaults, limits: set by start())
+  // Lanes on a Ray cluster's workers instead of this host's devices (ray_pool.h): the queue's
+  // evaluations are judged there; sessions' tool calls stay on this host's devices.
+  std::optional<RayOptions> ray;
 };
 
 
@@ -71,6 +75,7 @@ class Service {
   ServeReply get(const std::string& id, std::chrono::milliseconds wait);
   ServeReply health();
   Sessions& sessions() { return *sessions_; }
+  size_t lanes() const { return lane_names().size(); }
   std::string metrics();  // Prometheus text format
   // The HTTP layer's latency of each call kind (submit, batch, get, health, metrics, error).
   void observe_request(const std::string& kind, double seconds);
@@ -80,6 +85,10 @@ class Service {
   ServeReply accept(const std::vector<std::pair<std::string, nlohmann::json>>& requests,
                     std::vector<Store::Accepted>* out);
   void lane();
+  void ray_lane(size_t lane);
+  nlohmann::json run_on_ray(const Job& job, size_t lane, bool* retry);
+  void finished(const Job& job, const nlohmann::json& result, const std::string& lane, double seconds);
+  std::vector<std::string> lane_names() const;
   void reaper();
   void builder();
   nlohmann::json run(const Job& job, int gpu);
@@ -91,6 +100,8 @@ class Service {
   Environment env_;
   ServeOptions opts_;
   std::unique_ptr<Store> store_;
+  std::unique_ptr<RayPool> ray_;         // --ray: the cluster's workers, a lane each
+  std::string ray_down_;                 // why the Ray lanes stopped ("" while they judge)
   std::unique_ptr<Slots> gpu_slots_;    // a GPU (the CPU: one slot) to evaluate on: lanes, then sessions' tools first
   std::unique_ptr<Slots> build_slots_;  // sessions' compile calls
   std::unique_ptr<Sessions> sessions_;
@@ -102,7 +113,7 @@ class Service {
   std::deque<int64_t> to_build_;
   // Metrics (under mu_).
   std::map<std::string, int64_t> outcomes_;
-  std::map<int, int> busy_;                      // gpu -> evaluations under way
+  std::map<std::string, int> busy_;              // lane name -> evaluations under way
   std::deque<std::chrono::steady_clock::time_point> finished_;  // the last minute's
   int64_t build_units_ = 0, build_compiled_ = 0;
   double eval_seconds_sum_ = 0;

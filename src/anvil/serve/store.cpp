@@ -243,6 +243,13 @@ int Store::release_running() {
   return sqlite3_changes(db_);
 }
 
+void Store::requeue(int64_t id, bool count) {
+  std::lock_guard<std::mutex> g(mu_);
+  Stmt u(db_, count ? "UPDATE jobs SET state = 0 WHERE id = ? AND state = 1"
+                    : "UPDATE jobs SET state = 0, attempts = max(attempts - 1, 0) WHERE id = ? AND state = 1");
+  u.bind(1, id).row();
+}
+
 std::optional<Job> Store::get(int64_t id) {
   std::lock_guard<std::mutex> g(mu_);
   Stmt q(db_, (std::string("SELECT ") + kColumns + " FROM jobs WHERE id = ?").c_str());

@@ -74,6 +74,8 @@ class Store {
   std::optional<JobState> state_of(int64_t id);  // without reading its request or result
   // The jobs running now, queued again with the claim taken back: the server is stopped on purpose.
   int release_running();
+  // One running job back in the queue: its claim counted as an attempt (`count`), or given back.
+  void requeue(int64_t id, bool count);
 
   struct Recovered {
     int requeued = 0;  // were running, run again
