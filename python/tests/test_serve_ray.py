@@ -3,7 +3,8 @@
 The cluster is Ray's own, two nodes on this machine (ray.cluster_utils.Cluster: a head and a
 second raylet, each a real node with its own worker processes); each worker actor runs a
 node-local `anvil serve` judging CPU variants. What is checked: every evaluation answered once,
-with its worker named and both workers used; a worker whose server is killed under an evaluation
+with its worker named and both workers used; a session's verify and final evaluation judged by a
+worker; a worker whose server is killed under an evaluation
 has it run again (its attempt counted); a server killed with -9 leaves no worker behind; an address
 with no cluster is one clear line.
 """
@@ -126,6 +127,29 @@ def test_a_worker_killed_under_an_evaluation_has_it_run_again(server, small_task
 
     r = asyncio.run(go())
     assert r["outcome"] == "ok" and r["attempts"] == 2, json.dumps(r)[:2000]
+
+
+def test_a_sessions_verify_and_its_final_evaluation_are_judged_on_the_cluster(server, small_task):
+    url, _ = server
+    cand = os.path.join(ROOT, "examples", "candidates", "01_elementwise_chain", "cpu")
+    files = {os.path.relpath(os.path.join(d, f), cand): open(os.path.join(d, f)).read()
+             for d, _, fs in os.walk(cand) for f in fs}
+
+    async def go():
+        async with Client(url) as c:
+            nodes = {w["node_id"] for w in (await c.health())["ray"]["workers"]}
+            s = await c.create_session({"path": small_task}, {"seed": 5})
+            calls = [{"name": "write_file", "arguments": json.dumps({"path": p, "content": t})} for p, t in files.items()]
+            results = await c.call_tools(s["id"], calls + [{"name": "compile", "arguments": {}},
+                                                           {"name": "verify", "arguments": {}}])
+            final = await c.finalize(s["id"], limit=900)
+            await c.end_session(s["id"])
+            return nodes, results[-1], final
+
+    nodes, verify, final = asyncio.run(go())
+    assert not verify["error"] and verify["content"].startswith("CORRECT"), verify
+    assert verify["detail"]["worker"]["node_id"] in nodes, verify["detail"]
+    assert final["outcome"] == "ok" and final["worker"]["node_id"] in nodes, json.dumps(final)[:2000]
 
 
 def test_a_server_killed_leaves_no_worker_behind(server):

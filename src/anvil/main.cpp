@@ -325,7 +325,7 @@ void add_serve(CLI::App& app, int& status) {
   serve_cmd->add_option("--builders", sv.builders, "on a GPU: candidate builds at once ahead of their evaluation, each on a quarter of the cores (default 1); none on the CPU");
   serve_cmd->add_option("--ray", sv.ray.address,
                         "judge on a Ray cluster's workers (ADDRESS: host:port, auto, ray://...): one per GPU it offers, "
-                        "or --ray-workers on its CPUs; sessions' tools stay on this host (docs/service.md)");
+                        "or --ray-workers on its CPUs; sessions' verify and profile too (docs/service.md)");
   serve_cmd->add_option("--ray-workers", sv.ray.workers,
                         "with --ray: workers to place (default: every GPU of the cluster; on the CPU one per node)")
       ->check(CLI::Range(1, 4096));

@@ -461,15 +461,20 @@ ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
   o.task = opts_.task;
   o.candidate = opts_.workdir.string();
   o.measure_time = timed;
-  int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
-  Slots::Hold hold{opts_.gpus, gpu};
-  if (gpu >= 0) o.gpu = gpu;
   // The evaluation's own timeouts and the build's units stop at the episode's wall clock.
   bool cut = false;
   o.timeout = std::chrono::duration_cast<std::chrono::seconds>(capped(o.timeout, &cut));
   if (o.timeout.count() < 1) o.timeout = std::chrono::seconds(1);
   o.build.deadline = opts_.deadline;
-  EvalResult r = evaluate(env_, o);
+  EvalResult r;
+  if (opts_.remote) {
+    r = opts_.remote(o);
+  } else {
+    int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
+    Slots::Hold hold{opts_.gpus, gpu};
+    if (gpu >= 0) o.gpu = gpu;
+    r = evaluate(env_, o);
+  }
   if (!r.evaluated) {
     out.error = true;
     out.error_kind = "tool_error";
@@ -481,6 +486,7 @@ ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
   if (r.json.contains("timing") && r.json["timing"].is_object()) {
     for (const char* k : {"candidate_ms", "eager_ms", "compile_ms"}) out.detail[k] = r.json["timing"].value(k, Json());
   }
+  if (r.json.contains("worker")) out.detail["worker"] = r.json["worker"];  // judged on a Ray worker
   return out;
 }
 

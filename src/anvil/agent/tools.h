@@ -77,6 +77,9 @@ struct ToolOptions {
   size_t max_output = 12000;           // characters of one tool answer (cut head and tail)
   bool ncu = true;                     // offer ncu_profile when possible
   Slots* gpus = nullptr;               // evaluations take one (its id is the GPU index); null: no queue
+  // verify and profile judged elsewhere (`anvil serve --ray`: on a cluster's worker) instead of by
+  // evaluate() on `gpus`; given the options evaluate() would get.
+  std::function<EvalResult(const EvalOptions&)> remote;
   Slots* builds = nullptr;             // compile takes one; null: no queue
   int gpu_priority = 0;                // of this box's evaluations among the gpus' other users
   bool bash_gpu = true;                // the shell sees the GPUs (unscheduled: beside whatever `gpus` schedules)

@@ -119,6 +119,16 @@ Json RayPool::lane(size_t i) const {
   return lanes_.at(i);
 }
 
+size_t RayPool::least_busy() const {
+  std::lock_guard<std::mutex> g(mu_);
+  size_t best = 0;
+  for (size_t i = 1; i < count_; ++i) {
+    auto busy = [&](size_t l) { return in_flight_.count(l) ? in_flight_.at(l) : 0; };
+    if (busy(i) < busy(best)) best = i;
+  }
+  return best;
+}
+
 RayAnswer RayPool::evaluate(size_t lane, const Json& request, const std::string& key) {
   int64_t call = 0;
   {
@@ -126,7 +136,16 @@ RayAnswer RayPool::evaluate(size_t lane, const Json& request, const std::string&
     if (gone_) return {RayAnswer::Kind::kNoPool, nullptr, gone_why_};
     call = next_call_++;
     waiting_[call] = std::nullopt;
+    in_flight_[lane] += 1;
   }
+  struct Done {
+    RayPool* p;
+    size_t lane;
+    ~Done() {
+      std::lock_guard<std::mutex> g(p->mu_);
+      p->in_flight_[lane] -= 1;
+    }
+  } done{this, lane};
   if (!child_->write_line(Json{{"call", call}, {"lane", lane}, {"request", request}, {"key", key}}.dump())) {
     std::lock_guard<std::mutex> g(mu_);
     waiting_.erase(call);

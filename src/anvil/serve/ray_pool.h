@@ -59,6 +59,8 @@ class RayPool {
   // One evaluation on worker `lane`, blocking until it answers. `request` is an
   // anvil.serve-request/1 body with its files inline; `key` its idempotency key on the worker.
   RayAnswer evaluate(size_t lane, const nlohmann::json& request, const std::string& key);
+  // The lane with the fewest evaluations under way (sessions' tool calls go there).
+  size_t least_busy() const;
 
  private:
   RayPool() = default;
@@ -73,6 +75,7 @@ class RayPool {
   std::condition_variable answered_;
   int64_t next_call_ = 0;
   std::map<int64_t, std::optional<RayAnswer>> waiting_;
+  std::map<size_t, int> in_flight_;  // lane -> calls under way
   bool gone_ = false;
   std::string gone_why_;
 };

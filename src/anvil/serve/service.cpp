@@ -63,7 +63,12 @@ bool Service::start(std::string* error) {
   std::vector<int> build_ids;
   for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency() / 4); ++i) build_ids.push_back(static_cast<int>(i));
   build_slots_ = std::make_unique<Slots>(build_ids);
+  if (opts_.ray) {
+    ray_ = RayPool::start(env_, *opts_.ray, error);
+    if (!ray_) return false;
+  }
   SessionOptions so = opts_.sessions;
+  if (ray_) so.remote = [this](const Json& request) { return tool_on_ray(request); };
   so.dir = opts_.state_dir / "sessions";
   so.finals = opts_.state_dir / "finals";
   so.defaults = opts_.defaults;
@@ -80,10 +85,8 @@ bool Service::start(std::string* error) {
       [this](const Json& body, const std::string& key) { return submit(body, key); },
       [this](const Json& request, const std::string& key, const Json& result) { return record_done(request, key, result); },
       [this](const std::string& kind, double seconds) { observe_request(kind, seconds); });
-  if (opts_.ray) {
+  if (ray_) {
     // The workers build and judge on their nodes: no lane or builder of this host's.
-    ray_ = RayPool::start(env_, *opts_.ray, error);
-    if (!ray_) return false;
     for (size_t i = 0; i < ray_->lanes(); ++i) threads_.emplace_back([this, i] { ray_lane(i); });
   } else {
     for (size_t i = 0; i < gpu_slots_->size(); ++i) threads_.emplace_back([this] { lane(); });
@@ -600,6 +603,29 @@ void Service::ray_lane(size_t lane) {
     }
     finished(*j, result, name, std::chrono::duration<double>(SteadyClock::now() - t0).count());
   }
+}
+
+// A session's verify or profile on the least busy worker: its answer as evaluate()'s; a worker
+// that died under it, or a bridge that is gone, is the tool's error (the agent may call it again).
+EvalResult Service::tool_on_ray(const Json& request) {
+  EvalResult r;
+  std::optional<Json> inlined = inline_request(env_, request, &r.error);
+  if (!inlined) return r;
+  static std::atomic<int64_t> calls{0};
+  size_t lane = ray_->least_busy();
+  RayAnswer a = ray_->evaluate(lane, *inlined, "tool-" + std::to_string(unix_seconds()) + "-" + std::to_string(calls++));
+  if (a.kind != RayAnswer::Kind::kDone) {
+    r.error = "its Ray worker did not answer: " + a.error;
+    return r;
+  }
+  if (!a.result.contains("evaluation") || !a.result["evaluation"].is_object()) {
+    r.error = a.result.value("message", std::string("the worker could not evaluate it"));
+    return r;
+  }
+  r.json = a.result["evaluation"];
+  r.json["worker"] = ray_->lane(lane);
+  r.evaluated = true;
+  return r;
 }
 
 Json Service::run_on_ray(const Job& job, size_t lane, bool* retry) {

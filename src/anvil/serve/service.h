@@ -49,7 +49,7 @@ struct ServeOptions {
   RequestLimits limits;             // what one request may carry inline
   SessionOptions sessions;          // ttl, max_sessions, tool limits (dir, finals, defaults, limits: set by start())
   // Lanes on a Ray cluster's workers instead of this host's devices (ray_pool.h): the queue's
-  // evaluations are judged there; sessions' tool calls stay on this host's devices.
+  // evaluations, and sessions' verify and profile, are judged there.
   std::optional<RayOptions> ray;
 };
 
@@ -87,6 +87,7 @@ class Service {
   void lane();
   void ray_lane(size_t lane);
   nlohmann::json run_on_ray(const Job& job, size_t lane, bool* retry);
+  EvalResult tool_on_ray(const nlohmann::json& request);
   void finished(const Job& job, const nlohmann::json& result, const std::string& lane, double seconds);
   std::vector<std::string> lane_names() const;
   void reaper();

@@ -122,6 +122,15 @@ std::unique_ptr<ToolBox> Sessions::tool_box(const Json& meta) const {
   t.builds = builds_;
   t.gpu_priority = 1;
   t.bash_gpu = opts_.bash_gpu;
+  if (opts_.remote) {
+    // The request the tool's options come from (with_options above), judged by the worker with
+    // the same defaults: the session's options and whether it is timed.
+    t.remote = [remote = opts_.remote, options = meta["options"]](const EvalOptions& o) {
+      Json request = {{"task", {{"path", o.task}}}, {"candidate", {{"path", o.candidate}}}, {"options", options}};
+      request["options"]["measure_time"] = o.measure_time;
+      return remote(request);
+    };
+  }
   // The wall clock counts from the session's creation, across restarts.
   double left = meta["created_at"].get<double>() + meta["wall_clock_s"].get<double>() - unix_seconds();
   t.deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(left));

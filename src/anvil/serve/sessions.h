@@ -52,6 +52,9 @@ struct SessionOptions {
   size_t max_calls = 32;                    // tool calls in one request
   bool bash_gpu = false;                    // the shell sees the GPUs (unscheduled: it could disturb others' timing)
   std::filesystem::path skill;              // the system prompt; empty: share/agent/SKILL.md
+  // verify and profile sent as evaluation requests (anvil.serve-request/1, paths on this host)
+  // to be judged elsewhere (`anvil serve --ray`); null: evaluate() on the gpus' slots.
+  std::function<EvalResult(const nlohmann::json& request)> remote;
 };
 
 // Submits an evaluation request (its body, and an idempotency key) as POST /v1/evaluations does.
