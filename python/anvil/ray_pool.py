@@ -38,30 +38,46 @@ PLACE_TIMEOUT_S = 120  # the workers placed and their servers up, or an error th
 class Worker:
     """One lane: a node-local `anvil serve` (a GPU of its own, or the CPU) run by this actor."""
 
-    def __init__(self, anvil, device, serve_args):
-        import tempfile
+    def __init__(self, anvil, device, serve_args, name):
+        import shutil
 
-        self.dir = tempfile.mkdtemp(prefix="anvil-ray-worker-")
+        # One folder per lane of this bridge, emptied when the lane's actor starts again.
+        self.dir = os.path.join(os.environ.get("TMPDIR") or "/tmp", "anvil-ray-worker-%s" % name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir, mode=0o700)
+        gpus = []
+        if device == "cuda":
+            import ray
+
+            ids = [str(g) for g in ray.get_gpu_ids()]
+            if len(ids) != 1 or not ids[0].isdigit():
+                raise RuntimeError("the worker was given GPU ids %r: one index was expected" % (ids,))
+            # The server sees the node's GPUs and gives its runner the one Ray gave this actor
+            # (CUDA_VISIBLE_DEVICES=that index, in the same order Ray counted them).
+            gpus = ["--gpus", ids[0]]
         self.argv = [anvil, "serve", "--host", "127.0.0.1", "--port", "0", "--state", os.path.join(self.dir, "state"),
-                     "--max-body-mb", "1024", "--device", device] + (["--gpus", "0"] if device == "cuda" else []) + \
-            list(serve_args)
+                     "--max-body-mb", "1024", "--device", device] + gpus + list(serve_args)
         self._start()
 
     def _start(self):
+        import ctypes
         import secrets
         import subprocess
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before the fork, not in the child
 
         # A token of its own: nothing else on the node (another user, a candidate's process that
         # reaches the loopback) may submit to it.
         self.token = secrets.token_hex(16)
-
+        env = dict(os.environ, ANVIL_SERVE_TOKEN=self.token)
+        env.pop("CUDA_VISIBLE_DEVICES", None)
         log = open(os.path.join(self.dir, "serve.log"), "ab")
         # Its own session (a signal to the actor's group does not reach it) and killed with this
         # actor's process whatever ends it (Ray kills actors with SIGKILL): an evaluation's
         # processes end with their server (docs/service.md).
+        parent = os.getpid()
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                     start_new_session=True, preexec_fn=_die_with_parent,
-                                     env=dict(os.environ, ANVIL_SERVE_TOKEN=self.token))
+                                     start_new_session=True, preexec_fn=lambda: _die_with(prctl, parent), env=env)
         log.close()
         first = self.proc.stdout.readline().decode(errors="replace")
         marker = "http://127.0.0.1:"
@@ -70,6 +86,14 @@ class Worker:
             raise RuntimeError("the worker's anvil serve did not start (exit %s): %s" % (
                 self.proc.returncode, _tail(os.path.join(self.dir, "serve.log"))))
         self.port = int(first.split(marker, 1)[1].split()[0].rstrip("/"))
+
+    def close(self):
+        """Its server ended and its folder removed (a bridge that ends on purpose)."""
+        import shutil
+
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def info(self):
         import ray
@@ -114,12 +138,12 @@ class Worker:
             conn.close()
 
 
-def _die_with_parent():
-    import ctypes
-    import signal
-
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def _die_with(prctl, parent):
+    """In the server's child before exec (a child of a threaded process: nothing is loaded here)."""
+    PR_SET_PDEATHSIG, SIGKILL = 1, 9
+    prctl(PR_SET_PDEATHSIG, SIGKILL)
+    if os.getppid() != parent:  # the actor died before the death signal was set
+        os._exit(1)
 
 
 def _tail(path, n=800):
@@ -169,8 +193,14 @@ def place(ray, a):
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     remote = ray.remote(max_restarts=-1, max_task_retries=0, **options)(Worker)
-    actors = [remote.options(scheduling_strategy="SPREAD").remote(a.anvil, a.device, a.serve_args)
-              for _ in range(count)]
+    session = "%d-%s" % (os.getpid(), os.urandom(4).hex())
+
+    def make(lane):  # the lane's actor (again, when the one before died for good)
+        return remote.options(scheduling_strategy="SPREAD").remote(a.anvil, a.device, a.serve_args,
+                                                                    "%s-%d" % (session, lane))
+
+    a.make_actor = make
+    actors = [make(i) for i in range(count)]
     refs = [actor.info.remote() for actor in actors]
     ready, pending = ray.wait(refs, num_returns=len(refs), timeout=PLACE_TIMEOUT_S)
     if pending:
@@ -186,8 +216,9 @@ def _resources_text(resources):
     return ", ".join("%s %g" % (k, v) for k, v in sorted(resources.items()) if k in ("CPU", "GPU", "memory")) or "none"
 
 
-def serve(ray, a, bridge, actors):
+def serve(ray, a, bridge, actors, lanes):
     pending = {}  # ObjectRef -> (call, lane)
+    pids = [info["pid"] for info in lanes]  # each lane's actor process now: a restarted one has another
     up = [True] * len(actors)  # a lane whose actor is being started again holds its calls
     held = {}  # lane -> calls waiting for it
     mu = threading.Lock()
@@ -199,14 +230,32 @@ def serve(ray, a, bridge, actors):
         wake.set()
 
     def revive(lane):
-        """The lane's actor started again (Ray restarts it), answering, before its next call."""
-        ray.kill(actors[lane], no_restart=False)
+        """The lane's actor started again (Ray restarts it; one that cannot be is made anew),
+        answering, before its next call. Its held calls wait (the server's deadline for each call
+        ends a wait that lasts)."""
+        try:
+            ray.kill(actors[lane], no_restart=False)
+        except Exception:  # noqa: BLE001 - dead for good: made anew below
+            pass
+        tries = 0
         while True:
             try:
                 info = ray.get(actors[lane].info.remote(), timeout=PLACE_TIMEOUT_S)
-                break
-            except Exception:  # noqa: BLE001 - still restarting
-                time.sleep(0.5)
+                if info["pid"] != pids[lane]:  # not the old process, before the kill reached it
+                    break
+                e = "the old actor still answers"
+            except Exception as err:  # noqa: BLE001 - still restarting, or dead for good
+                e = _first_line(err)
+            tries += 1
+            print("anvil.ray_pool: worker %d not back yet (%s)" % (lane, e), file=sys.stderr)
+            if tries % 3 == 0:  # made anew
+                try:
+                    ray.kill(actors[lane], no_restart=True)
+                except Exception:  # noqa: BLE001
+                    pass
+                actors[lane] = a.make_actor(lane)
+            time.sleep(min(30, 0.2 * 2 ** tries))
+        pids[lane] = info["pid"]
         bridge.say({"lane_info": dict(info, lane=lane)})
         with mu:
             up[lane] = True
@@ -230,9 +279,9 @@ def serve(ray, a, bridge, actors):
                 try:
                     bridge.say({"call": call, "result": ray.get(ref)})
                 except Exception as e:  # noqa: BLE001 - the actor died, or its server ended: the lane goes on
-                    bridge.say({"call": call, "error": "worker %d: %s" % (lane, _first_line(e)), "lost": True})
-                    with mu:
+                    with mu:  # down before the loss is said: the lane's next call waits for the fresh actor
                         was_up, up[lane] = up[lane], False
+                    bridge.say({"call": call, "error": "worker %d: %s" % (lane, _first_line(e)), "lost": True})
                     if was_up:  # a fresh actor and server for the lane's next evaluation
                         threading.Thread(target=revive, args=(lane,), daemon=True).start()
 
@@ -285,8 +334,11 @@ def main(argv=None):
     ap.add_argument("--serve-args", default="[]", help="JSON list: the server's evaluation options, for each worker")
     a = ap.parse_args(argv)
     a.serve_args = json.loads(a.serve_args)
-    out = sys.stdout
-    sys.stdout = sys.stderr  # Ray's own prints must not reach the protocol
+    # The protocol on a descriptor of its own; fd 1 (and sys.stdout) go to stderr, so that nothing
+    # Ray or a library prints, in Python or natively, reaches the protocol.
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     bridge = Bridge(out)
     try:
         import ray
@@ -311,8 +363,12 @@ def main(argv=None):
         return 2
     bridge.say({"ready": lanes, "ray": ray.__version__, "protocol": PROTOCOL})
     try:
-        serve(ray, a, bridge, actors)
+        serve(ray, a, bridge, actors, lanes)
     finally:
+        try:  # each worker's server ended and its folder removed, then the actors
+            ray.get([actor.close.remote() for actor in actors], timeout=30)
+        except Exception:  # noqa: BLE001 - a worker already gone: killed below all the same
+            pass
         for actor in actors:
             ray.kill(actor, no_restart=True)
     return 0

@@ -865,7 +865,7 @@ int cmd_serve(const ServeArgs& a) {
   ServeOptions so;
   so.defaults = a.opts;
   std::string& device = so.defaults.device;
-  if (device.empty()) device = env.gpus.empty() ? "cpu" : "cuda";
+  if (device.empty()) device = env.gpus.empty() && a.ray.address.empty() ? "cpu" : "cuda";  // --ray: the cluster's GPUs
   if (device != "cpu" && device != "cuda") {
     std::fprintf(stderr, "anvil serve: unknown device '%s' (use cuda or cpu)\n", device.c_str());
     return 2;
@@ -902,9 +902,20 @@ int cmd_serve(const ServeArgs& a) {
     so.ray = a.ray;
     so.ray->device = device;
     so.ray->log = so.state_dir / "ray" / "bridge.log";
+    // An evaluation's limit, the one ahead of it on the worker (a session's tool call), a build and
+    // the worker's restart.
+    so.ray->call_timeout = 2 * so.defaults.timeout + std::chrono::seconds(600);
+    // A worker takes what an evaluation here would copy (the candidate's limits), and keeps a done
+    // evaluation's row an hour (this server keeps the result).
+    std::vector<std::string> worker = {"--max-files", std::to_string(kMaxCandidateFiles), "--max-file-mb",
+                                       std::to_string(kMaxCandidateFileBytes >> 20), "--keep-results-hours", "1"};
+    so.ray->serve_args.insert(so.ray->serve_args.end(), worker.begin(), worker.end());
   }
   so.max_queue = a.max_queue;
   so.builders = a.builders;
+  so.keep_results = std::chrono::hours(a.keep_results_h);
+  so.limits.max_files = a.max_files;
+  so.limits.max_file_bytes = a.max_file_mb << 20;
   so.sessions.ttl = std::chrono::seconds(a.session_ttl_s);
   so.sessions.max_ttl = std::max(so.sessions.max_ttl, so.sessions.ttl);
   so.sessions.max_sessions = a.max_sessions;

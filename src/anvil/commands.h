@@ -94,6 +94,9 @@ struct ServeArgs {
   int session_ttl_s = 3600;                      // a session's time to live after its last use (a client may ask for another)
   size_t max_sessions = 1024;                    // sessions open at once (429 beyond)
   bool bash_gpu = false;                         // sessions' shells see the GPUs
+  int keep_results_h = 168;                      // a done evaluation's row, hours
+  size_t max_files = 256;                        // files of one inline candidate
+  size_t max_file_mb = 4;                        // one inline file, MiB
   RayOptions ray;                                // --ray: lanes on a Ray cluster (address empty: none)
   EvalOptions opts;                              // every evaluation's settings (a request sets a few)
 };

@@ -322,6 +322,14 @@ void add_serve(CLI::App& app, int& status) {
                       "sessions' bash sees the GPUs (its GPU work is not scheduled: it can disturb other sessions' timing)");
   serve_cmd->add_option("--max-sessions", sv.max_sessions, "sessions open at once; beyond, 429 (default 1024)")
       ->check(CLI::Range(1, 1000000));
+  serve_cmd->add_option("--max-files", sv.max_files, "files of one inline candidate at most (default 256)")
+      ->check(CLI::Range(1, 100000));
+  serve_cmd->add_option("--max-file-mb", sv.max_file_mb, "one inline file at most, MiB (default 4)")
+      ->check(CLI::Range(1, 4096));
+  serve_cmd->add_option("--keep-results-hours", sv.keep_results_h,
+                        "hours a done evaluation's result (and its idempotency key) is kept (default 168); its files "
+                        "go when it is done")
+      ->check(CLI::Range(1, 24 * 3650));
   serve_cmd->add_option("--builders", sv.builders, "on a GPU: candidate builds at once ahead of their evaluation, each on a quarter of the cores (default 1); none on the CPU");
   serve_cmd->add_option("--ray", sv.ray.address,
                         "judge on a Ray cluster's workers (ADDRESS: host:port, auto, ray://...): one per GPU it offers, "

@@ -5,6 +5,7 @@
 #include "anvil/env/task.h"
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -45,6 +46,7 @@ std::unique_ptr<RayPool> RayPool::start(const Environment& env, const RayOptions
       "--anvil", anvil.string(), "--serve-args", Json(opts.serve_args).dump()};
   std::unique_ptr<RayPool> pool(new RayPool());
   pool->log_ = opts.log;
+  pool->call_timeout_ = opts.call_timeout;
   fs::create_directories(opts.log.parent_path(), ec);
   pool->child_ = LineChild::start(argv, {{"ANVIL_PYDIR", (env.home / "python").string()}, {"PYTHONUNBUFFERED", "1"}},
                                   opts.log, err);
@@ -152,14 +154,24 @@ RayAnswer RayPool::evaluate(size_t lane, const Json& request, const std::string&
     return {RayAnswer::Kind::kNoPool, nullptr, "the Ray bridge no longer reads its calls"};
   }
   std::unique_lock<std::mutex> g(mu_);
-  answered_.wait(g, [&] { return gone_ || waiting_[call].has_value(); });
+  auto answered = [&] { return gone_ || waiting_[call].has_value(); };
+  if (call_timeout_.count() > 0) {
+    if (!answered_.wait_for(g, call_timeout_, answered)) {
+      waiting_.erase(call);  // a late answer is dropped
+      return {RayAnswer::Kind::kLost, nullptr,
+              "worker " + std::to_string(lane) + " did not answer within " + std::to_string(call_timeout_.count()) + " s"};
+    }
+  } else {
+    answered_.wait(g, answered);
+  }
   std::optional<RayAnswer> a = std::move(waiting_[call]);
   waiting_.erase(call);
   if (!a) return {RayAnswer::Kind::kNoPool, nullptr, gone_why_};
   return *a;
 }
 
-std::optional<Json> inline_request(const Environment& env, const Json& request, std::string* err) {
+std::optional<Json> inline_request(const Environment& env, const Json& request, std::string* err, bool* refused) {
+  *refused = false;
   Json out = request;
   const Json& task = request["task"];
   if (task.contains("path")) {
@@ -171,44 +183,60 @@ std::optional<Json> inline_request(const Environment& env, const Json& request, 
     out["task"] = {{"source", t->code}, {"name", name}};
   }
   const Json& cand = request["candidate"];
-  if (cand.contains("path")) {
-    fs::path path = cand["path"].get<std::string>();
-    std::error_code ec;
-    if (fs::is_regular_file(path, ec)) {
-      std::optional<std::string> text = read_file(path);
-      if (!text) {
-        *err = "cannot read the candidate " + path.string();
-        return std::nullopt;
-      }
-      if (!utf8(*text)) {
-        *err = "the candidate " + path.string() + " is not UTF-8 text: it cannot be sent to a Ray worker";
-        return std::nullopt;
-      }
-      out["candidate"] = {{"source", *text}};
-    } else {
-      // The files an evaluation would copy (copy_candidate_files' rules, one home), read as text.
-      fs::path tmp = make_temp_dir(fs::temp_directory_path(), "anvil-inline");
-      bool ok = copy_candidate_files(path, tmp / "c", err);
-      Json files = Json::object();
-      if (ok) {
-        for (auto it = fs::recursive_directory_iterator(tmp / "c", ec); ok && it != fs::recursive_directory_iterator();
-             it.increment(ec)) {
-          if (!it->is_regular_file(ec)) continue;
-          std::string rel = fs::relative(it->path(), tmp / "c", ec).string();
-          std::optional<std::string> text = read_file(it->path());
-          if (!text || !utf8(*text)) {
-            *err = "the candidate's file " + rel + " is not UTF-8 text: it cannot be sent to a Ray worker";
-            ok = false;
-            break;
-          }
-          files[rel] = *text;
-        }
-      }
-      fs::remove_all(tmp, ec);
-      if (!ok) return std::nullopt;
-      out["candidate"] = {{"files", files}};
-    }
+  if (!cand.contains("path")) return out;
+  fs::path path = cand["path"].get<std::string>();
+  // A file's bytes: its text when UTF-8, else base64 (a workdir may hold an executable).
+  auto content = [](const std::string& bytes) { return utf8(bytes) ? Json(bytes) : Json{{"base64", base64_encode(bytes)}}; };
+  std::error_code ec;
+  const bool single = fs::is_regular_file(path, ec);
+  fs::path tmp;
+  try {
+    tmp = make_temp_dir(fs::temp_directory_path(), "anvil-inline");
+  } catch (const std::exception& e) {
+    *err = e.what();
+    return std::nullopt;
   }
+  // The files an evaluation would copy, by its rules and limits (one home): a single file and the
+  // sources beside it, or a workdir's files.
+  bool ok = single ? copy_single_file_candidate(path, tmp / "c", err) : copy_candidate_files(path, tmp / "c", err, refused);
+  Json files = Json::object();
+  for (auto it = fs::recursive_directory_iterator(tmp / "c", ec); ok && !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    std::string rel = fs::relative(it->path(), tmp / "c", ec).string();
+    if (!utf8(rel)) {
+      *refused = true;
+      *err = "a file of the candidate has a name that is not UTF-8: " +
+             Json(rel).dump(-1, ' ', false, Json::error_handler_t::replace);
+      ok = false;
+      break;
+    }
+    std::optional<std::string> bytes = read_file(it->path());
+    if (!bytes) {
+      *err = "cannot read the candidate's file " + rel;
+      ok = false;
+      break;
+    }
+    files[rel] = content(*bytes);
+  }
+  if (ok && ec) {
+    *err = "cannot list the candidate's copy: " + ec.message();
+    ok = false;
+  }
+  fs::remove_all(tmp, ec);
+  if (!ok) return std::nullopt;
+  if (!single) {
+    out["candidate"] = {{"files", files}};
+    return out;
+  }
+  if (!files.contains("model_new.py") || !files["model_new.py"].is_string()) {
+    *refused = true;
+    *err = "the candidate " + path.filename().string() + " is not UTF-8 text (a Python source is)";
+    return std::nullopt;
+  }
+  out["candidate"] = {{"source", files["model_new.py"]}};
+  files.erase("model_new.py");
+  if (!files.empty()) out["candidate"]["beside"] = files;
   return out;
 }
 

@@ -7,6 +7,7 @@
 // worker's answer. Several lanes call at once; the bridge answers in any order, by call number.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
@@ -32,6 +33,9 @@ struct RayOptions {
   std::filesystem::path anvil;          // the anvil program on every node; empty: this one
   std::vector<std::string> serve_args;  // the server's evaluation options, for each worker's server
   std::filesystem::path log;            // the bridge's stderr (and Ray's)
+  // A call not answered in this long is lost (a worker that hangs, a lane whose actor cannot be
+  // started again); 0: no limit. The server sets its evaluation timeout and a margin.
+  std::chrono::seconds call_timeout{0};
 };
 
 // What a worker answered for one evaluation.
@@ -68,6 +72,7 @@ class RayPool {
 
   std::unique_ptr<LineChild> child_;
   std::filesystem::path log_;
+  std::chrono::seconds call_timeout_{0};
   nlohmann::json lanes_ = nlohmann::json::array();
   size_t count_ = 0;  // lanes_.size(), fixed at start
   std::thread reader_;
@@ -81,8 +86,11 @@ class RayPool {
 };
 
 // An evaluation request (as the store keeps it) with its task and candidate inline: a path's file
-// read, a dataset row's source taken, a candidate directory's files (as an evaluation copies them)
-// read as text. nullopt and *err when a file cannot be read or is not text.
-std::optional<nlohmann::json> inline_request(const Environment& env, const nlohmann::json& request, std::string* err);
+// read, a dataset row's source taken, a candidate directory's files (as an evaluation copies them,
+// within its limits) as text, or base64 where they are not UTF-8. nullopt and *err when it cannot
+// be sent; *refused when that is the candidate's doing (too large, a name or a single file that is
+// not UTF-8: judged as a load_error, as evaluate() judges a candidate too large to copy).
+std::optional<nlohmann::json> inline_request(const Environment& env, const nlohmann::json& request, std::string* err,
+                                             bool* refused);
 
 }  // namespace anvil

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "anvil/env/protocol.h"
+#include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -13,7 +14,8 @@ using Json = nlohmann::json;
 namespace {
 
 const std::vector<std::string> kTaskKeys = {"path", "source", "name"};
-const std::vector<std::string> kCandidateKeys = {"path", "source", "files"};
+const std::vector<std::string> kCandidateKeys = {"path", "source", "files", "beside"};
+const std::vector<std::string> kCandidateForms = {"path", "source", "files"};
 const std::vector<std::string> kCompileModes = {"default", "reduce-overhead", "max-autotune",
                                                 "max-autotune-no-cudagraphs", "none"};
 const std::vector<std::string> kOptionKeys = {"protocol", "preset", "trials", "seed", "measure_time", "compile_mode"};
@@ -36,6 +38,11 @@ std::optional<Invalid> text_within(const Json& v, const std::string& field, cons
 }
 
 }  // namespace
+
+std::string file_content(const Json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  return base64_decode(value.at("base64").get_ref<const std::string&>()).value_or("");
+}
 
 ServeReply serve_error(int status, const std::string& field, const std::string& message) {
   return {status, {{"error", {{"field", field}, {"message", message}}}}, {}};
@@ -101,7 +108,10 @@ std::optional<Invalid> validate_candidate(const Json& body, const RequestLimits&
   }
   const Json& c = body["candidate"];
   if (auto bad = only_keys(c, "candidate", kCandidateKeys)) return bad;
-  if (auto bad = one_of(c, "candidate", kCandidateKeys)) return bad;
+  if (auto bad = one_of(c, "candidate", kCandidateForms)) return bad;
+  if (c.contains("beside") && !c.contains("source")) {
+    return Invalid{"candidate.beside", "only with candidate.source (the sources beside a single file)"};
+  }
   if (c.contains("path")) {
     if (!c["path"].is_string() || c["path"].get<std::string>().empty()) {
       return Invalid{"candidate.path", "a non-empty string"};
@@ -116,20 +126,44 @@ std::optional<Invalid> validate_candidate(const Json& body, const RequestLimits&
   if (c.contains("source")) {
     if (auto bad = text_within(c["source"], "candidate.source", "the single file's Python source", limits)) return bad;
     *out = {{"source", c["source"]}};
+    if (c.contains("beside")) {  // what its load() calls may name, copied beside it as a file's neighbours are
+      if (auto bad = validate_files(c["beside"], "candidate.beside", limits)) return bad;
+      for (const auto& [name, _] : c["beside"].items()) {
+        if (name == "model_new.py" || starts_with(name, "task/")) {
+          return Invalid{"candidate.beside[\"" + name + "\"]", "a name of the single file's own (model_new.py, task/)"};
+        }
+      }
+      (*out)["beside"] = c["beside"];
+    }
     return std::nullopt;
   }
   const Json& files = c["files"];
-  if (!files.is_object() || files.empty()) return Invalid{"candidate.files", "an object of relative path -> text"};
-  if (files.size() > limits.max_files) {
-    return Invalid{"candidate.files", "more than " + std::to_string(limits.max_files) + " files"};
-  }
-  for (const auto& [name, text] : files.items()) {
-    std::string field = "candidate.files[\"" + name + "\"]";
-    if (!inside(name)) return Invalid{field, "a relative path inside the candidate's directory"};
-    if (auto bad = text_within(text, field, "the file's text", limits)) return bad;
-  }
+  if (auto bad = validate_files(files, "candidate.files", limits)) return bad;
   if (!files.contains("model_new.py")) return Invalid{"candidate.files", "no model_new.py"};
   *out = {{"files", files}};
+  return std::nullopt;
+}
+
+std::optional<Invalid> validate_files(const Json& files, const std::string& where, const RequestLimits& limits) {
+  if (!files.is_object() || files.empty()) return Invalid{where, "an object of relative path -> text"};
+  if (files.size() > limits.max_files) {
+    return Invalid{where, "more than " + std::to_string(limits.max_files) + " files"};
+  }
+  for (const auto& [name, text] : files.items()) {
+    std::string field = where + "[\"" + name + "\"]";
+    if (!inside(name)) return Invalid{field, "a relative path inside the candidate's directory"};
+    if (text.is_object()) {  // bytes that are not UTF-8 text
+      if (auto bad = only_keys(text, field, {"base64"})) return bad;
+      if (!text.contains("base64") || !text["base64"].is_string()) return Invalid{field + ".base64", "a string"};
+      const std::string& b64 = text["base64"].get_ref<const std::string&>();
+      if (b64.size() / 4 * 3 > limits.max_file_bytes + 2) {
+        return Invalid{field, "larger than " + std::to_string(limits.max_file_bytes) + " bytes"};
+      }
+      if (!base64_decode(b64)) return Invalid{field + ".base64", "not base64 (RFC 4648, padded)"};
+      continue;
+    }
+    if (auto bad = text_within(text, field, "the file's text, or {\"base64\": ...}", limits)) return bad;
+  }
   return std::nullopt;
 }
 

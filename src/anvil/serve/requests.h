@@ -43,8 +43,14 @@ std::optional<Invalid> only_keys(const nlohmann::json& obj, const std::string& w
 
 // body["task"]: {path} (FILE or DATASET#ROW on the server, made absolute) or {source, name}.
 std::optional<Invalid> validate_task(const nlohmann::json& body, const RequestLimits& limits, nlohmann::json* out);
-// body["candidate"]: {path}, {source} (a KernelBench single file) or {files} (relative path -> text).
+// body["candidate"]: {path}, {source, beside?} (a KernelBench single file, and the C/C++/CUDA sources
+// beside it its load() calls name) or {files} (relative path -> text, or {"base64": ...} for a file
+// that is not UTF-8 text).
 std::optional<Invalid> validate_candidate(const nlohmann::json& body, const RequestLimits& limits, nlohmann::json* out);
+// An object of relative path -> text or {"base64": ...} (candidate.files, candidate.beside), within limits.
+std::optional<Invalid> validate_files(const nlohmann::json& files, const std::string& where, const RequestLimits& limits);
+// The bytes of one of a validated candidate.files' values: its text, or its {"base64": ...} decoded.
+std::string file_content(const nlohmann::json& value);
 // body["options"] (absent: {}): protocol, preset, trials, seed, measure_time, compile_mode.
 std::optional<Invalid> validate_options(const nlohmann::json& body, nlohmann::json* out);
 // `o` with a request's validated options applied.

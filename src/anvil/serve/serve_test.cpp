@@ -15,7 +15,9 @@
 #include "anvil/agent/http.h"
 #include "anvil/agent/tools.h"
 #include "anvil/env/test_env.h"
+#include "anvil/env/workdir.h"
 #include "anvil/serve/ray_pool.h"
+#include "anvil/serve/requests.h"
 #include "anvil/serve/store.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
@@ -127,35 +129,79 @@ TEST(ServeStore, ARequeueCountsTheAttemptOrGivesItBack) {
   EXPECT_EQ(s->get(id)->state, JobState::kDone);
 }
 
-// What a Ray worker is sent: the files as an evaluation would copy them, as text; a file that is
-// not text is refused with its name.
-TEST(RayPool, ARequestsPathsAreSentAsTheirText) {
+TEST(ServeStore, DoneJobsAreForgottenAfterTheirTime) {
+  std::string err;
+  auto s = Store::open(fresh_dir("store-forget") / "store.db", &err);
+  ASSERT_TRUE(s) << err;
+  int64_t done = s->accept("k1", {{"n", 1}}, 10).id;
+  int64_t queued = s->accept("k2", {{"n", 2}}, 10).id;
+  ASSERT_EQ(s->claim()->id, done);
+  s->finish(done, {{"outcome", "ok"}});
+  EXPECT_EQ(s->forget_done_before(unix_seconds() - 60), 0) << "finished just now: kept";
+  EXPECT_EQ(s->forget_done_before(unix_seconds() + 1), 1);
+  EXPECT_FALSE(s->get(done));
+  EXPECT_TRUE(s->get(queued)) << "only done jobs are forgotten";
+  EXPECT_FALSE(s->accept("k1", {{"n", 1}}, 10).existed) << "its key went with it";
+}
+
+// What a Ray worker is sent: the files as an evaluation would copy them, text as text and bytes
+// that are not UTF-8 as base64 (read back as they were); a candidate over the copy's limits is
+// refused as its own doing.
+TEST(RayPool, ARequestsPathsAreSentAsTheirContent) {
   auto write_file = [](const fs::path& p, const std::string& text) {
     std::string e;
     return write_file_atomic(p, text, &e);
   };
   fs::path dir = fresh_dir("ray-inline");
   fs::path cand = dir / "cand";
+  const std::string elf("\x7f" "ELF\x01\xff\xfe\x00", 8);
   ASSERT_TRUE(write_file(cand / "kernels" / "a.cu", "__global__ void k() {}\n"));
   ASSERT_TRUE(write_file(cand / "model_new.py", "import torch\n"));
-  ASSERT_TRUE(write_file(cand / "build" / "a.o", std::string("\x7f" "ELF\x01\xff\xfe", 7)));
+  ASSERT_TRUE(write_file(cand / "test", elf));  // an executable an agent's shell left
+  ASSERT_TRUE(write_file(cand / "build" / "a.o", elf));
   fs::path task = fs::path(kSource) / "examples" / "tasks" / "01_elementwise_chain.py";
   std::string err;
+  bool refused = true;
   Json req = {{"task", {{"path", task.string()}}}, {"candidate", {{"path", cand.string()}}}, {"options", {{"seed", 1}}}};
-  std::optional<Json> out = inline_request(test_environment(), req, &err);
+  std::optional<Json> out = inline_request(test_environment(), req, &err, &refused);
   ASSERT_TRUE(out) << err;
+  EXPECT_FALSE(refused);
   EXPECT_EQ((*out)["task"]["name"], "01_elementwise_chain.py");
   EXPECT_EQ((*out)["task"]["source"], *read_file(task));
-  EXPECT_EQ((*out)["candidate"]["files"].size(), 2u) << (*out)["candidate"].dump();  // build/ is not a candidate's
-  EXPECT_EQ((*out)["candidate"]["files"]["kernels/a.cu"], "__global__ void k() {}\n");
+  const Json& files = (*out)["candidate"]["files"];
+  EXPECT_EQ(files.size(), 3u) << files.dump();  // build/ is not a candidate's
+  EXPECT_EQ(files["kernels/a.cu"], "__global__ void k() {}\n");
+  ASSERT_TRUE(files["test"].is_object()) << files.dump();
+  EXPECT_EQ(file_content(files["test"]), elf);
   EXPECT_EQ((*out)["options"]["seed"], 1);
+  Json valid;
+  EXPECT_FALSE(validate_candidate(*out, RequestLimits{}, &valid)) << "what the worker's server takes";
   Json file = {{"task", {{"path", task.string()}}}, {"candidate", {{"path", (cand / "model_new.py").string()}}}};
-  out = inline_request(test_environment(), file, &err);
+  out = inline_request(test_environment(), file, &err, &refused);
   ASSERT_TRUE(out) << err;
   EXPECT_EQ((*out)["candidate"]["source"], "import torch\n");
-  ASSERT_TRUE(write_file(cand / "kernels" / "blob.bin", std::string("\xff\xfe\x00", 3)));
-  EXPECT_FALSE(inline_request(test_environment(), req, &err));
-  EXPECT_NE(err.find("kernels/blob.bin is not UTF-8 text"), std::string::npos) << err;
+  // and the sources beside it, which its load() calls may name (the single file's copy's rule)
+  EXPECT_EQ((*out)["candidate"]["beside"], Json({{"kernels/a.cu", "__global__ void k() {}\n"}}));
+  EXPECT_FALSE(validate_candidate(*out, RequestLimits{}, &valid));
+  Json own = *out;
+  own["candidate"]["beside"]["model_new.py"] = "x";
+  EXPECT_EQ(validate_candidate(own, RequestLimits{}, &valid)->field, "candidate.beside[\"model_new.py\"]");
+  // Over the copy's limit: the candidate's doing.
+  std::FILE* f = std::fopen((cand / "kernels" / "huge.bin").c_str(), "wb");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(std::fseek(f, static_cast<long>(kMaxCandidateFileBytes), SEEK_SET), 0);
+  std::fputc(1, f);
+  std::fclose(f);
+  EXPECT_FALSE(inline_request(test_environment(), req, &err, &refused));
+  EXPECT_TRUE(refused) << err;
+  EXPECT_NE(err.find("huge.bin"), std::string::npos) << err;
+  // Bad base64 is the request's error, by field.
+  Json bad = {{"candidate", {{"files", {{"model_new.py", "x"}, {"b", {{"base64", "@@@="}}}}}}}};
+  std::optional<Invalid> why = validate_candidate(bad, RequestLimits{}, &valid);
+  ASSERT_TRUE(why);
+  EXPECT_EQ(why->field, "candidate.files[\"b\"].base64");
+  EXPECT_EQ(*base64_decode(base64_encode("ab")), "ab");
+  EXPECT_EQ(*base64_decode(base64_encode("")), "");
 }
 
 TEST(RayPool, ABridgeThatDoesNotStartIsOneSentenceWithItsLog) {
@@ -372,6 +418,11 @@ TEST(Serve, JudgesCandidatesByPathAndByTextAndAnswersBadInputByField) {
   Json d = s.wait_done(noisy["id"], std::chrono::seconds(120));
   EXPECT_EQ(d["status"], "done") << d.dump();
   EXPECT_EQ(d["outcome"], "ok") << d.dump();
+  // A done job's files go; its row keeps the result.
+  for (const Json& j : {by_text, noisy}) {
+    EXPECT_FALSE(fs::exists(state / "state" / "jobs" / j["id"].get<std::string>())) << j.dump();
+  }
+  EXPECT_EQ(s.json("GET", "/v1/evaluations/" + by_text["id"].get<std::string>())["outcome"], "ok");
 
   // Bad input: 4xx, a JSON error naming the field, and the server goes on.
   auto expect_error = [&](int want, const std::string& field, const std::string& method, const std::string& path,
@@ -585,6 +636,9 @@ TEST(Serve, ASessionRunsToolsInOrderSurvivesARestartAndFinalizesToOneEvaluation)
 
   EXPECT_EQ(s->call("DELETE", "/v1/sessions/" + id).status, 200);
   EXPECT_FALSE(fs::exists(state / "sessions" / id));
+  // Its final snapshot goes with it (its evaluation is done), at the reaper's next round.
+  for (int i = 0; i < 100 && fs::exists(state / "finals" / id); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(fs::exists(state / "finals" / id));
   Json gone = s->json("GET", "/v1/sessions/" + id, nullptr, {}, &status);
   EXPECT_EQ(status, 404);
   EXPECT_EQ(gone["error"]["field"], "session");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "anvil/env/task.h"
 #include "anvil/serve/requests.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
@@ -129,6 +130,10 @@ int Service::retry_after_s() {
 }
 
 ServeReply Service::accept(const std::vector<std::pair<std::string, Json>>& requests, std::vector<Store::Accepted>* out) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!ray_down_.empty()) return serve_error(503, "", "the Ray lanes stopped (restart the server): " + ray_down_);
+  }
   try {
     *out = store_->accept_all(requests, opts_.max_queue);
   } catch (const std::exception& e) {
@@ -216,7 +221,7 @@ ServeReply Service::submit_batch(const Json& body) {
   std::vector<Store::Accepted> got;
   ServeReply r = accept(requests, &got);
   if (r.status != 202) {
-    if (r.body.contains("error")) {
+    if (r.body.contains("error") && !got.empty()) {  // (a refusal of the whole batch names no request)
       r.body["error"]["field"] = "evaluations[" + std::to_string(got.size() - 1) + "]" +
                                  (r.body["error"]["field"].get<std::string>().empty() ? "" : ".") +
                                  r.body["error"]["field"].get<std::string>();
@@ -397,6 +402,10 @@ std::string Service::metrics() {
 
 fs::path Service::job_dir(int64_t id) const { return opts_.state_dir / "jobs" / std::to_string(id); }
 
+// A done job's files: its inline request's (jobs/ID/). Its row keeps the result. (A session's
+// final snapshot goes with the session, once its evaluation is done: reaper().)
+void Service::forget_files(const Job& job) { remove_tree(job_dir(job.id)); }
+
 // The job's task and candidate as paths: the request's own, or its text written once under
 // jobs/ID/ (atomically: whoever writes first, builder or lane, the other finds it there).
 fs::path Service::materialize(const Job& job, fs::path* candidate, std::string* error) {
@@ -419,9 +428,12 @@ fs::path Service::materialize(const Job& job, fs::path* candidate, std::string* 
     bool ok = true;
     if (req["task"].contains("source")) ok = ok && write(tmp / "task" / req["task"]["name"].get<std::string>(), req["task"]["source"]);
     if (req["candidate"].contains("source")) ok = ok && write(tmp / "model_new.py", req["candidate"]["source"]);
+    if (req["candidate"].contains("beside")) {
+      for (const auto& [name, text] : req["candidate"]["beside"].items()) ok = ok && write(tmp / name, file_content(text));
+    }
     if (req["candidate"].contains("files")) {
       for (const auto& [name, text] : req["candidate"]["files"].items()) {
-        ok = ok && write(tmp / "candidate" / name, text.get<std::string>());
+        ok = ok && write(tmp / "candidate" / name, file_content(text));
       }
     }
     if (!ok) {
@@ -454,6 +466,23 @@ void Service::reaper() {
     try {
       int n = sessions_->reap();
       if (n) std::fprintf(stderr, "anvil serve: %d session(s) expired and removed\n", n);
+      store_->forget_done_before(unix_seconds() - static_cast<double>(opts_.keep_results.count()));
+      // jobs/ID/ written by a builder after its job was done (a race with its lane)
+      std::error_code ec;
+      for (fs::directory_iterator it(opts_.state_dir / "jobs", ec), end; !ec && it != end; it.increment(ec)) {
+        std::string name = it->path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos || name.size() > 18) continue;
+        std::optional<JobState> st = store_->state_of(std::stoll(name));
+        if (!st || *st == JobState::kDone) remove_tree(it->path());
+      }
+      // A session's final snapshot, once the session is gone (deleted, expired) and its evaluation
+      // done (the session's id its key: sessions.cpp).
+      for (fs::directory_iterator it(opts_.state_dir / "finals", ec), end; !ec && it != end; it.increment(ec)) {
+        std::string id = it->path().filename().string();
+        if (ends_with(id, ".tmp") || fs::exists(opts_.state_dir / "sessions" / id)) continue;
+        std::optional<JobState> st = store_->state_of_key("session:" + id);
+        if (!st || *st == JobState::kDone) remove_tree(it->path());
+      }
     } catch (const std::exception& e) {  // a defect of anvil's: said, and the server goes on
       std::fprintf(stderr, "anvil serve: removing expired sessions: %s\n", e.what());
     }
@@ -544,6 +573,7 @@ void Service::lane() {
 void Service::finished(const Job& job, const Json& result, const std::string& lane, double ran) {
   try {
     store_->finish(job.id, result);
+    forget_files(job);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "anvil serve: cannot record evaluation %lld: %s\n", static_cast<long long>(job.id), e.what());
   }
@@ -594,7 +624,12 @@ void Service::ray_lane(size_t lane) {
     }
     auto t0 = SteadyClock::now();
     bool retry = false;
-    Json result = run_on_ray(*j, lane, &retry);
+    Json result;
+    try {
+      result = run_on_ray(*j, lane, &retry);
+    } catch (const std::exception& e) {  // a defect of anvil's (the store, the file system): said, and the lane goes on
+      result = {{"outcome", "error"}, {"reward", nullptr}, {"message", std::string("the evaluation failed: ") + e.what()}};
+    }
     if (retry) {
       std::lock_guard<std::mutex> g(mu_);
       busy_[name] -= 1;
@@ -607,9 +642,10 @@ void Service::ray_lane(size_t lane) {
 
 // A session's verify or profile on the least busy worker: its answer as evaluate()'s; a worker
 // that died under it, or a bridge that is gone, is the tool's error (the agent may call it again).
-EvalResult Service::tool_on_ray(const Json& request) {
+EvalResult Service::tool_on_ray(const Json& request) try {
   EvalResult r;
-  std::optional<Json> inlined = inline_request(env_, request, &r.error);
+  bool refused = false;
+  std::optional<Json> inlined = inline_request(env_, request, &r.error, &refused);
   if (!inlined) return r;
   static std::atomic<int64_t> calls{0};
   size_t lane = ray_->least_busy();
@@ -618,7 +654,7 @@ EvalResult Service::tool_on_ray(const Json& request) {
     r.error = "its Ray worker did not answer: " + a.error;
     return r;
   }
-  if (!a.result.contains("evaluation") || !a.result["evaluation"].is_object()) {
+  if (!a.result.contains("evaluation") || !a.result["evaluation"].is_object() || a.result.value("outcome", "") == "error") {
     r.error = a.result.value("message", std::string("the worker could not evaluate it"));
     return r;
   }
@@ -626,16 +662,28 @@ EvalResult Service::tool_on_ray(const Json& request) {
   r.json["worker"] = ray_->lane(lane);
   r.evaluated = true;
   return r;
+} catch (const std::exception& e) {
+  EvalResult r;
+  r.error = std::string("sending it to a Ray worker failed: ") + e.what();
+  return r;
 }
 
 Json Service::run_on_ray(const Job& job, size_t lane, bool* retry) {
   std::string error;
-  std::optional<Json> request = inline_request(env_, job.request, &error);
+  bool refused = false;
+  std::optional<Json> request = inline_request(env_, job.request, &error, &refused);
+  if (!request && refused) return {{"outcome", "load_error"}, {"reward", -1}, {"message", error}, {"evaluation", nullptr}};
   if (!request) return {{"outcome", "error"}, {"reward", nullptr}, {"message", "cannot send the request to a Ray worker: " + error}};
   RayAnswer a = ray_->evaluate(lane, *request, "job-" + std::to_string(job.id) + "-" + std::to_string(job.attempts));
   if (a.kind == RayAnswer::Kind::kDone) {
     const Json& r = a.result;
     Json evaluation = r.value("evaluation", Json());
+    if (evaluation.is_object() && evaluation["task"].is_object() && job.request["task"].contains("path")) {
+      // The task as this server names it (a dataset's row, not the file the worker was sent).
+      std::string spec = job.request["task"]["path"];
+      evaluation["task"]["spec"] = spec;
+      evaluation["task"]["name"] = task_name_of(spec);
+    }
     return {{"outcome", r.value("outcome", Json())},
             {"reward", r.value("reward", Json())},
             {"message", r.value("message", Json(""))},

@@ -44,6 +44,8 @@ struct ServeOptions {
   std::vector<int> gpus = {0};      // device cuda: one lane per GPU
   size_t max_queue = 256;           // queued jobs; beyond: 429
   int max_attempts = 2;             // claims of one job across server restarts (Store::recover)
+  // How long a done job's row (its result, its idempotency key) is kept; its files go at once.
+  std::chrono::seconds keep_results{7 * 24 * 3600};
   unsigned builders = 0;            // device cuda: builds ahead at once (each on defaults.build.jobs cores, 0: a
                                     // quarter); 0: one. Device cpu: none (the CPU is what is timed)
   RequestLimits limits;             // what one request may carry inline
@@ -94,6 +96,7 @@ class Service {
   void builder();
   nlohmann::json run(const Job& job, int gpu);
   std::filesystem::path job_dir(int64_t id) const;
+  void forget_files(const Job& job);
   std::filesystem::path materialize(const Job& job, std::filesystem::path* candidate, std::string* error);
   nlohmann::json job_body(const Job& j) const;
   int retry_after_s();

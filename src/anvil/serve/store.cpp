@@ -236,6 +236,13 @@ std::optional<JobState> Store::state_of(int64_t id) {
   return static_cast<JobState>(q.i64(0));
 }
 
+std::optional<JobState> Store::state_of_key(const std::string& key) {
+  std::lock_guard<std::mutex> g(mu_);
+  Stmt q(db_, "SELECT state FROM jobs WHERE key = ?");
+  if (!q.bind(1, key).row()) return std::nullopt;
+  return static_cast<JobState>(q.i64(0));
+}
+
 int Store::release_running() {
   std::lock_guard<std::mutex> g(mu_);
   Stmt u(db_, "UPDATE jobs SET state = 0, attempts = max(attempts - 1, 0) WHERE state = 1");
@@ -248,6 +255,13 @@ void Store::requeue(int64_t id, bool count) {
   Stmt u(db_, count ? "UPDATE jobs SET state = 0 WHERE id = ? AND state = 1"
                     : "UPDATE jobs SET state = 0, attempts = max(attempts - 1, 0) WHERE id = ? AND state = 1");
   u.bind(1, id).row();
+}
+
+int Store::forget_done_before(double t) {
+  std::lock_guard<std::mutex> g(mu_);
+  Stmt u(db_, "DELETE FROM jobs WHERE state = 2 AND finished_at < ?");
+  u.bind(1, t).row();
+  return sqlite3_changes(db_);
 }
 
 std::optional<Job> Store::get(int64_t id) {

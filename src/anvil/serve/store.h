@@ -72,10 +72,13 @@ class Store {
   Accepted accept_done(const std::string& key, const nlohmann::json& request, const nlohmann::json& result);
   std::optional<Job> get(int64_t id);
   std::optional<JobState> state_of(int64_t id);  // without reading its request or result
+  std::optional<JobState> state_of_key(const std::string& key);  // the job a key names, if any
   // The jobs running now, queued again with the claim taken back: the server is stopped on purpose.
   int release_running();
   // One running job back in the queue: its claim counted as an attempt (`count`), or given back.
   void requeue(int64_t id, bool count);
+  // Done jobs finished before `t` (unix seconds) removed, their keys with them; how many.
+  int forget_done_before(double t);
 
   struct Recovered {
     int requeued = 0;  // were running, run again

@@ -31,6 +31,10 @@ class Hasher {
   std::unique_ptr<Impl> impl_;
 };
 
+// Base64 (RFC 4648, padded) through OpenSSL; decode: nullopt for text that is not base64.
+std::string base64_encode(std::string_view bytes);
+std::optional<std::string> base64_decode(std::string_view text);
+
 // SHA-256 hex digest of a byte string.
 std::string sha256_hex(std::string_view data);
 // SHA-256 hex digest of a file's content; nullopt if it cannot be read.

@@ -70,7 +70,9 @@ std::unique_ptr<LineChild> LineChild::start(const std::vector<std::string>& argv
     dup2(to_child[0], 0);
     dup2(from_child[1], 1);
     dup2(log, 2);
-    syscall(SYS_close_range, 3U, ~0U, 0U);
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {  // a kernel before 5.9
+      for (int fd = 3; fd < 65536; ++fd) ::close(fd);
+    }
     execve(av[0], av.data(), ev.data());
     const char msg[] = "exec failed\n";
     ssize_t ignored = write(2, msg, sizeof msg - 1);
@@ -92,17 +94,17 @@ std::unique_ptr<LineChild> LineChild::start(const std::vector<std::string>& argv
 LineChild::~LineChild() {
   close_stdin();
   if (pid_ > 0) {
+    // Waited for without reaping (WNOWAIT): while it is a zombie its group id is still its own, so
+    // what it left in the group is killed, never another group that took the id.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(-pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
+    siginfo_t info{};
+    while (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    kill(-pid_, SIGKILL);  // anything it left in its group
+    kill(-pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
     unregister_child_group(pid_);
   }
   if (out_ >= 0) ::close(out_);
