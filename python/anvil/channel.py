@@ -37,7 +37,6 @@ _sendmsg = socket.socket.sendmsg
 _recv_fds = socket.recv_fds
 _memfd_create = os.memfd_create
 _fcntl = fcntl.fcntl
-_fallocate = os.posix_fallocate
 _sleep = time.sleep
 _ftruncate = os.ftruncate
 _close = os.close
@@ -182,9 +181,6 @@ def _fd_array(fds):
 def _write_tensors(fd, total, tensors, layout):
     import torch
 
-    # Its pages made here, on this thread, rather than on the first write of each by whichever
-    # thread copies it (a parallel copy): the seal that follows finds fewer of them still held.
-    _fallocate(fd, 0, max(total, 1))
     with _mmap(fd, max(total, 1)) as m:
         for t, entry in zip(tensors, layout):
             if entry["nbytes"] == 0:
