@@ -19,6 +19,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from anvil.client import Client  # noqa: E402
+from anvil.ray_pool import worker_servers  # noqa: E402
 
 EXAMPLES = ["01_elementwise_chain", "02_softmax", "03_layernorm", "04_gemm_bias_relu", "05_conv_bias_relu",
             "06_mlp_block"]
@@ -27,19 +28,6 @@ EXAMPLES = ["01_elementwise_chain", "02_softmax", "03_layernorm", "04_gemm_bias_
 def pair(name):
     return ({"path": os.path.join(ROOT, "examples", "tasks", name + ".py")},
             {"path": os.path.join(ROOT, "examples", "candidates", name, "cuda")})
-
-
-def worker_servers():
-    pids = []
-    for pid in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"serve" in argv and any(b"anvil-ray-worker-" in a for a in argv):
-            pids.append(int(pid))
-    return pids
 
 
 def speedup(ev):

@@ -142,6 +142,8 @@ class CandidateServer:
                         self.pristine = [h.trial_inputs(i) for i in range(h.req["trials"])]
                         if "candidate" in h.req["timing"]["measure"]:
                             h.timing_sets()
+                if locked:  # the baselines alone: idle until eager's batch, maybe beside a wave's others
+                    h.free_cached()
         except Outcome as o:
             self.fail(o.outcome, o.message, o.detail)
         except CannotServe as e:  # anvil's limit (the GPU too small for its plan): no candidate code exists yet

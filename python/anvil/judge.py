@@ -82,6 +82,7 @@ class Judge(Harness):
         self.room = None          # the batches' pool (batch.Room), one per evaluation
         self.timed_expected = None  # lean: trial 0's reference output, the answer for every timed call of the claim
         self.gpu_lock = None  # timing.GpuLock, where the request names one
+        self.compiled_ref = None  # torch.compile(ref) made and called once by prepare_together (or what it raised)
         self.clock = timing.Clock()
         if timing.Clock.origin is not None:  # the marks' origin itself (CLOCK_MONOTONIC: comparable across processes)
             self.clock["origin"] = round(timing.Clock.origin, 4)
@@ -965,8 +966,16 @@ class Judge(Harness):
         if self.device.type != "cuda":
             return
         deadline = time.perf_counter() + limit_s
-        while time.perf_counter() < deadline and (evidence.other_gpu_processes(self.device) or 0) > 0:
+        while time.perf_counter() < deadline and (self.other_gpu_processes() or 0) > 0:
             time.sleep(0.02)
+
+    def other_gpu_processes(self):
+        """Processes other than this one with a context on the GPU (NVML; None: it cannot tell),
+        less the idle ones of measurements parked on this GPU's lock (timing.parked_contexts)."""
+        others = evidence.other_gpu_processes(self.device)
+        if others is None or self.req.get("gpu_lock") is None:
+            return others
+        return max(0, others - timing.parked_contexts(self.req["gpu_lock"]))
 
     def time_models(self):
         """eager and torch.compile, as the candidate claimed its time (fresh inputs per call; profiled
@@ -1002,7 +1011,7 @@ class Judge(Harness):
         t = self.req["timing"]
         self.pin_flags()
         cuda = self.device.type == "cuda"
-        before = evidence.other_gpu_processes(self.device) if cuda else None
+        before = self.other_gpu_processes() if cuda else None
         waited = [evidence.RunQueue([os.getpid()])]
         warmed = [0]
         began = time.perf_counter()
@@ -1028,21 +1037,60 @@ class Judge(Harness):
         self.clock["%s_%s" % (name, current[0])] = round(time.perf_counter() - current[1], 4)
         result["load"] = dict(waited[0].load(), candidate_gone=self.candidate_gone)
         if cuda:
-            after = evidence.other_gpu_processes(self.device)
+            after = self.other_gpu_processes()
             seen = [n for n in (before, after) if n is not None]
             result["load"]["other_gpu_processes"] = max(seen) if seen else None
         return result
 
     def time_compile(self):
-        """torch.compile(ref) timed like the others, compiled during warm-up; {"error"} if it fails."""
+        """torch.compile(ref) timed like the others, compiled during warm-up (or before, by
+        prepare_together); {"error"} if it fails."""
         mode = self.req["timing"]["compile_mode"]
         try:
-            return self.time_one(timing.compiled(self.torch, self.ref, mode), max(1, self.req["timing"]["warmup"]),
-                                 name="compile", first_call="compile_first_call")
+            if isinstance(self.compiled_ref, BaseException):
+                raise self.compiled_ref
+            fn = self.compiled_ref if self.compiled_ref is not None else timing.compiled(self.torch, self.ref, mode)
+            return self.time_one(fn, max(1, self.req["timing"]["warmup"]), name="compile",
+                                 first_call="compile_first_call")
         except BaseException as e:  # noqa: BLE001 - a baseline that does not compile is reported
             if isinstance(e, KeyboardInterrupt):
                 raise
             return {"error": raised(e, "torch.compile(Model%s)" % ("" if mode == "default" else ", mode=%r" % mode))}
+
+    # -- the baselines prepared beside others, timed alone ------------------------------------------
+    def together(self):
+        """The baselines prepared beside other measurements (the request's prepare "together",
+        `anvil baselines`' default on a GPU): the lock shared until prepare_together has parked.
+        Not for a lean task (a set of inputs of a GiB or more): it prepares alone, its memory
+        beside a wave of others' is what would run the GPU out."""
+        return self.req.get("gpu_lock") is not None and self.req.get("prepare") == "together" and not self.lean
+
+    def prepare_together(self):
+        """What comes before the timed work and times nothing, done while other measurements
+        prepare too (the GPU's lock shared): CUDA's start in both processes, the model placed, the
+        inputs drawn and the reference's first call (set_up), and torch.compile's compilation and
+        first call. Then everything queued is done, and the lock is taken exclusive
+        (timing.GpuLock.park): from there on, what this process times is alone at work on the GPU
+        (the parked measurements' contexts idle beside it are counted out of the evidence of
+        other processes: timing.parked_contexts)."""
+        t = self.req["timing"]
+        if "compile" in t["measure"]:
+            with self.clock("compile_prepare"):
+                try:
+                    fn = timing.compiled(self.torch, self.ref, t["compile_mode"])
+                    with self.torch.no_grad():
+                        fn(*self.call_inputs(0))
+                    self.compiled_ref = fn
+                except BaseException as e:  # noqa: BLE001 - reported as the compile baseline's error
+                    if isinstance(e, KeyboardInterrupt):
+                        raise
+                    self.compiled_ref = e
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+            self.free_cached()  # what it no longer holds is the others' while it waits
+        with self.clock("parked"):
+            self.gpu_lock.park(contexts=1 if self.candidate_gone else 2)
+        self.clock.mark("gpu_alone")
 
     # -- the verdict ---------------------------------------------------------------------------
     def findings(self):
@@ -1092,8 +1140,8 @@ class Judge(Harness):
                 if host_draws:
                     self.shared.draw_mine(self)
                 self.construct_reference()
-                with self.clock("gpu_lock"):
-                    self.gpu_lock = timing.GpuLock(self.req["gpu_lock"])
+                with self.clock("gpu_lock"):  # together: shared while it prepares (prepare_together)
+                    self.gpu_lock = timing.GpuLock(self.req["gpu_lock"], together=self.together())
                 self.clock.mark("gpu_lock")
             drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and host_draws and not locked \
                 else None
@@ -1157,6 +1205,8 @@ class Judge(Harness):
         try:
             self.set_up(started)
             enter("timing")
+            if self.together():
+                self.prepare_together()
             try:
                 if self.device.type == "cuda" and any(m in measure for m in ("eager", "candidate")):
                     with self.clock("clock_ready"):  # the candidate's process is idle, none of its code exists yet

@@ -33,6 +33,22 @@ import time
 
 PROTOCOL = "anvil.ray-pool/1"
 PLACE_TIMEOUT_S = 120  # the workers placed and their servers up, or an error that says what the cluster has
+WORKER_DIR_PREFIX = "anvil-ray-worker-"  # each lane's folder, under the worker's TMPDIR
+
+
+def worker_servers():
+    """Pids of this host's workers' node-local servers (found by their state folder's name in
+    their command line): what a test or a check kills to see a lane come back."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and any(WORKER_DIR_PREFIX.encode() in a for a in argv):
+            pids.append(int(pid))
+    return pids
 
 
 class Worker:
@@ -42,7 +58,7 @@ class Worker:
         import shutil
 
         # One folder per lane of this bridge, emptied when the lane's actor starts again.
-        self.dir = os.path.join(os.environ.get("TMPDIR") or "/tmp", "anvil-ray-worker-%s" % name)
+        self.dir = os.path.join(os.environ.get("TMPDIR") or "/tmp", WORKER_DIR_PREFIX + name)
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir, mode=0o700)
         gpus = []

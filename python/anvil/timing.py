@@ -75,21 +75,109 @@ class GpuLock:
     and measurements of baselines (evaluations with a candidate take no lock). waited_s: how long
     taking it took."""
 
-    def __init__(self, path, shared=False):
+    def __init__(self, path, shared=False, together=False):
+        """together: a measurement prepared beside others (the baselines' `prepare` "together"):
+        it first waits at the gate (path + ".gate") until no measurement prepared earlier is still
+        to time, then holds the lock shared while it prepares (CUDA, its model, its inputs, the
+        first calls), and park() takes it exclusive for what is timed. The measurements of one
+        wave so prepare at once, then time one after another, each alone at work on the GPU."""
         import fcntl
         import os
 
         started = time.perf_counter()
+        self.path, self.gate = path, None
+        if together:
+            self.gate = _high(os.open(path + ".gate", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            fcntl.flock(self.gate, fcntl.LOCK_EX)  # no parked measurement holds it (shared) any more
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared or together else fcntl.LOCK_EX)
+        if self.gate is not None:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)  # the others of this wave pass the gate too
         self.waited_s = round(time.perf_counter() - started, 3)
         # Held on a high descriptor: a process's descriptors close in ascending order when it exits,
         # so the lock goes after the driver's (opened later, lower numbers), with the GPU's memory.
+        self.fd = _high(fd)
+
+    def park(self, contexts):
+        """A measurement prepared together (above) gives up its shared hold and waits for the GPU
+        alone. While it waits, its `contexts` CUDA contexts (its own and its candidate's process's)
+        stay on the GPU with nothing running in them: they are listed in the parked directory
+        (parked_contexts), which the baselines' evidence of other processes on the GPU counts out.
+        It holds the gate shared until its process ends, so that no later measurement prepares
+        before this one has timed. Returns the seconds it waited."""
+        import fcntl
+        import os
+
+        started = time.perf_counter()
+        folder = self.path + ".parked"
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        name = os.urandom(8).hex()  # not the pid: each runner is PID 1 of a namespace of its own
+        entry = _high(os.open(os.path.join(folder, "." + name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        fcntl.flock(entry, fcntl.LOCK_EX)  # held while parked: an entry whose lock is free is a dead one's
+        os.write(entry, str(int(contexts)).encode())
+        os.rename(os.path.join(folder, "." + name), os.path.join(folder, name))  # listed only once locked
+        fcntl.flock(self.gate, fcntl.LOCK_SH)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)  # not atomic (flock(2)): the shared hold goes first
         try:
-            self.fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 1000)
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass
+        os.close(entry)
+        return round(time.perf_counter() - started, 3)
+
+
+def parked_contexts(path):
+    """The CUDA contexts of measurements parked on GPU lock `path` (GpuLock.park) that are still
+    alive (a parked one removes its own entry once it holds the GPU); an entry left by a process
+    that died is removed."""
+    import errno
+    import fcntl
+    import os
+
+    folder = path + ".parked"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    total = 0
+    for name in names:
+        if name.startswith("."):
+            continue
+        full = os.path.join(folder, name)
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):  # held: parked now
+                    try:
+                        total += max(0, int(os.read(fd, 16) or b"0"))
+                    except ValueError:
+                        pass
+                continue
+            try:
+                os.unlink(full)  # nobody holds it: its process is gone
+            except OSError:
+                pass
+        finally:
             os.close(fd)
-        except OSError:  # a low limit on descriptors: the lock as taken
-            self.fd = fd
+    return total
+
+
+def _high(fd):
+    """fd moved to a descriptor of 1000 or more (see GpuLock), or as it is where the limit is low."""
+    import fcntl
+    import os
+
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 1000)
+    except OSError:
+        return fd
+    os.close(fd)
+    return high
 
 
 def compiled(torch, model, mode):

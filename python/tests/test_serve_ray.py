@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 
 from anvil.client import Client
+from anvil.ray_pool import worker_servers
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
@@ -29,20 +30,6 @@ KB = os.path.join(ROOT, "examples", "kernelbench", "cpu")
 FAST = ["--compile-mode", "none", "--calls", "5", "--warmup", "1", "--trials", "2"]
 
 pytestmark = pytest.mark.skipif(not os.access(ANVIL, os.X_OK), reason="%s is not built" % ANVIL)
-
-
-def worker_servers():
-    """Pids of the workers' node-local servers (their state lies in an anvil-ray-worker- folder)."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"serve" in argv and any(b"anvil-ray-worker-" in a for a in argv):
-            pids.append(int(pid))
-    return pids
 
 
 def start_server(address, state, *extra):

@@ -219,6 +219,21 @@ def test_a_host_slower_than_the_sleep_is_caught_and_the_sleep_grows():
     assert result["median_ms"] < 0.1, result  # the kernel itself takes microseconds
 
 
+def _try_flock(path, kind):
+    """Whether a flock of `kind` on `path` could be had now (let go at once)."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def test_gpu_lock_shared_beside_shared_never_beside_exclusive(tmp_path):
     """Vettings and warm-ups (shared) run beside each other; a measurement (exclusive) waits for
     all of them, and they for it (flock: each GpuLock is an open file of its own)."""
@@ -229,14 +244,7 @@ def test_gpu_lock_shared_beside_shared_never_beside_exclusive(tmp_path):
     path = str(tmp_path / "gpu0.lock")
 
     def try_lock(kind):
-        fd = os.open(path, os.O_RDWR)
-        try:
-            fcntl.flock(fd, kind | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)
+        return _try_flock(path, kind)
 
     first = timing.GpuLock(path, shared=True)
     assert first.fd >= 1000  # released after the driver's descriptors when its process ends
@@ -256,3 +264,61 @@ def test_gpu_lock_shared_beside_shared_never_beside_exclusive(tmp_path):
     assert not try_lock(fcntl.LOCK_SH)
     os.close(alone.fd)
     assert try_lock(fcntl.LOCK_SH)
+
+
+def test_gpu_lock_prepared_together_parks_then_times_alone(tmp_path):
+    """Measurements prepared together (anvil baselines' default on a GPU): a wave passes the gate
+    and holds the lock shared; a parked one is listed with its contexts until it holds the lock
+    alone; a later one waits at the gate until every parked one has ended; a dead one's entry does
+    not count."""
+    import fcntl
+    import os
+    import threading
+
+    path = str(tmp_path / "gpu0.lock")
+
+    def in_thread(fn):
+        got = []
+        t = threading.Thread(target=lambda: got.append(fn()), daemon=True)
+        t.start()
+        return t, got
+
+    a = timing.GpuLock(path, together=True)
+    b = timing.GpuLock(path, together=True)  # the same wave: both prepare at once (shared)
+    assert not _try_flock(path, fcntl.LOCK_EX) and _try_flock(path, fcntl.LOCK_SH)
+    assert timing.parked_contexts(path) == 0
+    ta, parked_a = in_thread(lambda: a.park(contexts=2))  # waits: b still prepares
+    ta.join(timeout=0.5)
+    assert not parked_a and timing.parked_contexts(path) == 2
+    tc, third = in_thread(lambda: timing.GpuLock(path, together=True))  # a later wave: at the gate
+    tc.join(timeout=0.5)
+    assert not third
+    tb, parked_b = in_thread(lambda: b.park(contexts=2))  # b parks: one of the two holds the GPU alone
+    for _ in range(100):
+        if parked_a or parked_b:
+            break
+        threading.Event().wait(0.05)
+    assert len(parked_a) + len(parked_b) == 1
+    assert timing.parked_contexts(path) == 2  # the other waits, listed; the one timing is not
+    assert not _try_flock(path, fcntl.LOCK_SH)  # nothing prepares while one times
+    first, second = (a, b) if parked_a else (b, a)
+    os.close(first.fd)  # the first ends: the second times
+    for _ in range(100):
+        if len(parked_a) + len(parked_b) == 2:
+            break
+        threading.Event().wait(0.05)
+    assert len(parked_a) + len(parked_b) == 2 and timing.parked_contexts(path) == 0
+    tc.join(timeout=0.5)
+    assert not third  # the gate stays shut while a parked one has not ended
+    os.close(first.gate)
+    os.close(second.fd)
+    os.close(second.gate)
+    tc.join(timeout=5)
+    assert third, "the next wave passed the gate once the last one ended"
+    os.close(third[0].fd)
+    os.close(third[0].gate)
+    # A parked entry whose lock nobody holds (its process died) counts for nothing and goes.
+    folder = path + ".parked"
+    with open(os.path.join(folder, "deadbeef"), "w") as f:
+        f.write("2")
+    assert timing.parked_contexts(path) == 0 and not os.listdir(folder)

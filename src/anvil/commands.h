@@ -73,7 +73,9 @@ struct BaselinesArgs {
   std::string target;  // a task (FILE or DATASET#ROW), a directory of task files, or a dataset
   EvalOptions opts;    // the evaluation settings the baselines are kept for (the cache's key)
   int jobs = 0;        // compile caches warmed at once first; 0: kWarmJobsCuda on a GPU, 1 (none) on the CPU
-  int overlap = 0;     // measurements at once, one on the GPU (eval.h); 0: kOverlapCuda on a GPU; always 1 on the CPU
+  int overlap = 0;     // measurements at once, one on the GPU (eval.h); 0: kOverlapCuda (kOverlapTogetherCuda
+                       // when prepared together) on a GPU; always 1 on the CPU
+  Prepare prepare = Prepare::kTogether;  // on a GPU with defenses: a wave prepares at once, then each times alone
   bool json = false;
 };
 // Measures eager and torch.compile for every task, one at a time (the GPU quiet), and keeps them

@@ -289,12 +289,19 @@ void add_baselines(CLI::App& app, int& status) {
                      "none on the CPU)")
       ->check(CLI::Range(1, 64));
   bl_cmd->add_option("--overlap", bl.overlap,
-                     "measurements at once on a GPU, one using it while the others do their host work (default 2)")
+                     "measurements at once on a GPU, one timing while the others prepare (default 4 prepared "
+                     "together, 2 alone)")
       ->check(CLI::Range(1, 16));
+  static std::string bl_prepare = "together";
+  bl_cmd->add_option("--prepare", bl_prepare,
+                     "on a GPU, together (default: a wave of measurements prepares at once, each then times "
+                     "alone) or alone (each does all its GPU work alone)")
+      ->check(CLI::IsMember({"together", "alone"}));
   bl_cmd->add_flag("--json", bl.json, "print one JSON document");
   add_eval_options(bl_cmd, bl.opts, blf);
   bl_cmd->callback([&] {
     apply_eval_flags(bl.opts, blf);
+    bl.prepare = bl_prepare == "alone" ? anvil::Prepare::kAlone : anvil::Prepare::kTogether;
     status = anvil::cmd_baselines(bl);
   });
 }

@@ -848,7 +848,8 @@ fs::path gpu_lock_path(const Environment& env, int gpu) {
   return dir / ("gpu" + std::to_string(gpu) + ".lock");
 }
 
-BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock) {
+BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock,
+                                  Prepare prepare) {
   auto t0 = Clock::now();
   BaselinesResult res;
   nlohmann::json& j = res.json;
@@ -894,6 +895,7 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
     return done(BaselinesResult::Status::kCached, "");
   }
   if (!gpu_lock.empty()) p.request["gpu_lock"] = gpu_lock;
+  if (!gpu_lock.empty() && opts.defenses && prepare == Prepare::kTogether) p.request["prepare"] = "together";
   nlohmann::json isolation;
   SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, &isolation);
   auto tr = Clock::now();

@@ -113,7 +113,13 @@ const char* baselines_status_name(BaselinesResult::Status s);
 // model's construction, its inputs' draws) first, then takes an exclusive lock on the file before it
 // starts the device and holds it to its end (python/anvil/timing.py GpuLock), so that several
 // measurements may overlap their host work while only one uses the GPU.
-BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock = "");
+// Prepare::kTogether (the request's prepare "together", defenses on): it prepares with the lock
+// shared, beside the other measurements of its wave (CUDA, the model, the inputs, the first calls,
+// torch.compile's compilation), then waits for it exclusive and times alone; a lean task (a set of
+// inputs of a GiB or more) prepares alone all the same (python/anvil/judge.py prepare_together).
+enum class Prepare { kAlone, kTogether };
+BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock = "",
+                                  Prepare prepare = Prepare::kAlone);
 // GPU `gpu`'s lock file (under the cache's locks/, the directory made): taken exclusive by a
 // measurement of baselines (above), shared by GPU work that times nothing (vetting, vet.h; the
 // warm-up, warm_compile_caches), exclusive by a vetting alone (timing.GpuLock).
@@ -131,6 +137,8 @@ inline constexpr int kWarmJobsCuda = 8;
 // once), 72 s and 69 s against 92 s one at a time, the figures the same within 0.3%
 // (bench/results/kb-baselines-2026-11-27/overlap-ab-*.json, docs/baselines.md).
 inline constexpr int kOverlapCuda = 2;
+// The same with Prepare::kTogether (a wave: up to this many prepare at once, then time in turn).
+inline constexpr int kOverlapTogetherCuda = 4;
 
 // torch.compile's caches warmed for opts.task (python/anvil/warm.py): its reference compiled and
 // called once, nothing timed. Several may run at once on one GPU.
