@@ -199,9 +199,34 @@ def precision_against(leaves, out64, ratio):
 def other_gpu_processes(device):
     """How many processes besides this one hold a context on `device` (NVML), or None when NVML
     cannot tell. A baseline measured while another process used the GPU is not kept."""
+    pids = gpu_process_pids(device)
+    return None if pids is None else max(0, len(pids) - 1)
+
+
+def others_beside(pids, me, mine, parked):
+    """(how many of NVML's `pids` are other processes' contexts than this one's, as which numbers
+    NVML gave). `mine`: this evaluation's other pids (its candidate's process); `parked`: idle
+    contexts of measurements parked on the GPU's lock (timing.parked_contexts), taken off what can
+    be theirs only. Where NVML names this process by this PID namespace's number, the other
+    namespaces' contexts are those listed under numbers not this evaluation's (0, or none at all,
+    as the driver does it); else every number is the host's and all but this one are others."""
+    if me in pids:
+        ours = set(mine) | {me}
+        foreign = [p for p in pids if p not in ours]
+        return len(pids) - 1 - len(foreign) + max(0, len(foreign) - parked), "this namespace's numbers"
+    return max(0, len(pids) - 1 - parked), "the host's numbers"
+
+
+def gpu_process_pids(device):
+    """The pids NVML lists with a compute context on `device` (as NVML numbers them: the host's,
+    or this PID namespace's where the driver translates them), or None when NVML cannot tell."""
     import ctypes
 
     import torch
+
+    class Info(ctypes.Structure):  # nvmlProcessInfo_v2_t, the _v3 call's
+        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                    ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
 
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
@@ -211,11 +236,15 @@ def other_gpu_processes(device):
         uuid = "GPU-%s" % torch.cuda.get_device_properties(device).uuid
         if nvml.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) != 0:
             return None
-        count = ctypes.c_uint(0)
-        rc = nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, ctypes.byref(count), None)
-        if rc not in (0, 7):  # NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE
-            return None
-        return max(0, int(count.value) - 1)
+        for _ in range(4):  # the list may grow between the calls
+            count = ctypes.c_uint(64)
+            infos = (Info * 128)()  # room for 64 entries of up to twice this layout's size
+            rc = nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, ctypes.byref(count), infos)
+            if rc == 0:  # NVML_SUCCESS
+                return [int(infos[i].pid) for i in range(min(int(count.value), 64))]
+            if rc != 7:  # NVML_ERROR_INSUFFICIENT_SIZE: more than 64
+                return None
+        return None
     except (OSError, AttributeError, RuntimeError):
         return None
 

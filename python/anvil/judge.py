@@ -971,11 +971,18 @@ class Judge(Harness):
 
     def other_gpu_processes(self):
         """Processes other than this one with a context on the GPU (NVML; None: it cannot tell),
-        less the idle ones of measurements parked on this GPU's lock (timing.parked_contexts)."""
-        others = evidence.other_gpu_processes(self.device)
-        if others is None or self.req.get("gpu_lock") is None:
-            return others
-        return max(0, others - timing.parked_contexts(self.req["gpu_lock"]))
+        less the idle ones of measurements parked on this GPU's lock (timing.parked_contexts),
+        taken off only what they can be: where NVML names this process by this PID namespace's
+        number, the others' contexts are those it lists under numbers that are not this
+        evaluation's (0 or none at all, as the driver does it); else (the host's numbers) all but
+        this one. The report's defenses.gpu_processes_seen says which it was."""
+        pids = evidence.gpu_process_pids(self.device)
+        if pids is None:
+            return None
+        parked = timing.parked_contexts(self.req["gpu_lock"]) if self.req.get("gpu_lock") is not None else 0
+        others, seen = evidence.others_beside(pids, os.getpid(), {self.supervisor, self.cand_pid} - {None}, parked)
+        self.report["defenses"]["gpu_processes_seen"] = seen
+        return others
 
     def time_models(self):
         """eager and torch.compile, as the candidate claimed its time (fresh inputs per call; profiled
@@ -1084,7 +1091,11 @@ class Judge(Harness):
                 except BaseException as e:  # noqa: BLE001 - reported as the compile baseline's error
                     if isinstance(e, KeyboardInterrupt):
                         raise
-                    self.compiled_ref = e
+                    if memory_error(e, self.torch) is not None:  # beside the wave's memory: compiled
+                        self.compiled_ref = None  # again by time_compile, the GPU then its alone
+                        self.free_cached()
+                    else:
+                        self.compiled_ref = e
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
             self.free_cached()  # what it no longer holds is the others' while it waits

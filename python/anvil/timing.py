@@ -72,39 +72,47 @@ class GpuLock:
     queue's evidence sees. Shared: GPU work that times nothing (vetting, torch.compile's warm-up),
     any number at once, none of them while a measurement holds the GPU, and no measurement while one
     of them runs. A vetting again "alone" holds it exclusive: alone among anvil's vettings, warm-ups
-    and measurements of baselines (evaluations with a candidate take no lock). waited_s: how long
+    and measurements of baselines (evaluations with a candidate take no lock).
+
+    Every taker passes the gate first (path + ".gate", exclusive for a moment, until it holds the
+    lock): measurements prepared together (park) hold the gate shared from their parking to their
+    end, so nothing new starts on the GPU, shared or exclusive, until every parked one has timed
+    (no other work beside their memory, and none that keeps them waiting). waited_s: how long
     taking it took."""
 
     def __init__(self, path, shared=False, together=False):
         """together: a measurement prepared beside others (the baselines' `prepare` "together"):
-        it first waits at the gate (path + ".gate") until no measurement prepared earlier is still
-        to time, then holds the lock shared while it prepares (CUDA, its model, its inputs, the
-        first calls), and park() takes it exclusive for what is timed. The measurements of one
-        wave so prepare at once, then time one after another, each alone at work on the GPU."""
+        it holds the lock shared while it prepares (CUDA, its model, its inputs, the first calls),
+        beside the others that passed the gate before any of them parked, and park() takes it
+        exclusive for what is timed. The measurements of one wave so prepare at once, then time one
+        after another, each alone at work on the GPU."""
         import fcntl
         import os
 
         started = time.perf_counter()
-        self.path, self.gate = path, None
-        if together:
-            self.gate = _high(os.open(path + ".gate", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-            fcntl.flock(self.gate, fcntl.LOCK_EX)  # no parked measurement holds it (shared) any more
+        self.path = path
+        self.gate = _high(os.open(path + ".gate", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        fcntl.flock(self.gate, fcntl.LOCK_EX)  # no parked measurement holds it (shared) any more
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_SH if shared or together else fcntl.LOCK_EX)
-        if self.gate is not None:
-            fcntl.flock(self.gate, fcntl.LOCK_UN)  # the others of this wave pass the gate too
+        fcntl.flock(self.gate, fcntl.LOCK_UN)  # the next taker may pass
+        if not together:
+            os.close(self.gate)
+            self.gate = None
         self.waited_s = round(time.perf_counter() - started, 3)
         # Held on a high descriptor: a process's descriptors close in ascending order when it exits,
         # so the lock goes after the driver's (opened later, lower numbers), with the GPU's memory.
         self.fd = _high(fd)
 
-    def park(self, contexts):
+    def park(self, contexts, gate_wait_s=2.0):
         """A measurement prepared together (above) gives up its shared hold and waits for the GPU
         alone. While it waits, its `contexts` CUDA contexts (its own and its candidate's process's)
         stay on the GPU with nothing running in them: they are listed in the parked directory
         (parked_contexts), which the baselines' evidence of other processes on the GPU counts out.
-        It holds the gate shared until its process ends, so that no later measurement prepares
-        before this one has timed. Returns the seconds it waited."""
+        It holds the gate shared until its process ends, so that nothing later starts on the GPU
+        before this one has timed. The gate is not waited for longer than gate_wait_s: a taker
+        that holds it while it waits for the lock (which this process holds shared) would wait
+        for this one in turn; without the gate it parks all the same. Returns the seconds it waited."""
         import fcntl
         import os
 
@@ -116,7 +124,16 @@ class GpuLock:
         fcntl.flock(entry, fcntl.LOCK_EX)  # held while parked: an entry whose lock is free is a dead one's
         os.write(entry, str(int(contexts)).encode())
         os.rename(os.path.join(folder, "." + name), os.path.join(folder, name))  # listed only once locked
-        fcntl.flock(self.gate, fcntl.LOCK_SH)
+        deadline = time.perf_counter() + gate_wait_s
+        self.gated = False
+        while not self.gated:
+            try:
+                fcntl.flock(self.gate, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                self.gated = True
+            except BlockingIOError:
+                if time.perf_counter() >= deadline:
+                    break
+                time.sleep(0.01)
         fcntl.flock(self.fd, fcntl.LOCK_EX)  # not atomic (flock(2)): the shared hold goes first
         try:
             os.unlink(os.path.join(folder, name))

@@ -322,3 +322,93 @@ def test_gpu_lock_prepared_together_parks_then_times_alone(tmp_path):
     with open(os.path.join(folder, "deadbeef"), "w") as f:
         f.write("2")
     assert timing.parked_contexts(path) == 0 and not os.listdir(folder)
+
+
+def test_every_taker_waits_at_the_gate_while_one_is_parked(tmp_path):
+    """While a measurement prepared together is parked, no new work starts on the GPU, exclusive
+    (a measurement alone, a vetting alone) or shared (a vetting, a warm-up): none beside its memory,
+    none to keep it waiting. And a taker that passed the gate and waits for the lock does not
+    deadlock a wave-mate that parks meanwhile: it parks without the gate."""
+    import threading
+
+    path = str(tmp_path / "gpu0.lock")
+
+    def in_thread(fn):
+        got = []
+        t = threading.Thread(target=lambda: got.append(fn()), daemon=True)
+        t.start()
+        return t, got
+
+    p = timing.GpuLock(path, together=True)
+    q = timing.GpuLock(path, together=True)
+    tp, parked = in_thread(lambda: p.park(contexts=2))
+    tp.join(timeout=0.5)
+    assert not parked and timing.parked_contexts(path) == 2  # waits for q, still preparing
+    tx, alone = in_thread(lambda: timing.GpuLock(path))
+    tv, shared = in_thread(lambda: timing.GpuLock(path, shared=True))
+    tx.join(timeout=0.5)
+    tv.join(timeout=0.1)
+    assert not alone and not shared
+    import os
+
+    os.close(q.fd)  # q ends without parking: p times
+    os.close(q.gate)
+    tp.join(timeout=5)
+    assert parked and p.gated
+    tx.join(timeout=0.5)
+    tv.join(timeout=0.1)
+    assert not alone and not shared  # p is timing: nothing else yet
+    os.close(p.fd)
+    os.close(p.gate)
+    tx.join(timeout=5)
+    tv.join(timeout=5)
+    assert len(alone) + len(shared) >= 1
+    done = list(alone + shared)  # the first through (the other waits for it: one exclusive)
+    for lock in done:
+        os.close(lock.fd)
+    tx.join(timeout=5)
+    tv.join(timeout=5)
+    assert alone and shared
+    for lock in alone + shared:
+        if lock not in done:
+            os.close(lock.fd)
+
+    # A taker holding the gate while it waits for the lock; a wave-mate parks without the gate.
+    a = timing.GpuLock(path, together=True)
+    tx, alone = in_thread(lambda: timing.GpuLock(path))
+    tx.join(timeout=0.5)
+    assert not alone  # past the gate, waiting for a's shared hold
+    ta, parked = in_thread(lambda: a.park(contexts=2, gate_wait_s=0.3))
+    for _ in range(100):
+        if parked or alone:
+            break
+        threading.Event().wait(0.05)
+    assert parked or alone, "deadlocked"
+    assert not a.gated
+    first = a if parked else alone[0]
+    os.close(first.fd)
+    for _ in range(100):
+        if parked and alone:
+            break
+        threading.Event().wait(0.05)
+    assert parked and alone
+    os.close((alone[0] if first is a else a).fd)
+    os.close(a.gate)
+
+
+def test_parked_contexts_are_taken_off_only_what_can_be_theirs():
+    """NVML's list of the GPU's processes, as the driver numbers them: the host's pids (every
+    other context listed, the parked ones' among them), or this namespace's (the others' listed as
+    0, or not at all)."""
+    from anvil import evidence
+
+    # The host's numbers: this judge is 1 in its namespace, 4242 on the host.
+    assert evidence.others_beside([4242, 4250, 5001, 5002], 1, {7}, parked=2) == (1, "the host's numbers")
+    assert evidence.others_beside([4242, 5001, 5002], 1, {7}, parked=2) == (0, "the host's numbers")
+    assert evidence.others_beside([4242, 5001, 5002], 1, {7}, parked=0) == (2, "the host's numbers")
+    # This namespace's numbers, the others omitted: parked ones take nothing off its candidate.
+    assert evidence.others_beside([1, 7], 1, {7}, parked=4) == (1, "this namespace's numbers")
+    assert evidence.others_beside([1], 1, {7}, parked=4) == (0, "this namespace's numbers")
+    # ... or listed as 0: a foreign one beyond the parked ones still counts.
+    assert evidence.others_beside([1, 0, 0, 0], 1, {7}, parked=2) == (1, "this namespace's numbers")
+    assert evidence.others_beside([1, 7, 0, 0], 1, {7}, parked=2) == (1, "this namespace's numbers")

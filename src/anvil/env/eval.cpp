@@ -913,6 +913,11 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
     nlohmann::json phases = report.value("defenses", nlohmann::json::object());
     if (phases.is_object()) phases = phases.value("seconds", nlohmann::json::object());
     if (phases.is_object() && phases.contains("judge")) secs["judge"] = phases["judge"];
+    // How NVML numbered the GPU's processes for the judge (its evidence of others on the GPU)
+    const nlohmann::json& defenses = report.value("defenses", nlohmann::json::object());
+    if (defenses.is_object() && defenses.contains("gpu_processes_seen")) {
+      j["gpu_processes_seen"] = defenses["gpu_processes_seen"];
+    }
   }
   if (!report.is_object()) {
     std::string how = r.timed_out ? "did not finish within " + std::to_string(opts.timeout.count()) + " s"
