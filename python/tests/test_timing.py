@@ -219,6 +219,16 @@ def test_a_host_slower_than_the_sleep_is_caught_and_the_sleep_grows():
     assert result["median_ms"] < 0.1, result  # the kernel itself takes microseconds
 
 
+def _in_thread(fn):
+    """(the thread running fn, a list that gets fn's result once it returns)."""
+    import threading
+
+    got = []
+    t = threading.Thread(target=lambda: got.append(fn()), daemon=True)
+    t.start()
+    return t, got
+
+
 def _try_flock(path, kind):
     """Whether a flock of `kind` on `path` could be had now (let go at once)."""
     import fcntl
@@ -277,23 +287,17 @@ def test_gpu_lock_prepared_together_parks_then_times_alone(tmp_path):
 
     path = str(tmp_path / "gpu0.lock")
 
-    def in_thread(fn):
-        got = []
-        t = threading.Thread(target=lambda: got.append(fn()), daemon=True)
-        t.start()
-        return t, got
-
     a = timing.GpuLock(path, together=True)
     b = timing.GpuLock(path, together=True)  # the same wave: both prepare at once (shared)
     assert not _try_flock(path, fcntl.LOCK_EX) and _try_flock(path, fcntl.LOCK_SH)
     assert timing.parked_contexts(path) == 0
-    ta, parked_a = in_thread(lambda: a.park(contexts=2))  # waits: b still prepares
+    ta, parked_a = _in_thread(lambda: a.park(contexts=2))  # waits: b still prepares
     ta.join(timeout=0.5)
     assert not parked_a and timing.parked_contexts(path) == 2
-    tc, third = in_thread(lambda: timing.GpuLock(path, together=True))  # a later wave: at the gate
+    tc, third = _in_thread(lambda: timing.GpuLock(path, together=True))  # a later wave: at the gate
     tc.join(timeout=0.5)
     assert not third
-    tb, parked_b = in_thread(lambda: b.park(contexts=2))  # b parks: one of the two holds the GPU alone
+    tb, parked_b = _in_thread(lambda: b.park(contexts=2))  # b parks: one of the two holds the GPU alone
     for _ in range(100):
         if parked_a or parked_b:
             break
@@ -333,19 +337,13 @@ def test_every_taker_waits_at_the_gate_while_one_is_parked(tmp_path):
 
     path = str(tmp_path / "gpu0.lock")
 
-    def in_thread(fn):
-        got = []
-        t = threading.Thread(target=lambda: got.append(fn()), daemon=True)
-        t.start()
-        return t, got
-
     p = timing.GpuLock(path, together=True)
     q = timing.GpuLock(path, together=True)
-    tp, parked = in_thread(lambda: p.park(contexts=2))
+    tp, parked = _in_thread(lambda: p.park(contexts=2))
     tp.join(timeout=0.5)
     assert not parked and timing.parked_contexts(path) == 2  # waits for q, still preparing
-    tx, alone = in_thread(lambda: timing.GpuLock(path))
-    tv, shared = in_thread(lambda: timing.GpuLock(path, shared=True))
+    tx, alone = _in_thread(lambda: timing.GpuLock(path))
+    tv, shared = _in_thread(lambda: timing.GpuLock(path, shared=True))
     tx.join(timeout=0.5)
     tv.join(timeout=0.1)
     assert not alone and not shared
@@ -375,10 +373,10 @@ def test_every_taker_waits_at_the_gate_while_one_is_parked(tmp_path):
 
     # A taker holding the gate while it waits for the lock; a wave-mate parks without the gate.
     a = timing.GpuLock(path, together=True)
-    tx, alone = in_thread(lambda: timing.GpuLock(path))
+    tx, alone = _in_thread(lambda: timing.GpuLock(path))
     tx.join(timeout=0.5)
     assert not alone  # past the gate, waiting for a's shared hold
-    ta, parked = in_thread(lambda: a.park(contexts=2, gate_wait_s=0.3))
+    ta, parked = _in_thread(lambda: a.park(contexts=2, gate_wait_s=0.3))
     for _ in range(100):
         if parked or alone:
             break
