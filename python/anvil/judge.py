@@ -1092,7 +1092,7 @@ class Judge(Harness):
                     if isinstance(e, KeyboardInterrupt):
                         raise
                     if memory_error(e, self.torch) is not None:  # beside the wave's memory: compiled
-                        self.compiled_ref = None  # again by time_compile, the GPU then its alone
+                        self.compiled_ref = None  # again by time_compile, the GPU then its own
                         self.free_cached()
                     else:
                         self.compiled_ref = e
