@@ -196,13 +196,6 @@ def precision_against(leaves, out64, ratio):
     return dict(worst or {}, checked=worst is not None)
 
 
-def other_gpu_processes(device):
-    """How many processes besides this one hold a context on `device` (NVML), or None when NVML
-    cannot tell. A baseline measured while another process used the GPU is not kept."""
-    pids = gpu_process_pids(device)
-    return None if pids is None else max(0, len(pids) - 1)
-
-
 def others_beside(pids, me, mine, parked):
     """(how many of NVML's `pids` are other processes' contexts than this one's, as which numbers
     NVML gave). `mine`: this evaluation's other pids (its candidate's process); `parked`: idle

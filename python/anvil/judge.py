@@ -971,11 +971,9 @@ class Judge(Harness):
 
     def other_gpu_processes(self):
         """Processes other than this one with a context on the GPU (NVML; None: it cannot tell),
-        less the idle ones of measurements parked on this GPU's lock (timing.parked_contexts),
-        taken off only what they can be: where NVML names this process by this PID namespace's
-        number, the others' contexts are those it lists under numbers that are not this
-        evaluation's (0 or none at all, as the driver does it); else (the host's numbers) all but
-        this one. The report's defenses.gpu_processes_seen says which it was."""
+        less the idle ones of measurements parked on this GPU's lock (timing.parked_contexts)
+        where they can be theirs (evidence.others_beside). A baseline measured while another
+        process used the GPU is not kept. defenses.gpu_processes_seen: how NVML numbered them."""
         pids = evidence.gpu_process_pids(self.device)
         if pids is None:
             return None

@@ -459,10 +459,9 @@ int cmd_baselines(const BaselinesArgs& a) {
   // Phase one: the compile caches of the tasks still to measure, warmed `jobs` at a time.
   int jobs = a.jobs > 0 ? a.jobs : o.device == "cuda" ? kWarmJobsCuda : 1;
   nlohmann::json warm = warm_up(env, o, *specs, jobs, t0, a.json);
-  // Phase two: `overlap` measurements at once, one of them on the GPU at a time (the GPU lock), the
-  // others doing their host work; on the CPU one at a time (the CPU is what is measured). A task
-  // measured beside others whose baselines were not kept (the others' host work loaded the CPU?) is
-  // measured once more.
+  // Phase two: `overlap` measurements at once, one of them timing on the GPU at a time (the GPU
+  // lock), the others preparing (together: a wave on the GPU, the lock shared; alone: their host
+  // work only); on the CPU one at a time (the CPU is what is measured). Retries: below.
   bool together = o.device == "cuda" && o.defenses && a.prepare == Prepare::kTogether;
   int overlap = o.device != "cuda" ? 1 : a.overlap > 0 ? a.overlap : together ? kOverlapTogetherCuda : kOverlapCuda;
   Prepare prepare = together ? Prepare::kTogether : Prepare::kAlone;

@@ -895,7 +895,7 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
     return done(BaselinesResult::Status::kCached, "");
   }
   if (!gpu_lock.empty()) p.request["gpu_lock"] = gpu_lock;
-  if (!gpu_lock.empty() && opts.defenses && prepare == Prepare::kTogether) p.request["prepare"] = "together";
+  if (!gpu_lock.empty() && prepare == Prepare::kTogether) p.request["prepare"] = "together";
   nlohmann::json isolation;
   SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, &isolation);
   auto tr = Clock::now();
@@ -909,14 +909,13 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
   secs["run"] = since(tr);
   if (report.is_object()) {
     secs["runner"] = report.value("seconds", nlohmann::json());
-    // The judge's own phases (fork, setup, check_reference, eager_batch, quiet_gpu, baselines, ...)
-    nlohmann::json phases = report.value("defenses", nlohmann::json::object());
-    if (phases.is_object()) phases = phases.value("seconds", nlohmann::json::object());
-    if (phases.is_object() && phases.contains("judge")) secs["judge"] = phases["judge"];
-    // How NVML numbered the GPU's processes for the judge (its evidence of others on the GPU)
-    const nlohmann::json& defenses = report.value("defenses", nlohmann::json::object());
-    if (defenses.is_object() && defenses.contains("gpu_processes_seen")) {
-      j["gpu_processes_seen"] = defenses["gpu_processes_seen"];
+    nlohmann::json defenses = report.value("defenses", nlohmann::json::object());
+    if (defenses.is_object()) {
+      // The judge's own phases (fork, setup, check_reference, eager_batch, quiet_gpu, baselines, ...)
+      nlohmann::json phases = defenses.value("seconds", nlohmann::json::object());
+      if (phases.is_object() && phases.contains("judge")) secs["judge"] = phases["judge"];
+      // How NVML numbered the GPU's processes for the judge (its evidence of others on the GPU)
+      if (defenses.contains("gpu_processes_seen")) j["gpu_processes_seen"] = defenses["gpu_processes_seen"];
     }
   }
   if (!report.is_object()) {

@@ -113,7 +113,7 @@ const char* baselines_status_name(BaselinesResult::Status s);
 // model's construction, its inputs' draws) first, then takes an exclusive lock on the file before it
 // starts the device and holds it to its end (python/anvil/timing.py GpuLock), so that several
 // measurements may overlap their host work while only one uses the GPU.
-// Prepare::kTogether (the request's prepare "together", defenses on): it prepares with the lock
+// Prepare::kTogether (the request's prepare "together"; the judge's, so with defenses): it prepares with the lock
 // shared, beside the other measurements of its wave (CUDA, the model, the inputs, the first calls,
 // torch.compile's compilation), then waits for it exclusive and times alone; a lean task (a set of
 // inputs of a GiB or more) prepares alone all the same (python/anvil/judge.py prepare_together).
