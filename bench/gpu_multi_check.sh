@@ -4,6 +4,8 @@
 # same GPU), then `anvil serve --gpus 0,1` under 64 concurrent scripted sessions with a kill -9
 # part-way (both GPUs held, nothing lost or answered twice).
 #   bash bench/gpu_multi_check.sh [prefill|alone0|both|alone1|compare|serve|all]   (default all)
+# A stage's name may carry a suffix (alone0-o1, both-o1, compare-o1) to keep runs of other settings
+# apart, OVERLAP=N setting bench's --overlap for the runs.
 # prefill measures the suite's baselines ahead (level 1 on GPU 0 and level 2 on GPU 1 at once, each
 # `anvil baselines --overlap 2`), vets its tasks and builds its solutions, so that every bench run
 # after it times candidates only: the runs differ in where they ran and nothing else. Stages go in
@@ -38,12 +40,15 @@ suite() {
   [ -d "$SUITE/tasks" ] || python3 bench/suite/make_suite.py --out "$SUITE" --faults
 }
 
-# bench NAME GPUS: one run over the suite on those GPUs; its report and records kept.
+# bench NAME GPUS: one run over the suite on those GPUs, OVERLAP evaluations at once on each (anvil
+# bench's default when unset); its report and records kept as bench-NAME.
 bench() {
   local name=$1 gpus=$2 dir=$RUNS/$1
-  echo "== $name: --gpus $gpus"
+  local overlap=()
+  if [ -n "${OVERLAP:-}" ]; then overlap=(--overlap "$OVERLAP"); fi
+  echo "== $name: --gpus $gpus ${overlap[*]}"
   local t0=$SECONDS rc=0
-  "$ANVIL" bench --tasks "$SUITE/tasks" --solutions "$SUITE/solutions" --out "$dir" --gpus "$gpus" || rc=$?
+  "$ANVIL" bench --tasks "$SUITE/tasks" --solutions "$SUITE/solutions" --out "$dir" --gpus "$gpus" "${overlap[@]}" || rc=$?
   echo "== $name: exit $rc after $((SECONDS - t0)) s"
   if [ -f "$dir/results.json" ]; then
     mkdir -p "$res/bench-$name"
@@ -74,9 +79,11 @@ prefill() {
   echo "== builds and vet: done after $((SECONDS - t0)) s"
 }
 
+# compare [SUFFIX]: the runs alone0SUFFIX, alone1SUFFIX (where made) and bothSUFFIX.
 compare() {
-  python3 bench/multi_gpu_check.py --single "0=$RUNS/alone0" --single "1=$RUNS/alone1" --multi "$RUNS/both" \
-    --out "$res/compare.json" | tail -1
+  local x=${1:-} singles=(--single "0=$RUNS/alone0${1:-}")
+  if [ -f "$RUNS/alone1$x/bench.json" ]; then singles+=(--single "1=$RUNS/alone1$x"); fi
+  python3 bench/multi_gpu_check.py "${singles[@]}" --multi "$RUNS/both$x" --out "$res/compare$x.json" | tail -1
 }
 
 serve() {
@@ -90,10 +97,10 @@ serve() {
 status=0
 case $stage in
   prefill) prefill || status=1 ;;
-  alone0) suite && bench alone0 0 || status=1 ;;
-  both) suite && bench both 0,1 || status=1 ;;
-  alone1) suite && bench alone1 1 || status=1 ;;
-  compare) compare || status=1 ;;
+  alone0*) suite && bench "$stage" 0 || status=1 ;;
+  both*) suite && bench "$stage" 0,1 || status=1 ;;
+  alone1*) suite && bench "$stage" 1 || status=1 ;;
+  compare*) compare "${stage#compare}" || status=1 ;;
   serve) serve || status=1 ;;
   all)
     prefill || status=1
@@ -103,6 +110,6 @@ case $stage in
     compare || status=1
     serve || status=1
     ;;
-  *) echo "usage: $0 [prefill|alone0|both|alone1|compare|serve|all]"; exit 2 ;;
+  *) echo "usage: $0 [prefill|alone0[SUFFIX]|both[SUFFIX]|alone1[SUFFIX]|compare[SUFFIX]|serve|all]"; exit 2 ;;
 esac
 exit $status

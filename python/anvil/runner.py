@@ -93,8 +93,8 @@ def parse_request(text):
         out["defenses"]["policy"] = dict(policy.DEFAULT_POLICY, **out["defenses"]["policy"])
     if out["candidate_kind"] not in CANDIDATE_KINDS:
         raise RequestError("candidate_kind %r, expected one of %s" % (out["candidate_kind"], ", ".join(CANDIDATE_KINDS)))
-    if out.get("gpu_lock") is not None and (out["candidate_kind"] != "none" or not isinstance(out["gpu_lock"], str)):
-        raise RequestError("gpu_lock: a path, and only for the baselines alone (candidate_kind \"none\")")
+    if out.get("gpu_lock") is not None and not isinstance(out["gpu_lock"], str):
+        raise RequestError("gpu_lock: a path")
     if out.get("prepare", "alone") not in ("alone", "together") or (
             out.get("prepare", "alone") == "together" and out.get("gpu_lock") is None):
         raise RequestError("prepare: \"alone\" or \"together\", and \"together\" only with gpu_lock")

@@ -72,7 +72,8 @@ class GpuLock:
     queue's evidence sees. Shared: GPU work that times nothing (vetting, torch.compile's warm-up),
     any number at once, none of them while a measurement holds the GPU, and no measurement while one
     of them runs. A vetting again "alone" holds it exclusive: alone among anvil's vettings, warm-ups
-    and measurements of baselines (evaluations with a candidate take no lock).
+    and measurements of baselines, and evaluations run side by side (`anvil bench --overlap`; a
+    lone evaluation takes no lock).
 
     Every taker passes the gate first (path + ".gate", exclusive for a moment, until it holds the
     lock): measurements prepared together (park) hold the gate shared from their parking to their

@@ -928,6 +928,27 @@ def test_baselines_alone_refuses_to_time_a_candidate(make):
     assert "has no candidate to time" in run.report["message"]
 
 
+def waiting_at(lock, thread, limit_s=240):
+    """Returns once a runner waits for `lock` (it holds the lock's gate exclusive until it has the
+    lock: timing.GpuLock), however long its start took (CUDA's, on a GPU, is seconds)."""
+    import fcntl
+    import time
+
+    gate = os.open(str(lock) + ".gate", os.O_RDWR | os.O_CREAT)
+    try:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline and thread.is_alive():
+            try:
+                fcntl.flock(gate, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(gate, fcntl.LOCK_UN)
+            except BlockingIOError:
+                return
+            time.sleep(0.02)
+        raise AssertionError("no runner came to wait for %s" % lock)
+    finally:
+        os.close(gate)
+
+
 @pytest.mark.parametrize("defended", [True, False], ids=["judge", "undefended"])
 def test_baselines_wait_for_the_gpu_lock(make, tmp_path, defended):
     """With gpu_lock, the baselines' process does its host work, then waits for the lock before it
@@ -945,7 +966,8 @@ def test_baselines_wait_for_the_gpu_lock(make, tmp_path, defended):
     done = {}
     thread = threading.Thread(target=lambda: done.update(report=evaluate(request).report))
     thread.start()
-    time.sleep(4.0)
+    waiting_at(lock, thread)
+    time.sleep(1.5)
     assert "report" not in done  # waiting for the lock
     fcntl.flock(fd, fcntl.LOCK_UN)
     thread.join(timeout=300)
@@ -1007,8 +1029,43 @@ def test_prepare_together_needs_a_gpu_lock(make):
     assert run.returncode == 2 and "prepare" in run.report["message"]
 
 
-def test_a_gpu_lock_is_only_for_the_baselines_alone(make, tmp_path):
+def test_a_gpu_lock_is_a_path(make):
     from test_runner import run_runner
 
-    run = run_runner(make(CORRECT, gpu_lock=str(tmp_path / "gpu.lock")))
+    run = run_runner(make(CORRECT, gpu_lock=3))
     assert run.returncode == 2 and "gpu_lock" in run.report["message"]
+
+
+def test_a_candidate_prepared_together_runs_nothing_before_the_gpu_is_its_own(make, tmp_path):
+    """A candidate's evaluation prepared "together" (anvil bench --overlap): both processes start
+    CUDA and take their inputs beside a wave-mate (the lock shared), then the judge parks with two
+    contexts; the candidate's module is imported only once the lock is exclusive, and every trial
+    and timed call after. The candidate is judged as alone."""
+    import fcntl
+    import threading
+    import time
+
+    lock = tmp_path / "gpu.lock"
+    request = kernelbench(make(CORRECT, gpu_lock=str(lock), prepare="together", timing={"warmup": 1, "calls": 3}))
+    fd = os.open(str(lock), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # a wave-mate still preparing
+    done = {}
+    thread = threading.Thread(target=lambda: done.update(report=evaluate(request).report))
+    thread.start()
+    deadline = time.monotonic() + 240
+    while timing_rule.parked_contexts(str(lock)) == 0 and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.1)
+    assert timing_rule.parked_contexts(str(lock)) == 2, done  # the judge's and the candidate's
+    time.sleep(1.0)
+    assert "report" not in done
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    thread.join(timeout=300)
+    report = done["report"]
+    assert report["outcome"] is None, report["message"]
+    assert report["timing"]["candidate"]["median_ms"] > 0
+    judge, cand = report["defenses"]["seconds"]["judge"], report["defenses"]["seconds"]["candidate"]
+    assert judge["parked"] >= 1.0, judge
+    assert cand["@set_up"] < judge["@gpu_alone"] <= cand["@load"] < cand["@imported"], (judge, cand)
+    assert timing_rule.parked_contexts(str(lock)) == 0
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until its process ended: free again now
+    os.close(fd)

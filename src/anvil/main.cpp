@@ -407,7 +407,12 @@ void add_bench(CLI::App& app, int& status) {
                         "the sub-folder of a solution folder to use (default cuda with a GPU, else cpu)");
   bench_cmd->add_option("--out", bn.opts.out, "the run directory (default runs/bench-<UTC time>)");
   bench_cmd->add_flag("--resume", bn.opts.resume, "continue the run in --out: finished tasks are kept, never redone");
-  add_gpus_option(bench_cmd, bn.opts.gpus, "GPU indices, e.g. 0,1: one evaluation at a time on each (default: all)");
+  add_gpus_option(bench_cmd, bn.opts.gpus, "GPU indices, e.g. 0,1: one timed evaluation at a time on each (default: all)");
+  bench_cmd->add_option("--overlap", bn.opts.overlap,
+                        "evaluations at once on each GPU: a wave prepares together (CUDA, the inputs, the reference), "
+                        "then each is verified and timed with the GPU to itself (default " +
+                            std::to_string(anvil::kBenchOverlapCuda) + " with defenses, else 1)")
+      ->check(CLI::Range(1, 16));
   bench_cmd->add_flag_callback("--no-progress", [&] { bn.opts.progress = false; }, "no progress display");
   bench_cmd->add_flag_callback("--no-prebuild", [&] { bn.opts.prebuild = false; },
                                "build each candidate when it is evaluated, on its GPU's slot, instead of all first on every core");

@@ -523,10 +523,18 @@ std::optional<Json> open_run(const BenchOptions& o, const Json& settings, const 
   return run;
 }
 
-// The pending tasks' solutions evaluated, one at a time on each of `gpus` (a worker each), every
-// record written as it is made; how many were evaluated.
+// Evaluations at once on each GPU: opts.overlap, or its default.
+int overlap_of(const BenchOptions& opts, bool cpu) {
+  if (cpu) return 1;
+  if (opts.overlap > 0) return opts.overlap;
+  return opts.eval.defenses ? kBenchOverlapCuda : 1;
+}
+
+// The pending tasks' solutions evaluated, `overlap` at a time on each of `gpus` (a worker each;
+// above one, each evaluation takes the GPU's lock: a wave prepares together, then each is timed
+// alone), every record written as it is made; how many were evaluated.
 size_t evaluate_pending(const Environment& env, const BenchOptions& opts, const std::vector<const SuiteTask*>& pending,
-                        const std::vector<int>& gpus, bool cpu, Progress& progress) {
+                        const std::vector<int>& gpus, bool cpu, int overlap, Progress& progress) {
   std::atomic<size_t> next{0};
   std::atomic<size_t> n_eval{0};
   auto worker = [&](int gpu) {
@@ -538,6 +546,7 @@ size_t evaluate_pending(const Environment& env, const BenchOptions& opts, const 
       eo.task = t.spec;
       eo.candidate = t.solution;
       eo.gpu = gpu;
+      if (overlap > 1) eo.gpu_lock = Prepare::kTogether;
       auto t0 = Clock::now();
       EvalResult r;
       try {
@@ -558,7 +567,9 @@ size_t evaluate_pending(const Environment& env, const BenchOptions& opts, const 
     }
   };
   std::vector<std::thread> pool;
-  for (int g : gpus) pool.emplace_back(worker, g);
+  for (int g : gpus) {
+    for (int k = 0; k < overlap; ++k) pool.emplace_back(worker, g);
+  }
   for (auto& th : pool) th.join();
   return n_eval;
 }
@@ -634,6 +645,7 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
   }
 
   size_t evaluated = 0;
+  int overlap = overlap_of(opts, cpu);
   double build_seconds = 0;
   Json prebuilt = nullptr;
   if (o.model) {
@@ -645,7 +657,7 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
     }
     if (o.prebuild) prebuilt = prebuild_all(env, opts, pending, &build_seconds);
     Progress progress(suite->tasks.size(), resumed + missing, o.progress);
-    evaluated = evaluate_pending(env, opts, pending, gpus, cpu, progress);
+    evaluated = evaluate_pending(env, opts, pending, gpus, cpu, overlap, progress);
     progress.finish();
   }
 
@@ -658,7 +670,8 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
                {"missing", missing},
                {"prebuild", prebuilt},
                {"tasks_per_minute", seconds > 0 ? static_cast<double>(evaluated) / (seconds / 60.0) : 0.0},
-               {"gpus", cpu ? Json(nullptr) : Json(gpus)}};
+               {"gpus", cpu ? Json(nullptr) : Json(gpus)},
+               {"overlap", o.model ? Json(nullptr) : Json(overlap)}};
   run["last"] = last;
   run["invocations"].push_back(last);
   if (!write_file_atomic(run_path, run.dump(1) + "\n", err)) return std::nullopt;

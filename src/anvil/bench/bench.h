@@ -1,6 +1,7 @@
 // bench.h: benchmark runs (`anvil bench`): every task of a suite evaluated in
-// isolation against its solution (or the agent's episode), one evaluation per
-// GPU at a time over the host's GPUs, each result kept as a per-task record
+// isolation against its solution (or the agent's episode), one timed evaluation
+// per GPU at a time over the host's GPUs (--overlap: others prepare meanwhile),
+// each result kept as a per-task record
 // so an interrupted run resumes without evaluating a finished task again;
 // then the suite's metrics, a fingerprint of the setup, and the reports.
 // Layout and schemas: docs/bench.md.
@@ -20,6 +21,9 @@ namespace anvil {
 
 class ModelClient;
 
+// `anvil bench`'s evaluations at once on a GPU by default, with defenses (BenchOptions::overlap).
+inline constexpr int kBenchOverlapCuda = 4;
+
 struct BenchOptions {
   std::string tasks;       // a folder (KernelBench layout) or a dataset
   std::string solutions;   // a folder of solutions; empty with an agent
@@ -28,6 +32,10 @@ struct BenchOptions {
   bool resume = false;     // continue the run in `out`
   EvalOptions eval;        // the template: task, candidate and gpu are set per task
   std::vector<int> gpus;   // GPU indices; empty: all of the host's
+  // Evaluations at once on each GPU (0: kBenchOverlapCuda with defenses, else 1). Above 1 they take
+  // the GPU's lock (EvalOptions::gpu_lock): a wave prepares together, each then verified and timed
+  // with the GPU to itself, one timed evaluation per GPU at a time whatever the overlap.
+  int overlap = 0;
   bool prebuild = true;    // build every candidate on all cores before the GPUs time anything
   bool progress = true;    // a progress bar (or one line per task when stderr is not a terminal)
   // With an agent: each task is one episode (the agent issue's loop), judged

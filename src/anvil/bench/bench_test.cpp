@@ -98,7 +98,7 @@ Json parse(const SubprocessResult& r) {
 TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
   test_environment();
   Suite3 s;
-  SubprocessResult r = run_subprocess(s.argv(), quick());
+  SubprocessResult r = run_subprocess(s.argv({"--overlap", "3"}), quick());
   ASSERT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.err_output;
   Json res = parse(r);
   ASSERT_EQ(res.value("schema", ""), "anvil.bench/1");
@@ -124,6 +124,7 @@ TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
   EXPECT_EQ(res["run"]["evaluated"], 3);
   EXPECT_EQ(res["run"]["resumed"], 0);
   EXPECT_EQ(res["run"]["missing"], 1);
+  EXPECT_EQ(res["run"]["overlap"], 1);  // on a CPU one at a time, whatever --overlap says
   EXPECT_EQ(res["run"]["prebuild"]["candidates"], 3) << res["run"].dump();
   EXPECT_EQ(res["run"]["prebuild"]["failed"], 0) << res["run"].dump();
   EXPECT_GE(res["run"]["prebuild"]["compiled"], 1) << res["run"].dump();
@@ -349,6 +350,10 @@ TEST(Bench, UsageErrorsAreOneClearLine) {
   r = run_subprocess({ANVIL_BINARY, "bench", "--tasks", "/nonexistent-tasks", "--solutions", "/tmp"}, quick());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err_output.find("/nonexistent-tasks: no such file or folder"), std::string::npos) << r.err_output;
+  r = run_subprocess({ANVIL_BINARY, "bench", "--tasks", "/nonexistent-tasks", "--solutions", "/tmp", "--overlap", "0"},
+                     quick());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err_output.find("--overlap: Value 0 not in range 1 to 16"), std::string::npos) << r.err_output;
 }
 
 }  // namespace

@@ -368,6 +368,7 @@ struct Evaluation {
   bool have_eager = false, have_compile = false, want_compile = false;
   SubprocessResult ran;
   nlohmann::json report;  // the runner's, or null
+  std::string gpu_lock_note;  // how the GPU's lock was held (lock_gpu); empty: none taken
 
   nlohmann::json& j() { return res.json; }
   // anvil could not evaluate (environment, usage): no outcome.
@@ -531,11 +532,24 @@ void plan(Evaluation& e) {
   e.request["timing"]["bound"] = bound;
 }
 
+// The GPU's lock, when the options ask for it (EvalOptions::gpu_lock): named in the request, and how
+// it was held in the result.
+void lock_gpu(Evaluation& e) {
+  if (e.device != "cuda" || !e.opts.gpu_lock) return;
+  bool together = *e.opts.gpu_lock == Prepare::kTogether && e.opts.defenses;
+  e.request["gpu_lock"] = gpu_lock_path(e.env, e.opts.gpu).string();
+  if (together) e.request["prepare"] = "together";
+  e.gpu_lock_note = together ? "prepared beside the others of its wave (the GPU's lock shared), then the lock "
+                               "exclusive for everything timed and everything the candidate ran"
+                             : "exclusive from CUDA's start to the end";
+}
+
 // The runner, started as the options say (or by opts.runner), and what it left: its end and report.
 End run(Evaluation& e) {
   nlohmann::json isolation;
   SubprocessOptions so = runner_options(e.env, e.opts, e.private_dir, e.request, e.device, &isolation);
   e.j()["isolation"] = isolation;
+  if (!e.gpu_lock_note.empty()) e.j()["isolation"]["gpu_lock"] = e.gpu_lock_note;
   static const PythonRunner python_runner;
   const RunnerLauncher& runner = e.opts.runner ? *e.opts.runner : python_runner;
   auto tr = Clock::now();
@@ -756,17 +770,45 @@ EvalResult score(Evaluation& e) {
   return e.finish("ok", note);
 }
 
-}  // namespace
-
-EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
+EvalResult evaluate_once(const Environment& env, const EvalOptions& opts) {
   Evaluation e(env, opts);
   if (End end = prepare(e)) return *end;
   if (End end = build(e)) return *end;
   vet(e);
   plan(e);
+  lock_gpu(e);
   if (End end = run(e)) return *end;
   if (End end = interpret(e)) return *end;
   return score(e);
+}
+
+// The GPU ran out of memory in the evaluation: the candidate's own work (reason gpu_memory, its
+// memory measured or not) or the judge's (anvil could not evaluate). Beside a wave's memory, that
+// may be the wave's doing, never the candidate's to pay for.
+bool short_of_gpu_memory(const EvalResult& r) {
+  if (!r.evaluated) return r.error.find("ran out of memory") != std::string::npos;
+  return r.json.value("reason", nlohmann::json()) == "gpu_memory";
+}
+
+}  // namespace
+
+EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
+  EvalResult r = evaluate_once(env, opts);
+  if (opts.gpu_lock != Prepare::kTogether || !short_of_gpu_memory(r)) return r;
+  // Again with the GPU to itself, on the same inputs.
+  EvalOptions alone = opts;
+  alone.gpu_lock = Prepare::kAlone;
+  const nlohmann::json& verify = r.json.value("verify", nlohmann::json());
+  if (verify.is_object() && verify.value("seed", nlohmann::json()).is_number_unsigned()) {
+    alone.seed = verify["seed"].get<uint32_t>();
+  }
+  EvalResult again = evaluate_once(env, alone);
+  nlohmann::json first = {{"outcome", r.json.value("outcome", nlohmann::json())},
+                          {"reason", r.json.value("reason", nlohmann::json())},
+                          {"message", r.evaluated ? r.json.value("message", nlohmann::json()) : nlohmann::json(r.error)},
+                          {"why_again", "the GPU ran out of memory while it was prepared beside others: run again alone"}};
+  if (again.json.is_object()) again.json["isolation"]["first_try"] = first;
+  return again;
 }
 
 const char* baselines_status_name(BaselinesResult::Status s) {

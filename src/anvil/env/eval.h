@@ -29,6 +29,16 @@ namespace anvil {
 
 struct EvalOptions;
 
+// How a run that takes the GPU's lock (gpu_lock_path; python/anvil/timing.py GpuLock) holds it.
+// kAlone: exclusive from CUDA's start to the end (its host work, the task's import, the model's
+// construction, the inputs' draws, done before). kTogether (the request's prepare "together"; the
+// judge's, so with defenses; else as kAlone): shared while it prepares beside the others of its wave
+// (CUDA in both processes, the model, the inputs, the reference's first call, torch.compile's
+// compilation; none of a candidate's code exists yet), then exclusive, once the wave has parked, for
+// everything timed and everything the candidate runs; a lean task (a set of inputs of a GiB or more)
+// prepares alone all the same (python/anvil/judge.py prepare_together).
+enum class Prepare { kAlone, kTogether };
+
 // How evaluate() starts its runner, the one side effect of a judged run: by default forked from
 // the warm zygote or a fresh process (launch_python, opts.zygote_socket). Tests put a runner that
 // answers canned reports behind it, so the outcome mapping and the reward are tested without
@@ -78,6 +88,11 @@ struct EvalOptions {
   // starts a fresh Python process; anything else is a zygote's socket path.
   std::string zygote_socket = "auto";
   const RunnerLauncher* runner = nullptr;  // null: the zygote or a fresh process, as above
+  // The GPU's lock, for evaluations run side by side on one GPU (`anvil bench --overlap`); unset: none
+  // taken, one evaluation at a time on the GPU is the caller's to keep. kTogether: an evaluation
+  // that ran short of GPU memory beside its wave is run again kAlone (evaluate), its first result
+  // kept in isolation.first_try.
+  std::optional<Prepare> gpu_lock;
   BuildOptions build;
 };
 
@@ -113,11 +128,7 @@ const char* baselines_status_name(BaselinesResult::Status s);
 // model's construction, its inputs' draws) first, then takes an exclusive lock on the file before it
 // starts the device and holds it to its end (python/anvil/timing.py GpuLock), so that several
 // measurements may overlap their host work while only one uses the GPU.
-// Prepare::kTogether (the request's prepare "together"; the judge's, so with defenses): it prepares with the lock
-// shared, beside the other measurements of its wave (CUDA, the model, the inputs, the first calls,
-// torch.compile's compilation), then waits for it exclusive and times alone; a lean task (a set of
-// inputs of a GiB or more) prepares alone all the same (python/anvil/judge.py prepare_together).
-enum class Prepare { kAlone, kTogether };
+// Prepare::kTogether: as EvalOptions::gpu_lock's.
 BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock = "",
                                   Prepare prepare = Prepare::kAlone);
 // GPU `gpu`'s lock file (under the cache's locks/, the directory made): taken exclusive by a

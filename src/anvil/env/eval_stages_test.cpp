@@ -219,6 +219,84 @@ TEST_F(EvalStages, ARunnerThatCouldNotWorkIsNoOutcome) {
   EXPECT_NE(res.error.find("cannot start the runner"), std::string::npos) << res.error;
 }
 
+// Answers its reports in turn, the last one again once they are used up.
+class SequenceRunner : public RunnerLauncher {
+ public:
+  explicit SequenceRunner(std::vector<nlohmann::json> reports) : reports_(std::move(reports)) {}
+  Launch launch(const Environment&, const EvalOptions&, const nlohmann::json& request, const SubprocessOptions&,
+                const std::filesystem::path&) const override {
+    Launch l;
+    l.result = reported(reports_.at(std::min(requests.size(), reports_.size() - 1)));
+    requests.push_back(request);
+    return l;
+  }
+  mutable std::vector<nlohmann::json> requests;
+
+ private:
+  std::vector<nlohmann::json> reports_;
+};
+
+TEST_F(EvalStages, AnEvaluationShortOfGpuMemoryBesideItsWaveIsRunAgainAlone) {
+  on_a_gpu();
+  opts_.use_baseline_cache = false;
+  opts_.gpu_lock = Prepare::kTogether;
+  nlohmann::json oom = judged("runtime_error", "CUDA out of memory");
+  oom["reason"] = "gpu_memory";
+  oom["verify"] = {{"passed", 0}};
+  SequenceRunner runner({oom, correct(1.0, 2.0, 2.0)});
+  opts_.runner = &runner;
+  EvalResult res = evaluate(env_, opts_);
+  ASSERT_TRUE(res.evaluated) << res.error;
+  ASSERT_EQ(runner.requests.size(), 2u);
+  std::string lock = gpu_lock_path(env_, 0).string();
+  EXPECT_EQ(runner.requests[0]["gpu_lock"], lock);
+  EXPECT_EQ(runner.requests[0]["prepare"], "together");
+  EXPECT_EQ(runner.requests[1]["gpu_lock"], lock);  // alone: the lock exclusive throughout
+  EXPECT_FALSE(runner.requests[1].contains("prepare"));
+  EXPECT_EQ(runner.requests[1]["seed"], runner.requests[0]["seed"]);
+  EXPECT_EQ(res.json["outcome"], "ok") << res.json.dump();
+  EXPECT_EQ(res.json["reward"], 3);
+  EXPECT_EQ(res.json["isolation"]["first_try"]["reason"], "gpu_memory");
+  EXPECT_NE(res.json["isolation"]["gpu_lock"].get<std::string>().find("exclusive from CUDA's start"), std::string::npos);
+
+  // anvil's own work short of memory (the runner could not evaluate): the same.
+  SequenceRunner judge_short({{{"status", "error"}, {"message", "the GPU ran out of memory making the judge's pool"}},
+                              correct(1.0, 2.0, 2.0)});
+  opts_.runner = &judge_short;
+  res = evaluate(env_, opts_);
+  EXPECT_EQ(judge_short.requests.size(), 2u);
+  EXPECT_EQ(res.json["outcome"], "ok") << res.error;
+
+  // Any other end is the evaluation's: run once.
+  nlohmann::json crashed = judged("runtime_error", "illegal memory access");
+  for (const nlohmann::json& first : {crashed, oom}) {
+    bool together = first == crashed;
+    opts_.gpu_lock = together ? std::optional<Prepare>(Prepare::kTogether) : std::optional<Prepare>(Prepare::kAlone);
+    SequenceRunner once({first, correct(1.0, 2.0, 2.0)});
+    opts_.runner = &once;
+    res = evaluate(env_, opts_);
+    EXPECT_EQ(once.requests.size(), 1u);
+    EXPECT_EQ(res.json["outcome"], "runtime_error");
+    EXPECT_FALSE(res.json["isolation"].contains("first_try"));
+  }
+}
+
+TEST_F(EvalStages, NoGpuLockUnlessAsked) {
+  on_a_gpu();
+  CannedRunner* runner = nullptr;
+  nlohmann::json j = evaluate_with(reported(correct(1.0, 2.0, 2.0)), &runner).json;
+  EXPECT_FALSE(runner->requests.at(0).contains("gpu_lock"));
+  EXPECT_FALSE(j["isolation"].contains("gpu_lock"));
+  opts_.gpu_lock = Prepare::kTogether;
+  opts_.defenses = false;  // the judge's mode: without defenses, the lock exclusive throughout
+  evaluate_with(reported(correct(1.0, 2.0, 2.0)), &runner);
+  EXPECT_TRUE(runner->requests.at(0).contains("gpu_lock"));
+  EXPECT_FALSE(runner->requests.at(0).contains("prepare"));
+  opts_.device = "cpu";  // no GPU, no lock
+  evaluate_with(reported(correct(1.0, 2.0, 2.0)), &runner);
+  EXPECT_FALSE(runner->requests.at(0).contains("gpu_lock"));
+}
+
 // Names the private copy of the candidate it was given, as a runner's traceback does.
 class NamingRunner : public RunnerLauncher {
  public:
