@@ -1278,10 +1278,14 @@ class Judge(Harness):
                 self.report["timing"] = {}
                 raise self.hack_outcome(found)
         finally:  # killed, not waited for: the report need not wait for a CUDA context's teardown, and the
-            # judge is PID 1 of the evaluation's namespace, so nothing outlives it
+            # judge is PID 1 of the evaluation's namespace, so nothing outlives it. Holding the GPU's
+            # lock, waited for: the lock goes with this process's descriptors, before the kernel ends
+            # the rest of its namespace, and the next holder must not time beside a candidate (or the
+            # kernels it left queued) still alive.
             self.clock.mark("end")
+            locked = self.gpu_lock is not None
             self.kill_leftovers(reap=False)
-            self.end_candidate(wait=False)
+            self.end_candidate(wait=locked, settle=locked)
             self.kill_leftovers(reap=False)
 
 

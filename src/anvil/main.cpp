@@ -411,7 +411,7 @@ void add_bench(CLI::App& app, int& status) {
   bench_cmd->add_option("--overlap", bn.opts.overlap,
                         "evaluations at once on each GPU: a wave prepares together (CUDA, the inputs, the reference), "
                         "then each is verified and timed with the GPU to itself (default " +
-                            std::to_string(anvil::kBenchOverlapCuda) + " with defenses, else 1)")
+                            std::to_string(anvil::kBenchOverlapCuda) + "; docs/bench.md says what is left)")
       ->check(CLI::Range(1, 16));
   bench_cmd->add_flag_callback("--no-progress", [&] { bn.opts.progress = false; }, "no progress display");
   bench_cmd->add_flag_callback("--no-prebuild", [&] { bn.opts.prebuild = false; },

@@ -770,43 +770,45 @@ EvalResult score(Evaluation& e) {
   return e.finish("ok", note);
 }
 
-EvalResult evaluate_once(const Environment& env, const EvalOptions& opts) {
+// One evaluation; *seed: the seed its runner was given (unset when none ran).
+EvalResult evaluate_once(const Environment& env, const EvalOptions& opts, std::optional<uint32_t>* seed) {
   Evaluation e(env, opts);
   if (End end = prepare(e)) return *end;
   if (End end = build(e)) return *end;
   vet(e);
   plan(e);
+  *seed = e.seed;
   lock_gpu(e);
   if (End end = run(e)) return *end;
   if (End end = interpret(e)) return *end;
   return score(e);
 }
 
-// The GPU ran out of memory in the evaluation: the candidate's own work (reason gpu_memory, its
-// memory measured or not) or the judge's (anvil could not evaluate). Beside a wave's memory, that
-// may be the wave's doing, never the candidate's to pay for.
+// The GPU ran out of memory for the judge's own work, the candidate's process holding no more than
+// its share (the judge measured it: memory_fault's CannotServe, anvil could not evaluate): beside a
+// wave's memory, the wave's doing. Never an outcome the candidate's process reported (its own
+// gpu_memory runtime_error is its word, and a second try on its word is a second draw of the
+// judge's secrets).
 bool short_of_gpu_memory(const EvalResult& r) {
-  if (!r.evaluated) return r.error.find("ran out of memory") != std::string::npos;
-  return r.json.value("reason", nlohmann::json()) == "gpu_memory";
+  return !r.evaluated && r.error.find("ran out of memory") != std::string::npos;
 }
 
 }  // namespace
 
 EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
-  EvalResult r = evaluate_once(env, opts);
-  if (opts.gpu_lock != Prepare::kTogether || !short_of_gpu_memory(r)) return r;
+  std::optional<uint32_t> seed;
+  EvalResult r = evaluate_once(env, opts, &seed);
+  if (opts.gpu_lock != Prepare::kTogether || !short_of_gpu_memory(r) || !seed) return r;
   // Again with the GPU to itself, on the same inputs.
   EvalOptions alone = opts;
   alone.gpu_lock = Prepare::kAlone;
-  const nlohmann::json& verify = r.json.value("verify", nlohmann::json());
-  if (verify.is_object() && verify.value("seed", nlohmann::json()).is_number_unsigned()) {
-    alone.seed = verify["seed"].get<uint32_t>();
-  }
-  EvalResult again = evaluate_once(env, alone);
+  alone.seed = seed;
+  EvalResult again = evaluate_once(env, alone, &seed);
   nlohmann::json first = {{"outcome", r.json.value("outcome", nlohmann::json())},
                           {"reason", r.json.value("reason", nlohmann::json())},
                           {"message", r.evaluated ? r.json.value("message", nlohmann::json()) : nlohmann::json(r.error)},
-                          {"why_again", "the GPU ran out of memory while it was prepared beside others: run again alone"}};
+                          {"why_again", "the GPU ran out of memory for the judge's work while it was prepared "
+                                        "beside others: run again alone"}};
   if (again.json.is_object()) again.json["isolation"]["first_try"] = first;
   return again;
 }

@@ -90,8 +90,9 @@ struct EvalOptions {
   const RunnerLauncher* runner = nullptr;  // null: the zygote or a fresh process, as above
   // The GPU's lock, for evaluations run side by side on one GPU (`anvil bench --overlap`); unset: none
   // taken, one evaluation at a time on the GPU is the caller's to keep. kTogether: an evaluation
-  // that ran short of GPU memory beside its wave is run again kAlone (evaluate), its first result
-  // kept in isolation.first_try.
+  // that anvil could not finish because the GPU ran out of memory for the judge's own work, the
+  // candidate holding no more than its share (measured), is run again kAlone (evaluate) on the same
+  // seed, its first result kept in isolation.first_try.
   std::optional<Prepare> gpu_lock;
   BuildOptions build;
 };

@@ -239,11 +239,12 @@ class SequenceRunner : public RunnerLauncher {
 TEST_F(EvalStages, AnEvaluationShortOfGpuMemoryBesideItsWaveIsRunAgainAlone) {
   on_a_gpu();
   opts_.use_baseline_cache = false;
+  opts_.seed.reset();  // a fresh seed drawn: the second try must take the first's
   opts_.gpu_lock = Prepare::kTogether;
-  nlohmann::json oom = judged("runtime_error", "CUDA out of memory");
-  oom["reason"] = "gpu_memory";
-  oom["verify"] = {{"passed", 0}};
-  SequenceRunner runner({oom, correct(1.0, 2.0, 2.0)});
+  // The judge's own work short of memory, the candidate within its share (memory_fault's
+  // CannotServe: anvil could not evaluate).
+  nlohmann::json short_ = {{"status", "error"}, {"message", "the GPU ran out of memory making the judge's batch pool"}};
+  SequenceRunner runner({short_, correct(1.0, 2.0, 2.0)});
   opts_.runner = &runner;
   EvalResult res = evaluate(env_, opts_);
   ASSERT_TRUE(res.evaluated) << res.error;
@@ -256,29 +257,32 @@ TEST_F(EvalStages, AnEvaluationShortOfGpuMemoryBesideItsWaveIsRunAgainAlone) {
   EXPECT_EQ(runner.requests[1]["seed"], runner.requests[0]["seed"]);
   EXPECT_EQ(res.json["outcome"], "ok") << res.json.dump();
   EXPECT_EQ(res.json["reward"], 3);
-  EXPECT_EQ(res.json["isolation"]["first_try"]["reason"], "gpu_memory");
+  EXPECT_NE(res.json["isolation"]["first_try"]["message"].get<std::string>().find("ran out of memory"),
+            std::string::npos);
   EXPECT_NE(res.json["isolation"]["gpu_lock"].get<std::string>().find("exclusive from CUDA's start"), std::string::npos);
 
-  // anvil's own work short of memory (the runner could not evaluate): the same.
-  SequenceRunner judge_short({{{"status", "error"}, {"message", "the GPU ran out of memory making the judge's pool"}},
-                              correct(1.0, 2.0, 2.0)});
-  opts_.runner = &judge_short;
-  res = evaluate(env_, opts_);
-  EXPECT_EQ(judge_short.requests.size(), 2u);
-  EXPECT_EQ(res.json["outcome"], "ok") << res.error;
-
-  // Any other end is the evaluation's: run once.
-  nlohmann::json crashed = judged("runtime_error", "illegal memory access");
-  for (const nlohmann::json& first : {crashed, oom}) {
-    bool together = first == crashed;
-    opts_.gpu_lock = together ? std::optional<Prepare>(Prepare::kTogether) : std::optional<Prepare>(Prepare::kAlone);
+  // What the candidate's process says (its own running out of memory, a wrong answer, a hack
+  // named gpu_memory) is its outcome: run once, prepared together or alone.
+  nlohmann::json own = judged("runtime_error", "CUDA out of memory");
+  own["reason"] = "gpu_memory";
+  nlohmann::json wrong = judged("wrong_answer", "off by one");
+  wrong["reason"] = "gpu_memory";
+  nlohmann::json hack = judged("hack_suspected", "forged");
+  hack["reason"] = "gpu_memory";
+  for (const nlohmann::json& first : {own, wrong, hack}) {
     SequenceRunner once({first, correct(1.0, 2.0, 2.0)});
     opts_.runner = &once;
     res = evaluate(env_, opts_);
-    EXPECT_EQ(once.requests.size(), 1u);
-    EXPECT_EQ(res.json["outcome"], "runtime_error");
+    EXPECT_EQ(once.requests.size(), 1u) << first.dump();
+    EXPECT_EQ(res.json["outcome"], first["outcome"]);
     EXPECT_FALSE(res.json["isolation"].contains("first_try"));
   }
+  opts_.gpu_lock = Prepare::kAlone;  // alone already: nothing to try again
+  SequenceRunner alone({short_, correct(1.0, 2.0, 2.0)});
+  opts_.runner = &alone;
+  res = evaluate(env_, opts_);
+  EXPECT_EQ(alone.requests.size(), 1u);
+  EXPECT_FALSE(res.evaluated);
 }
 
 TEST_F(EvalStages, NoGpuLockUnlessAsked) {
