@@ -40,7 +40,14 @@ SEEDED_HINT = ("\n(ModelNew kept the weights its constructor made, its parameter
 
 
 class CannotServe(RequestError):
-    """This machine cannot evaluate safely (the candidate's process cannot be confined, ...)."""
+    """This machine cannot evaluate safely (the candidate's process cannot be confined, ...).
+    memory_limited: the GPU ran out of memory for anvil's own work (memory_fault), the candidate's
+    process holding no more than its share; the report says so, and anvil runs an evaluation
+    prepared beside others again alone."""
+
+    def __init__(self, message, memory_limited=False):
+        super().__init__(message)
+        self.memory_limited = memory_limited
 
 
 class Outcome(Exception):
@@ -495,7 +502,7 @@ class Harness:
         """The GPU ran out of memory while this process was `doing` its own work: anvil's limit
         (CannotServe). The judge decides otherwise when the candidate's process held the memory."""
         raise CannotServe("the GPU ran out of memory %s (%s): the task's inputs and anvil's copies of them do not fit "
-                          "here" % (doing, one_line(str(e))[:200]))
+                          "here" % (doing, one_line(str(e))[:200]), memory_limited=True)
 
     def plan_inputs(self):
         """How large one set of inputs is (get_inputs() run with torch's meta device as default:

@@ -582,7 +582,7 @@ class Judge(Harness):
                               doing, held / gib, allowance / gib), reason="gpu_memory")
         raise CannotServe("the GPU ran out of memory %s (%s), the candidate's process holding %.1f GiB, within its "
                           "share (%.1f GiB): the task and anvil's copies do not fit here" % (
-                              doing, one_line(str(e))[:160], held / gib, allowance / gib))
+                              doing, one_line(str(e))[:160], held / gib, allowance / gib), memory_limited=True)
 
     def own_memory_fault(self, e):
         """An unexpected exception `e` of the judge's own work (a comparison's allocation, a

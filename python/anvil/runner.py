@@ -348,6 +348,8 @@ def evaluate(request_text, report, started):
         evaluation.run(started)
     except CannotServe as e:
         report.update(status="error", message=str(e))
+        if e.memory_limited:
+            report["memory_limited"] = True
         return 2
     except RequestError as e:
         report.update(status="error", message="bad request: %s" % e)

@@ -980,41 +980,51 @@ def test_baselines_wait_for_the_gpu_lock(make, tmp_path, defended):
     os.close(fd)
 
 
+def evaluate_parked(lock, request):
+    """`request` (prepare "together" on `lock`) evaluated beside a wave-mate still preparing (the
+    lock held shared here): it prepares, then parks with its two contexts (the judge's and the
+    candidate's process's) and waits; once the wave-mate lets go it has the lock alone. Returns its
+    report, checked to have left no parked entry and the lock free (held until its process ended)."""
+    import fcntl
+    import threading
+    import time
+
+    fd = os.open(str(lock), os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a wave-mate still preparing
+        done = {}
+        thread = threading.Thread(target=lambda: done.update(report=evaluate(request).report))
+        thread.start()
+        deadline = time.monotonic() + 240
+        while timing_rule.parked_contexts(str(lock)) == 0 and time.monotonic() < deadline and thread.is_alive():
+            time.sleep(0.1)
+        assert timing_rule.parked_contexts(str(lock)) == 2, done  # prepared: waits for the GPU alone
+        time.sleep(1.0)
+        assert "report" not in done
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        thread.join(timeout=300)
+        assert timing_rule.parked_contexts(str(lock)) == 0
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return done["report"]
+    finally:
+        os.close(fd)
+
+
 def test_baselines_prepared_together_park_then_time_alone(make, tmp_path):
     """prepare "together": the measurement prepares with the lock shared (another wave-mate holds
     it shared too), torch.compile compiled and called once meanwhile, then it parks, listed with
     its two contexts, until it has the lock alone; what it times comes after. A compile that fails
     while prepared is the compile baseline's error, as when timed."""
-    import fcntl
-    import threading
-    import time
-
     lock = tmp_path / "gpu.lock"
     request = make(CORRECT, candidate_kind="none", gpu_lock=str(lock), prepare="together",
                    timing={"measure": ["eager", "compile"], "warmup": 1, "calls": 3})
-    fd = os.open(str(lock), os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_SH)  # a wave-mate still preparing
-    done = {}
-    thread = threading.Thread(target=lambda: done.update(report=evaluate(request).report))
-    thread.start()
-    deadline = time.monotonic() + 240
-    while timing_rule.parked_contexts(str(lock)) == 0 and time.monotonic() < deadline and thread.is_alive():
-        time.sleep(0.1)
-    assert timing_rule.parked_contexts(str(lock)) == 2, done  # prepared: waits for the GPU alone
-    time.sleep(1.0)
-    assert "report" not in done
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    thread.join(timeout=300)
-    report = done["report"]
+    report = evaluate_parked(lock, request)
     assert report["outcome"] is None, report["message"]
     clock = report["defenses"]["seconds"]["judge"]
     assert clock["parked"] >= 1.0 and clock["compile_prepare"] > 0, clock
     assert clock["@gpu_alone"] < clock["@end"]
     assert report["timing"]["eager"]["median_ms"] > 0 and report["timing"]["compile"].get("median_ms", 0) > 0, \
         report["timing"]["compile"]
-    assert timing_rule.parked_contexts(str(lock)) == 0
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until its process ended: free again now
-    os.close(fd)
 
     bad = make(CORRECT, candidate_kind="none", gpu_lock=str(lock), prepare="together",
                timing={"measure": ["compile"], "compile_mode": "no-such-mode"})
@@ -1041,31 +1051,11 @@ def test_a_candidate_prepared_together_runs_nothing_before_the_gpu_is_its_own(ma
     CUDA and take their inputs beside a wave-mate (the lock shared), then the judge parks with two
     contexts; the candidate's module is imported only once the lock is exclusive, and every trial
     and timed call after. The candidate is judged as alone."""
-    import fcntl
-    import threading
-    import time
-
     lock = tmp_path / "gpu.lock"
     request = kernelbench(make(CORRECT, gpu_lock=str(lock), prepare="together", timing={"warmup": 1, "calls": 3}))
-    fd = os.open(str(lock), os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_SH)  # a wave-mate still preparing
-    done = {}
-    thread = threading.Thread(target=lambda: done.update(report=evaluate(request).report))
-    thread.start()
-    deadline = time.monotonic() + 240
-    while timing_rule.parked_contexts(str(lock)) == 0 and time.monotonic() < deadline and thread.is_alive():
-        time.sleep(0.1)
-    assert timing_rule.parked_contexts(str(lock)) == 2, done  # the judge's and the candidate's
-    time.sleep(1.0)
-    assert "report" not in done
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    thread.join(timeout=300)
-    report = done["report"]
+    report = evaluate_parked(lock, request)
     assert report["outcome"] is None, report["message"]
     assert report["timing"]["candidate"]["median_ms"] > 0
     judge, cand = report["defenses"]["seconds"]["judge"], report["defenses"]["seconds"]["candidate"]
     assert judge["parked"] >= 1.0, judge
     assert cand["@set_up"] < judge["@gpu_alone"] <= cand["@load"] < cand["@imported"], (judge, cand)
-    assert timing_rule.parked_contexts(str(lock)) == 0
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until its process ended: free again now
-    os.close(fd)

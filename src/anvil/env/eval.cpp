@@ -599,6 +599,7 @@ End interpret(Evaluation& e) {
   }
   if (report.is_object() && report.value("status", std::string()) != "done") {
     // The runner could not do its work (a bad request, no device): not the candidate's fault.
+    e.res.memory_limited = report.value("memory_limited", false) == true;
     return e.fail("the runner could not evaluate: " + report.value("message", std::string("no reason given")) +
                   (report.value("detail", std::string()).empty()
                        ? ""
@@ -784,32 +785,26 @@ EvalResult evaluate_once(const Environment& env, const EvalOptions& opts, std::o
   return score(e);
 }
 
-// The GPU ran out of memory for the judge's own work, the candidate's process holding no more than
-// its share (the judge measured it: memory_fault's CannotServe, anvil could not evaluate): beside a
-// wave's memory, the wave's doing. Never an outcome the candidate's process reported (its own
-// gpu_memory runtime_error is its word, and a second try on its word is a second draw of the
-// judge's secrets).
-bool short_of_gpu_memory(const EvalResult& r) {
-  return !r.evaluated && r.error.find("ran out of memory") != std::string::npos;
-}
-
 }  // namespace
 
 EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   std::optional<uint32_t> seed;
   EvalResult r = evaluate_once(env, opts, &seed);
-  if (opts.gpu_lock != Prepare::kTogether || !short_of_gpu_memory(r) || !seed) return r;
+  // The GPU ran out of memory for the judge's own work, the candidate's process holding no more
+  // than its share (the judge measured it: its report's memory_limited): beside a wave's memory, the
+  // wave's doing. Never on an outcome the candidate's process reported (its own gpu_memory
+  // runtime_error is its word, and a second try on its word is a second draw of the judge's secrets).
+  if (opts.gpu_lock != Prepare::kTogether || r.evaluated || !r.memory_limited || !seed) return r;
   // Again with the GPU to itself, on the same inputs.
   EvalOptions alone = opts;
   alone.gpu_lock = Prepare::kAlone;
   alone.seed = seed;
   EvalResult again = evaluate_once(env, alone, &seed);
-  nlohmann::json first = {{"outcome", r.json.value("outcome", nlohmann::json())},
-                          {"reason", r.json.value("reason", nlohmann::json())},
-                          {"message", r.evaluated ? r.json.value("message", nlohmann::json()) : nlohmann::json(r.error)},
-                          {"why_again", "the GPU ran out of memory for the judge's work while it was prepared "
-                                        "beside others: run again alone"}};
-  if (again.json.is_object()) again.json["isolation"]["first_try"] = first;
+  if (again.json.is_object()) {
+    again.json["isolation"]["first_try"] = {{"message", r.error},
+                                            {"why_again", "the GPU ran out of memory for the judge's work while it "
+                                                          "was prepared beside others: run again alone"}};
+  }
   return again;
 }
 

@@ -101,6 +101,7 @@ struct EvalResult {
   nlohmann::json json;  // the documented result (schema anvil.eval/1)
   bool evaluated = false;  // false: anvil could not evaluate (environment, usage)
   std::string error;       // why not, when !evaluated
+  bool memory_limited = false;  // !evaluated: the GPU ran out of memory for the judge's own work (its report)
   std::string summary() const;  // a few human lines
 };
 

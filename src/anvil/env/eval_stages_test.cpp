@@ -243,7 +243,9 @@ TEST_F(EvalStages, AnEvaluationShortOfGpuMemoryBesideItsWaveIsRunAgainAlone) {
   opts_.gpu_lock = Prepare::kTogether;
   // The judge's own work short of memory, the candidate within its share (memory_fault's
   // CannotServe: anvil could not evaluate).
-  nlohmann::json short_ = {{"status", "error"}, {"message", "the GPU ran out of memory making the judge's batch pool"}};
+  nlohmann::json short_ = {{"status", "error"},
+                           {"message", "the GPU ran out of memory making the judge's batch pool"},
+                           {"memory_limited", true}};
   SequenceRunner runner({short_, correct(1.0, 2.0, 2.0)});
   opts_.runner = &runner;
   EvalResult res = evaluate(env_, opts_);
