@@ -704,11 +704,14 @@ class Judge(Harness):
                            "" if self.lean else ", rolled", lines[0]))
 
     # -- the judge's clock ---------------------------------------------------------------------
-    def batch_size(self, kind, per_call_ms):
+    def batch_size(self, kind, per_call_ms, reference_ms=None):
+        """Calls in a batch of `kind`, sized by per_call_ms, capped by the reference's time per
+        call: reference_ms() or, less, reference_ms (eager's own first batch, when sizing it again)."""
         in_bytes = self.set_bytes()
         out_bytes = sum(n * t.element_size() for _n, n, t in self.signature if n is not None)
         room = getattr(self, "room", None)
-        return batch.calls_for(per_call_ms, 2 * in_bytes + out_bytes, self.device, self.ref_ms,
+        reference = min((x for x in (self.reference_ms(), reference_ms) if x), default=None)
+        return batch.calls_for(per_call_ms, 2 * in_bytes + out_bytes, self.device, reference,
                                target_ms=batch.target_ms(kind), held_bytes=room.held_bytes() if room is not None else 0)
 
     def run_batch(self, kind, per_call_ms):
@@ -721,7 +724,7 @@ class Judge(Harness):
         n = self.batch_size(kind, per_call_ms)
         result = self.one_batch(kind, n)
         times = [result["per_call_ms"]]
-        resized = self.batch_size(kind, result["per_call_ms"])
+        resized = self.batch_size(kind, result["per_call_ms"], result["per_call_ms"] if kind == "eager" else None)
         if result["per_call_ms"] * n < batch.target_ms(kind) / 2 and resized > n:
             # Sized by a figure that was too long (one reference call with its launch, a claim with
             # its flushes): the clock's fixed cost weighs on so short a batch. Again, sized by it.
@@ -744,6 +747,22 @@ class Judge(Harness):
         result["timed_batches"] = times
         return result
 
+    def eager_batch_ms(self):
+        """Eager's batch per call on the judge's clock: anvil's cached figure, else this
+        evaluation's (None before eager's batch has run)."""
+        bound = self.req["timing"].get("bound") or {}
+        return bound.get("eager_batch_per_call_ms") or ((self.report["timing"].get("eager") or {}).get(
+            "batch") or {}).get("per_call_ms")
+
+    def reference_ms(self):
+        """The reference's time per call that sizes a batch (calls_for's MAX_SPEEDUP cap) and
+        stands for eager's time until it is measured: the least of check_reference's one timed call
+        and eager's batch per call. The one call is a single sample whose events also count a host
+        stalled between them: on a loaded host it read up to 28 ms for a 0.024 ms reference, capped
+        an 18 us candidate's batch at 18 calls, and the clock's fixed cost over so few calls doubled
+        its time per call (bench/results/kb-batch-size-2026-11-29)."""
+        return min((x for x in (self.ref_ms, self.eager_batch_ms()) if x), default=None)
+
     def time_again(self, times, claimed_ms):
         """Whether to time the candidate's batch once more: while the fastest of its timed batches
         (per call, `times`) would hold its claim down, up to batch.TIMED_BATCHES, unless the last two
@@ -761,12 +780,9 @@ class Judge(Harness):
         this evaluation's eager batch, for both). Only decides
         whether to time the batch again: anvil applies the rule to what it is sent."""
         bound = self.req["timing"].get("bound") or {}
-        eager_batch = bound.get("eager_batch_per_call_ms") or ((self.report["timing"].get("eager") or {}).get(
-            "batch") or {}).get("per_call_ms")
-        # Not cached: eager's time is not measured yet; its batch's time per call is the closer
-        # guess (one wall-clock reference call, with its launch and synchronisation, is larger and
-        # would time an honest batch again for nothing).
-        eager_ms = bound.get("eager_ms") or min((x for x in (self.ref_ms, eager_batch) if x), default=None)
+        eager_batch = self.eager_batch_ms()
+        # Not cached: eager's time is not measured yet; reference_ms is the closer guess.
+        eager_ms = bound.get("eager_ms") or self.reference_ms()
         if not (eager_batch and eager_ms and claimed_ms and batch_ms):
             return False
         return batch_ms / eager_batch * eager_ms / (1.0 + float(bound.get("slack", 0.0))) > claimed_ms

@@ -391,6 +391,51 @@ def test_a_batch_that_holds_the_claim_down_is_timed_again(make):
     assert batch["per_call_ms"] == min(batch["timed_batches"]) and batch["per_call_ms"] > 4
 
 
+def judge_rules(ref_ms, eager_batch_ms, cached=False):
+    """A Judge's sizing and repeat rules on their own: one timed reference call (ref_ms), eager's
+    batch per call (this evaluation's, or anvil's cached one), a task whose inputs take no memory."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from anvil.judge import Judge
+
+    bound = {"slack": 0.03}
+    eager = {}
+    if cached:
+        bound["eager_batch_per_call_ms"] = eager_batch_ms
+    elif eager_batch_ms:
+        eager = {"batch": {"per_call_ms": eager_batch_ms}}
+    judge = SimpleNamespace(req={"timing": {"bound": bound}}, ref_ms=ref_ms, report={"timing": {"eager": eager}},
+                            device=torch.device("cpu"), signature=[], set_bytes=lambda: 0)
+    for name in ("eager_batch_ms", "reference_ms", "holds_down", "batch_size"):
+        setattr(judge, name, getattr(Judge, name).__get__(judge))
+    return judge
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_stalled_reference_call_does_not_cut_a_fast_candidates_batch(cached):
+    """check_reference's one timed call read 28 ms for a 0.024 ms reference on a loaded host (its
+    events count the host's stall): as the MAX_SPEEDUP cap it sized an 18 us candidate's batch to 18
+    calls, whose clock's fixed cost doubled the time per call and cut an honest reward (2 -> 1,
+    level2/28 in bench/results/multi-gpu-2026-11-28-overlap). Eager's batch on the judge's clock
+    (this evaluation's or cached) caps it instead; eager's own batch, sized again, by itself."""
+    from anvil import batch
+
+    stalled = judge_rules(ref_ms=28.0, eager_batch_ms=0.024, cached=cached)
+    assert stalled.batch_size("candidate", 0.018) == batch.MAX_CALLS
+    # with no eager figure yet, the one call is all there is
+    assert judge_rules(ref_ms=28.0, eager_batch_ms=None).batch_size("candidate", 0.018) == 18
+    # eager's batch, sized again by its first batch's time per call: capped by that, not the stalled call
+    first = judge_rules(ref_ms=28.0, eager_batch_ms=None)
+    assert first.batch_size("eager", 28.0) == 2                       # its first batch, sized by the call
+    assert first.batch_size("eager", 0.024) == 72                     # again, capped by the stalled call
+    assert first.batch_size("eager", 0.024, 0.024) == batch.MAX_CALLS  # again, capped by its own clock
+    # a claim far under the reference still buys no more than MAX_SPEEDUP allows
+    slow = judge_rules(ref_ms=10.0, eager_batch_ms=10.0, cached=cached)
+    assert slow.batch_size("candidate", 1e-6) == batch.MAX_SPEEDUP
+
+
 def test_the_batch_is_timed_again_until_two_agree_or_three():
     """The repeat rule alone: again while the fastest holds the claim down, up to three batches,
     unless the last two agree within batch.AGREE (then the time is the candidate's, not a stall)."""
@@ -399,9 +444,7 @@ def test_the_batch_is_timed_again_until_two_agree_or_three():
     from anvil import batch
     from anvil.judge import Judge
 
-    judge = SimpleNamespace(req={"timing": {"bound": {"slack": 0.03}}}, ref_ms=1.0,
-                            report={"timing": {"eager": {"batch": {"per_call_ms": 1.0}}}})
-    judge.holds_down = lambda batch_ms, claimed_ms: Judge.holds_down(judge, batch_ms, claimed_ms)
+    judge = judge_rules(ref_ms=1.0, eager_batch_ms=1.0)
     assert Judge.time_again(judge, [2.0], 1.0)                        # holds a 1 ms claim down
     assert not Judge.time_again(judge, [1.0], 1.0)                    # backs it
     assert Judge.time_again(judge, [2.0, 3.0], 1.0)                   # disagree: a stall, perhaps
@@ -454,12 +497,9 @@ def test_without_cached_eager_the_repeat_rule_takes_eagers_batch_over_one_wall_c
     """No cached baselines: eager's time is guessed from this evaluation's eager batch (1 ms a call),
     not from one wall-clock reference call (5 ms): a candidate batch of 1.02 ms a call backs a
     1 ms claim (no repeat); one of 3 ms does not."""
-    from types import SimpleNamespace
-
     from anvil.judge import Judge
 
-    judge = SimpleNamespace(req={"timing": {"bound": {"slack": 0.03}}}, ref_ms=5.0,
-                            report={"timing": {"eager": {"batch": {"per_call_ms": 1.0}}}})
+    judge = judge_rules(ref_ms=5.0, eager_batch_ms=1.0)
     assert not Judge.holds_down(judge, 1.02, 1.0)
     assert Judge.holds_down(judge, 3.0, 1.0)
 
