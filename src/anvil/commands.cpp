@@ -437,6 +437,50 @@ nlohmann::json warm_up(const Environment& env, const EvalOptions& o, const std::
   return warm;
 }
 
+// One line per task of `anvil baselines` (without --json): its status, figures and time, then its message.
+void print_baselines_row(const std::string& label, const BaselinesResult& r) {
+  auto ms = [&](const char* key) {
+    char buf[48];
+    if (!r.json.contains(key) || !r.json[key].is_number()) return std::string("-");
+    std::snprintf(buf, sizeof buf, "%.4g ms", r.json[key].get<double>());
+    return std::string(buf);
+  };
+  std::string line = label + "  " + baselines_status_name(r.status);
+  if (r.status == BaselinesResult::Status::kCached || r.status == BaselinesResult::Status::kMeasured ||
+      r.status == BaselinesResult::Status::kUnclean) {
+    line += "  eager " + ms("eager_ms") + ", compile " + ms("compile_ms");
+  }
+  char took[32];
+  std::snprintf(took, sizeof took, "  (%.1f s)", r.json.contains("seconds") ? r.json["seconds"].value("total", 0.0) : 0.0);
+  line += took;
+  std::printf("%s\n", line.c_str());
+  for (const auto& m : split_lines(r.message)) std::printf("    %s\n", m.c_str());
+  std::fflush(stdout);
+}
+
+// A measurement tried again alone keeps its first try: status, message, window, figures and phases.
+nlohmann::json first_try_of(const BaselinesResult& r) {
+  const nlohmann::json& was = r.json;
+  nlohmann::json first = {{"status", baselines_status_name(r.status)},
+                          {"message", r.message},
+                          {"started_s", was.value("started_s", 0.0)},
+                          {"ended_s", was.value("ended_s", 0.0)}};
+  for (const char* key : {"eager_ms", "compile_ms", "eager", "compile", "seconds"}) {
+    if (was.contains(key)) first[key] = was[key];  // its figures and phases, whatever the retry gives
+  }
+  return first;
+}
+
+nlohmann::json baselines_summary(std::map<std::string, int>& counts, size_t n, double seconds) {
+  return {{"tasks", n},
+          {"measured", counts["measured"]},
+          {"cached", counts["cached"]},
+          {"not_kept", counts["not_kept"]},
+          {"task_errors", counts["task_error"]},
+          {"errors", counts["error"]},
+          {"seconds", seconds}};
+}
+
 }  // namespace
 
 int cmd_baselines(const BaselinesArgs& a) {
@@ -497,24 +541,7 @@ int cmd_baselines(const BaselinesArgs& a) {
     ++counts[status];
     r.json["spec"] = spec;
     rows[i] = r.json;
-    if (a.json) return;
-    auto ms = [&](const char* key) {
-      char buf[48];
-      if (!r.json[key].is_number()) return std::string("-");
-      std::snprintf(buf, sizeof buf, "%.4g ms", r.json[key].get<double>());
-      return std::string(buf);
-    };
-    std::string line = label(spec) + "  " + status;
-    if (r.status == BaselinesResult::Status::kCached || r.status == BaselinesResult::Status::kMeasured ||
-        r.status == BaselinesResult::Status::kUnclean) {
-      line += "  eager " + ms("eager_ms") + ", compile " + ms("compile_ms");
-    }
-    char took[32];
-    std::snprintf(took, sizeof took, "  (%.1f s)", r.json["seconds"].value("total", 0.0));
-    line += took;
-    std::printf("%s\n", line.c_str());
-    for (const auto& m : split_lines(r.message)) std::printf("    %s\n", m.c_str());
-    std::fflush(stdout);
+    if (!a.json) print_baselines_row(label(spec), r);
   };
   // Measured once more, alone, once all the others are done (nothing else on the GPU, parked or
   // not): a task not kept beside others, or one that failed in a wave (its memory beside the
@@ -536,14 +563,7 @@ int cmd_baselines(const BaselinesArgs& a) {
   }
   pool.join();
   for (size_t i : later) {
-    const nlohmann::json& was = results[i].json;
-    nlohmann::json first = {{"status", baselines_status_name(results[i].status)},
-                            {"message", results[i].message},
-                            {"started_s", was.value("started_s", 0.0)},
-                            {"ended_s", was.value("ended_s", 0.0)}};
-    for (const char* key : {"eager_ms", "compile_ms", "eager", "compile", "seconds"}) {
-      if (was.contains(key)) first[key] = was[key];  // its figures and phases, whatever the retry gives
-    }
+    nlohmann::json first = first_try_of(results[i]);
     double started = seconds(t0);
     results[i] = measure_baselines(env, task_options((*specs)[i]), lock, Prepare::kAlone);
     results[i].json["started_s"] = started;
@@ -565,14 +585,7 @@ int cmd_baselines(const BaselinesArgs& a) {
                           {"origin_monotonic", std::chrono::duration<double>(t0.time_since_epoch()).count()},
                           {"measured_again", again},
                           {"tasks", tasks},
-                          {"summary",
-                           {{"tasks", n},
-                            {"measured", counts["measured"]},
-                            {"cached", counts["cached"]},
-                            {"not_kept", counts["not_kept"]},
-                            {"task_errors", counts["task_error"]},
-                            {"errors", counts["error"]},
-                            {"seconds", total}}}};
+                          {"summary", baselines_summary(counts, n, total)}};
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
     std::printf("baselines of %zu task(s) on %s: %d measured, %d cached, %d not kept, %d failed (%.1f s)\n", n,
@@ -887,28 +900,28 @@ int cmd_bench_compare(const std::string& a, const std::string& b, const std::str
   return 0;
 }
 
-int cmd_serve(const ServeArgs& a) {
-  Environment env;
-  if (!environment(&env)) return 2;
+// `anvil serve`'s options checked against this host and made into the service's (the error said on
+// stderr, nullopt, when they cannot be).
+std::optional<ServeOptions> serve_options(const Environment& env, const ServeArgs& a) {
   ServeOptions so;
   so.defaults = a.opts;
   std::string& device = so.defaults.device;
   if (device.empty()) device = env.gpus.empty() && a.ray.address.empty() ? "cpu" : "cuda";  // --ray: the cluster's GPUs
   if (device != "cpu" && device != "cuda") {
     std::fprintf(stderr, "anvil serve: unknown device '%s' (use cuda or cpu)\n", device.c_str());
-    return 2;
+    return std::nullopt;
   }
   const bool ray = !a.ray.address.empty();
   if (!ray && (a.ray.workers || !a.ray.python.empty() || !a.ray.anvil.empty())) {
     std::fprintf(stderr, "anvil serve: --ray-workers, --ray-python and --ray-anvil go with --ray ADDRESS\n");
-    return 2;
+    return std::nullopt;
   }
   if (device == "cuda" && ray && env.gpus.empty()) {
     so.gpus = {0};  // none here: the workers judge; sessions' GPU tools answer that this host has none
   } else if (device == "cuda") {
     if (env.gpus.empty()) {
       std::fprintf(stderr, "anvil serve: no GPU found: serve CPU variants with --device cpu, or run on a GPU host\n");
-      return 2;
+      return std::nullopt;
     }
     so.gpus = a.gpus;
     if (so.gpus.empty()) {
@@ -917,13 +930,13 @@ int cmd_serve(const ServeArgs& a) {
     for (int g : so.gpus) {
       if (g < 0 || g >= static_cast<int>(env.gpus.size())) {
         std::fprintf(stderr, "anvil serve: --gpus %d: this host has %zu GPU(s)\n", g, env.gpus.size());
-        return 2;
+        return std::nullopt;
       }
     }
   }
   if (!env.torch.present) {
     std::fprintf(stderr, "anvil serve: %s\n", env.probe_error.c_str());
-    return 2;
+    return std::nullopt;
   }
   so.state_dir = a.state.empty() ? cache_dir(env, CacheArea::kServe) : fs::absolute(a.state);
   if (ray) {
@@ -948,6 +961,17 @@ int cmd_serve(const ServeArgs& a) {
   so.sessions.max_ttl = std::max(so.sessions.max_ttl, so.sessions.ttl);
   so.sessions.max_sessions = a.max_sessions;
   so.sessions.bash_gpu = a.bash_gpu;
+  return so;
+}
+
+int cmd_serve(const ServeArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  auto options = serve_options(env, a);
+  if (!options) return 2;
+  const ServeOptions& so = *options;
+  const std::string& device = so.defaults.device;
+  const bool ray = so.ray.has_value();
   HttpServerOptions ho;
   ho.host = a.host;
   ho.port = static_cast<uint16_t>(a.port);

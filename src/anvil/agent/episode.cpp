@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "anvil/agent/trajectory.h"
 #include "anvil/env/confine.h"
@@ -279,6 +280,355 @@ std::optional<EpisodeOpening> open_episode(const Environment& env, const Task& t
   return EpisodeOpening{*skill_text, task_message(task, workdir)};
 }
 
+namespace {
+
+// A new episode's record: the task, the model and its sampling, the limits, the tools, the opening
+// messages and zeroed counters.
+Json initial_record(const EpisodeOptions& opts, const Task& task, const std::filesystem::path& dir,
+                    const std::filesystem::path& workdir, const std::filesystem::path& skill, const Endpoint& ep,
+                    const ToolBox& tools, const EpisodeOpening& opening) {
+  return {
+      {"schema", kTrajectorySchema},
+      {"id", opts.id.empty() ? dir.filename().string() : opts.id},
+      {"status", "running"},
+      {"end_reason", nullptr},
+      {"task", {{"spec", task.spec}, {"name", task.name}, {"hash", task.hash}, {"meta", task.meta}}},
+      {"model", {{"base_url", ep.base_url}, {"model", ep.model}}},
+      {"sampling", opts.sampling.to_json()},
+      {"limits",
+       {{"max_turns", opts.max_turns},
+        {"max_context", opts.max_context},
+        {"wall_clock_s", opts.wall_clock.count()},
+        {"max_tool_output", opts.tools.max_output}}},
+      {"workdir", workdir.string()},
+      {"skill", skill.string()},
+      {"protocol", opts.tools.eval.protocol},
+      {"tool_results_as_user", opts.tool_results_as_user},
+      {"tools", tools.schemas()},
+      {"messages",
+       Json::array({{{"role", "system"}, {"content", opening.system_prompt}},
+                    {{"role", "user"}, {"content", opening.task_message}}})},
+      {"turns", Json::array()},
+      {"context", {{"shortened", Json::object()}, {"shortened_chars", 0}}},
+      {"counters",
+       {{"turns", 0},
+        {"tool_calls", 0},
+        {"tool_errors", 0},
+        {"malformed", Json::object()},
+        {"malformed_total", 0},
+        {"context_overflows", 0},
+        {"retries", 0},
+        {"prompt_tokens", 0},
+        {"completion_tokens", 0}}},
+      {"state", tools.state()},
+      {"started_at", utc_now()},
+      {"seconds", 0.0},
+      {"resumes", Json::array()},
+      {"evaluation", nullptr},
+      {"reward", nullptr},
+  };
+}
+
+// A new episode's workdir made and its first record saved, or why not.
+std::optional<Json> begin_record(const Environment& env, const EpisodeOptions& opts, const Task& task,
+                                 const std::filesystem::path& dir, const std::filesystem::path& workdir,
+                                 const Endpoint& ep, const ToolBox& tools, std::string* err) {
+  std::filesystem::path traj_path = dir / "trajectory.json";
+  std::error_code ec;
+  if (std::filesystem::exists(traj_path, ec)) {
+    *err = traj_path.string() + " exists: resume it (--resume) or choose another output directory";
+    return std::nullopt;
+  }
+  std::optional<EpisodeOpening> opening = open_episode(env, task, workdir, opts.tools.eval.protocol, opts.skill, err);
+  if (!opening) return std::nullopt;
+  std::filesystem::path skill = opts.skill.empty() ? env.share() / "agent" / "SKILL.md" : opts.skill;
+  Json record = initial_record(opts, task, dir, workdir, skill, ep, tools, *opening);
+  if (!save_trajectory(traj_path, record, err)) return std::nullopt;
+  return record;
+}
+
+// A result for an episode that was already finished when resumed.
+EpisodeResult finished_result(const Json& record) {
+  EpisodeResult res;
+  res.ran = true;
+  res.record = record;
+  res.status = "finished";
+  res.end_reason = record.value("end_reason", std::string());
+  res.reward = record.value("reward", -1);
+  return res;
+}
+
+// The context's budget: the server's count of the last turn plus what was added since.
+struct ContextBudget {
+  int shorten_level = 0;
+  size_t added_chars = 0;  // characters added since the last usage count
+  long last_tokens = 0;    // the server's count of the last turn (prompt + completion)
+
+  explicit ContextBudget(const Json& record) {
+    if (record["turns"].empty()) return;
+    const Json& u = record["turns"].back().value("usage", Json());
+    if (u.is_object()) last_tokens = u.value("prompt_tokens", 0L) + u.value("completion_tokens", 0L);
+  }
+
+  enum class Room { kEnough, kShortened, kFull };
+  // Before asking: whether the next request fits, else the older outputs cut (kShortened: check
+  // again) or nothing left to cut (kFull).
+  Room make_room(Json& record, const EpisodeOptions& opts) {
+    long estimate = last_tokens > 0 ? last_tokens + static_cast<long>(added_chars / 3.5)
+                                    : static_cast<long>(request_messages(record, opts.tool_results_as_user).dump().size() / 3.5);
+    long reserve = opts.sampling.max_tokens.value_or(4096);
+    if (estimate + reserve <= opts.max_context) return Room::kEnough;
+    size_t cut = shorten_context(record, std::max(1, ++shorten_level));
+    if (cut == 0) return Room::kFull;
+    last_tokens = std::max(0L, estimate - static_cast<long>(cut / 3.5));
+    added_chars = 0;
+    if (last_tokens + reserve > opts.max_context && shorten_level >= 3) return Room::kFull;
+    return Room::kShortened;
+  }
+
+  // The server said the request was too long: cut more. False when nothing is left to cut.
+  bool overflowed(Json& record) {
+    record["counters"]["context_overflows"] = record["counters"].value("context_overflows", 0) + 1;
+    size_t cut = shorten_context(record, std::min(3, ++shorten_level));
+    if (cut == 0 && shorten_level >= 3) return false;
+    last_tokens = 0;  // unknown now: estimate from the characters
+    added_chars = 0;
+    return true;
+  }
+
+  void counted(const Json& usage) {
+    if (usage.is_object()) {
+      last_tokens = usage.value("prompt_tokens", 0L) + usage.value("completion_tokens", 0L);
+      added_chars = 0;
+    } else {
+      last_tokens = 0;
+    }
+  }
+};
+
+// A turn's record from the model's answer; `sequence` (the token ids so far) moves on by it.
+Json new_turn(const ChatResponse& r, int turn_index, std::vector<int64_t>& sequence) {
+  Json turn = {{"index", turn_index},
+               {"started_at", utc_now()},
+               {"finish_reason", r.finish_reason},
+               {"usage", r.usage},
+               {"attempts", r.attempts},
+               {"retry_log", r.retry_log},
+               {"tool_calls", Json::array()},
+               {"malformed", Json::array()}};
+  if (!r.token_ids.is_null()) turn["token_ids"] = r.token_ids;
+  if (!r.prompt_token_ids.is_null()) {
+    std::vector<int64_t> prompt = ids_of(r.prompt_token_ids);
+    turn["prompt_token_ids"] = delta_prompt_ids(sequence, prompt);
+    sequence = prompt;
+    for (auto id : ids_of(r.token_ids)) sequence.push_back(id);
+  }
+  if (!r.logprobs.is_null()) turn["logprobs"] = r.logprobs;
+  return turn;
+}
+
+// A message without tool calls: what to tell the model (raw tool markup in its text, or a reply
+// cut at the token limit), or "" when the episode ends there.
+std::string nudge_for(const std::string& content, bool cut_by_length, Json& record, Json& turn) {
+  std::string marker = find_raw_tool_markup(content);
+  if (!marker.empty()) {
+    count_malformed(record, "raw_markup");
+    turn["malformed"].push_back({{"kind", "raw_markup"}, {"marker", marker}});
+    return "Your message contains tool-call markup in its text (" + marker +
+           "), which was not received as a function call, so nothing was run. Call tools through the "
+           "function-calling interface, one JSON arguments object per call.";
+  }
+  if (cut_by_length) {
+    return "Your reply was cut at the token limit (finish_reason: length). Continue, and keep replies shorter.";
+  }
+  return "";
+}
+
+struct CallsAnswered {
+  double tool_seconds = 0;
+  bool finished = false;
+  size_t chars = 0;  // of the answers
+};
+
+// Every tool call of the model's message (record["messages"][msg_index]) answered, in order: a
+// malformed one with its error, the others run.
+CallsAnswered answer_calls(const Json& calls, size_t msg_index, int turn_index, bool cut_by_length, ToolBox& tools,
+                           Json& record, Json& turn) {
+  CallsAnswered done;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Json& tc = calls[i];
+    std::string id = tc.is_object() && tc.contains("id") && tc["id"].is_string() ? tc["id"].get<std::string>() : "";
+    if (id.empty()) {  // answer it anyway: an id of our own, recorded in the message
+      id = "anvil_" + std::to_string(turn_index) + "_" + std::to_string(i);
+      record["messages"][msg_index]["tool_calls"][i]["id"] = id;
+    }
+    std::string name, why;
+    Json args;
+    std::string kind = parse_call(tc, tools, cut_by_length, &name, &args, &why);
+    Json call_rec = {{"id", id}, {"name", name}};
+    std::string answer;
+    if (!kind.empty()) {
+      count_malformed(record, kind);
+      turn["malformed"].push_back({{"kind", kind}, {"id", id}, {"name", name}});
+      call_rec["ok"] = false;
+      call_rec["error_kind"] = kind;
+      answer = "error: " + why;
+    } else {
+      ToolOutcome o = tools.call(name, args);
+      done.tool_seconds += o.seconds;
+      call_rec["ok"] = !o.error;
+      call_rec["seconds"] = o.seconds;
+      if (o.error) {
+        call_rec["error_kind"] = o.error_kind;
+        record["counters"]["tool_errors"] = record["counters"].value("tool_errors", 0) + 1;
+        if (o.error_kind == "bad_arguments") {
+          count_malformed(record, "bad_arguments");
+          turn["malformed"].push_back({{"kind", "bad_arguments"}, {"id", id}, {"name", name}});
+        }
+      }
+      if (!o.detail.is_null()) call_rec["detail"] = o.detail;
+      answer = o.text;
+      if (o.finish) {
+        done.finished = true;
+        record["finish_summary"] = args.value("summary", std::string());
+      }
+    }
+    call_rec["output_chars"] = answer.size();
+    record["counters"]["tool_calls"] = record["counters"].value("tool_calls", 0) + 1;
+    turn["tool_calls"].push_back(call_rec);
+    record["messages"].push_back({{"role", "tool"}, {"tool_call_id", id}, {"name", name}, {"content", answer}});
+    done.chars += answer.size();
+  }
+  return done;
+}
+
+// One turn from the model's answer: its message recorded, its tool calls answered (or the model
+// nudged), the turn appended. Returns why the episode ends there ("finish", "no_tool_calls"), or "".
+std::string play_turn(const ChatResponse& r, int turn_index, Clock::time_point t_turn, ToolBox& tools, Json& record,
+                      ContextBudget& budget, std::vector<int64_t>& sequence) {
+  Json msg = r.message.is_object() ? r.message : Json::object();
+  msg["role"] = "assistant";
+  if (!msg.contains("content")) msg["content"] = nullptr;
+  Json turn = new_turn(r, turn_index, sequence);
+  if (r.usage.is_object()) {
+    record["counters"]["prompt_tokens"] = record["counters"].value("prompt_tokens", 0L) + r.usage.value("prompt_tokens", 0L);
+    record["counters"]["completion_tokens"] =
+        record["counters"].value("completion_tokens", 0L) + r.usage.value("completion_tokens", 0L);
+  }
+  budget.counted(r.usage);
+  size_t msg_index = record["messages"].size();
+  record["messages"].push_back(msg);
+  turn["message_index"] = msg_index;
+  bool cut_by_length = r.finish_reason == "length";
+  if (cut_by_length) record["counters"]["truncated_turns"] = record["counters"].value("truncated_turns", 0) + 1;
+  auto append = [&](double tool_seconds) {
+    turn["seconds"] = {{"model", r.seconds}, {"tools", tool_seconds}, {"turn", since(t_turn)}};
+    record["turns"].push_back(turn);
+    record["counters"]["turns"] = record["turns"].size();
+  };
+
+  const Json calls = msg.contains("tool_calls") && msg["tool_calls"].is_array() ? msg["tool_calls"] : Json::array();
+  if (calls.empty()) {
+    std::string content = msg["content"].is_string() ? msg["content"].get<std::string>() : std::string();
+    std::string nudge = nudge_for(content, cut_by_length, record, turn);
+    if (nudge.empty()) {
+      append(0.0);
+      return "no_tool_calls";
+    }
+    record["messages"].push_back({{"role", "user"}, {"content", nudge}});
+    budget.added_chars += content_chars(msg) + nudge.size();
+  }
+  CallsAnswered answered = answer_calls(calls, msg_index, turn_index, cut_by_length, tools, record, turn);
+  budget.added_chars += answered.chars + content_chars(msg);
+  append(answered.tool_seconds);
+  return answered.finished ? "finish" : "";
+}
+
+// The final, independent evaluation of the workdir as it is now, into the record.
+void final_evaluation(const Environment& env, const EpisodeOptions& opts, const std::filesystem::path& workdir,
+                      Json& record) {
+  EvalOptions o = opts.tools.eval;
+  o.task = opts.task;
+  o.candidate = workdir.string();
+  o.measure_time = true;
+  int gpu = opts.tools.gpus ? opts.tools.gpus->acquire() : -1;
+  Slots::Hold hold{opts.tools.gpus, gpu};
+  if (gpu >= 0) o.gpu = gpu;
+  auto t_eval = Clock::now();
+  EvalResult ev = evaluate(env, o);
+  if (ev.evaluated) {
+    record["evaluation"] = ev.json;
+    record["reward"] = ev.json.value("reward", -1);
+  } else {
+    record["evaluation"] = {{"error", ev.error}};
+    record["reward"] = -1;
+  }
+  record["evaluation_seconds"] = since(t_eval);
+}
+
+// The episode's end recorded and saved: interrupted by the model server's error (not the policy's
+// doing: kept resumable, not judged), else judged (opts.evaluate) and finished.
+EpisodeResult conclude(const Environment& env, const EpisodeOptions& opts, const std::filesystem::path& workdir,
+                       const std::string& end_reason, Json& record, const std::function<void()>& save) {
+  EpisodeResult res;
+  record["end_reason"] = end_reason;
+  res.end_reason = end_reason;
+  res.ran = true;
+  if (end_reason == "model_error") {
+    record["status"] = "interrupted";
+    save();
+    res.status = "interrupted";
+    res.record = record;
+    res.error = record["model_error"].value("error", std::string());
+    return res;
+  }
+  if (opts.evaluate) final_evaluation(env, opts, workdir, record);
+  record["status"] = "finished";
+  record["ended_at"] = utc_now();
+  save();
+  res.status = "finished";
+  res.reward = record["reward"].is_number() ? record["reward"].get<int>() : -1;
+  res.record = record;
+  return res;
+}
+
+// The episode's folder, held by this process (a second `anvil agent --resume` of the run skips it).
+struct EpisodeLock {
+  int fd = -1;
+  ~EpisodeLock() {
+    if (fd >= 0) close(fd);
+  }
+  bool take(const std::filesystem::path& dir) {
+    fd = open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    return fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0;
+  }
+};
+
+// The record of an episode resumed (marked running again), or why it cannot be; opts.task and
+// workdir become the record's.
+std::optional<Json> resume_record(const std::filesystem::path& traj_path, EpisodeOptions& opts,
+                                  std::filesystem::path& workdir, std::string* err) {
+  auto loaded = load_trajectory(traj_path, err);
+  if (!loaded) {
+    *err = "cannot resume: " + *err;
+    return std::nullopt;
+  }
+  Json record = *loaded;
+  if (record.value("status", std::string()) == "finished") return record;
+  opts.task = record["task"].value("spec", opts.task);
+  workdir = record["workdir"].get<std::string>();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(workdir, ec)) {
+    *err = "cannot resume: the episode's workdir " + workdir.string() + " is gone";
+    return std::nullopt;
+  }
+  record["resumes"].push_back({{"at", utc_now()}, {"after_turns", record["turns"].size()}});
+  record["status"] = "running";
+  return record;
+}
+
+}  // namespace
+
 EpisodeResult run_episode(const Environment& env, ModelClient& model, const EpisodeOptions& opts_in) {
   EpisodeOptions opts = opts_in;
   EpisodeResult res;
@@ -289,43 +639,20 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
   std::string err;
   Json record;
 
-  // One process per episode: a second `anvil agent --resume` of the same run skips it.
   std::filesystem::create_directories(dir, ec);
-  struct Lock {
-    int fd = -1;
-    ~Lock() {
-      if (fd >= 0) close(fd);
-    }
-  } lock;
-  lock.fd = open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock.fd < 0 || flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
+  EpisodeLock lock;
+  if (!lock.take(dir)) {
     res.error = "another anvil process is running the episode in " + dir.string();
     return res;
   }
-
   if (opts.resume) {
-    auto loaded = load_trajectory(traj_path, &err);
-    if (!loaded) {
-      res.error = "cannot resume: " + err;
+    auto resumed = resume_record(traj_path, opts, workdir, &err);
+    if (!resumed) {
+      res.error = err;
       return res;
     }
-    record = *loaded;
-    if (record.value("status", std::string()) == "finished") {
-      res.ran = true;
-      res.record = record;
-      res.status = "finished";
-      res.end_reason = record.value("end_reason", std::string());
-      res.reward = record.value("reward", -1);
-      return res;
-    }
-    opts.task = record["task"].value("spec", opts.task);
-    workdir = record["workdir"].get<std::string>();
-    if (!std::filesystem::is_directory(workdir, ec)) {
-      res.error = "cannot resume: the episode's workdir " + workdir.string() + " is gone";
-      return res;
-    }
-    record["resumes"].push_back({{"at", utc_now()}, {"after_turns", record["turns"].size()}});
-    record["status"] = "running";
+    if (resumed->value("status", std::string()) == "finished") return finished_result(*resumed);
+    record = std::move(*resumed);
   }
 
   auto task = load_task(env, opts.task, &err);
@@ -338,61 +665,12 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
   ToolBox tools(env, opts.tools);
 
   if (!opts.resume) {
-    if (std::filesystem::exists(traj_path, ec)) {
-      res.error = traj_path.string() + " exists: resume it (--resume) or choose another output directory";
-      return res;
-    }
-    std::optional<EpisodeOpening> opening = open_episode(env, *task, workdir, opts.tools.eval.protocol, opts.skill, &err);
-    if (!opening) {
+    auto begun = begin_record(env, opts, *task, dir, workdir, model.endpoint(), tools, &err);
+    if (!begun) {
       res.error = err;
       return res;
     }
-    std::filesystem::path skill = opts.skill.empty() ? env.share() / "agent" / "SKILL.md" : opts.skill;
-    const Endpoint& ep = model.endpoint();
-    record = {
-        {"schema", kTrajectorySchema},
-        {"id", opts.id.empty() ? dir.filename().string() : opts.id},
-        {"status", "running"},
-        {"end_reason", nullptr},
-        {"task", {{"spec", task->spec}, {"name", task->name}, {"hash", task->hash}, {"meta", task->meta}}},
-        {"model", {{"base_url", ep.base_url}, {"model", ep.model}}},
-        {"sampling", opts.sampling.to_json()},
-        {"limits",
-         {{"max_turns", opts.max_turns},
-          {"max_context", opts.max_context},
-          {"wall_clock_s", opts.wall_clock.count()},
-          {"max_tool_output", opts.tools.max_output}}},
-        {"workdir", workdir.string()},
-        {"skill", skill.string()},
-        {"protocol", opts.tools.eval.protocol},
-        {"tool_results_as_user", opts.tool_results_as_user},
-        {"tools", tools.schemas()},
-        {"messages",
-         Json::array({{{"role", "system"}, {"content", opening->system_prompt}},
-                      {{"role", "user"}, {"content", opening->task_message}}})},
-        {"turns", Json::array()},
-        {"context", {{"shortened", Json::object()}, {"shortened_chars", 0}}},
-        {"counters",
-         {{"turns", 0},
-          {"tool_calls", 0},
-          {"tool_errors", 0},
-          {"malformed", Json::object()},
-          {"malformed_total", 0},
-          {"context_overflows", 0},
-          {"retries", 0},
-          {"prompt_tokens", 0},
-          {"completion_tokens", 0}}},
-        {"state", tools.state()},
-        {"started_at", utc_now()},
-        {"seconds", 0.0},
-        {"resumes", Json::array()},
-        {"evaluation", nullptr},
-        {"reward", nullptr},
-    };
-    if (!save_trajectory(traj_path, record, &err)) {
-      res.error = err;
-      return res;
-    }
+    record = std::move(*begun);
   }
   tools.restore(record.value("state", Json()));
 
@@ -404,13 +682,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
                                    std::chrono::duration<double>(static_cast<double>(opts.wall_clock.count()) - seconds_before)));
   std::vector<int64_t> sequence = last_sequence(record);
   std::string end_reason;
-  int shorten_level = 0;
-  size_t added_chars = 0;  // characters added since the last usage count
-  long last_tokens = 0;    // the server's count of the last turn (prompt + completion)
-  if (!record["turns"].empty()) {
-    const Json& u = record["turns"].back().value("usage", Json());
-    if (u.is_object()) last_tokens = u.value("prompt_tokens", 0L) + u.value("completion_tokens", 0L);
-  }
+  ContextBudget budget(record);
 
   auto save = [&] {
     record["seconds"] = elapsed();
@@ -430,37 +702,21 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
       end_reason = "wall_clock";
       break;
     }
-    // The context budget, before asking.
-    long estimate = last_tokens > 0 ? last_tokens + static_cast<long>(added_chars / 3.5)
-                                    : static_cast<long>(request_messages(record, opts.tool_results_as_user).dump().size() / 3.5);
-    long reserve = opts.sampling.max_tokens.value_or(4096);
-    if (estimate + reserve > opts.max_context) {
-      size_t cut = shorten_context(record, std::max(1, ++shorten_level));
-      if (cut == 0) {
-        end_reason = "max_context";
-        break;
-      }
-      last_tokens = std::max(0L, estimate - static_cast<long>(cut / 3.5));
-      added_chars = 0;
-      if (last_tokens + reserve > opts.max_context && shorten_level >= 3) {
-        end_reason = "max_context";
-        break;
-      }
-      continue;
+    ContextBudget::Room room = budget.make_room(record, opts);  // the context budget, before asking
+    if (room == ContextBudget::Room::kFull) {
+      end_reason = "max_context";
+      break;
     }
+    if (room == ContextBudget::Room::kShortened) continue;
 
     auto t_turn = Clock::now();
     ChatResponse r = model.chat(request_messages(record, opts.tool_results_as_user), tools.schemas(), opts.sampling);
     record["counters"]["retries"] = record["counters"].value("retries", 0) + std::max(0, r.attempts - 1);
     if (r.status == ChatResponse::Status::context_overflow) {
-      record["counters"]["context_overflows"] = record["counters"].value("context_overflows", 0) + 1;
-      size_t cut = shorten_context(record, std::min(3, ++shorten_level));
-      if (cut == 0 && shorten_level >= 3) {
+      if (!budget.overflowed(record)) {
         end_reason = "max_context";
         break;
       }
-      last_tokens = 0;  // unknown now: estimate from the characters
-      added_chars = 0;
       save();
       continue;
     }
@@ -474,165 +730,15 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
       break;
     }
 
-    Json msg = r.message.is_object() ? r.message : Json::object();
-    msg["role"] = "assistant";
-    if (!msg.contains("content")) msg["content"] = nullptr;
-    Json turn = {{"index", turn_index},
-                 {"started_at", utc_now()},
-                 {"finish_reason", r.finish_reason},
-                 {"usage", r.usage},
-                 {"attempts", r.attempts},
-                 {"retry_log", r.retry_log},
-                 {"tool_calls", Json::array()},
-                 {"malformed", Json::array()}};
-    if (!r.token_ids.is_null()) turn["token_ids"] = r.token_ids;
-    if (!r.prompt_token_ids.is_null()) {
-      std::vector<int64_t> prompt = ids_of(r.prompt_token_ids);
-      turn["prompt_token_ids"] = delta_prompt_ids(sequence, prompt);
-      sequence = prompt;
-      for (auto id : ids_of(r.token_ids)) sequence.push_back(id);
-    }
-    if (!r.logprobs.is_null()) turn["logprobs"] = r.logprobs;
-    double model_seconds = r.seconds;
-    if (r.usage.is_object()) {
-      record["counters"]["prompt_tokens"] = record["counters"].value("prompt_tokens", 0L) + r.usage.value("prompt_tokens", 0L);
-      record["counters"]["completion_tokens"] =
-          record["counters"].value("completion_tokens", 0L) + r.usage.value("completion_tokens", 0L);
-      last_tokens = r.usage.value("prompt_tokens", 0L) + r.usage.value("completion_tokens", 0L);
-      added_chars = 0;
-    } else {
-      last_tokens = 0;
-    }
-    size_t msg_index = record["messages"].size();
-    record["messages"].push_back(msg);
-    turn["message_index"] = msg_index;
-    bool cut_by_length = r.finish_reason == "length";
-    if (cut_by_length) record["counters"]["truncated_turns"] = record["counters"].value("truncated_turns", 0) + 1;
-
-    double tool_seconds = 0;
-    bool finished = false;
-    const Json calls = msg.contains("tool_calls") && msg["tool_calls"].is_array() ? msg["tool_calls"] : Json::array();
-    std::string content = msg["content"].is_string() ? msg["content"].get<std::string>() : std::string();
-    if (calls.empty()) {
-      std::string marker = find_raw_tool_markup(content);
-      std::string nudge;
-      if (!marker.empty()) {
-        count_malformed(record, "raw_markup");
-        turn["malformed"].push_back({{"kind", "raw_markup"}, {"marker", marker}});
-        nudge = "Your message contains tool-call markup in its text (" + marker +
-                "), which was not received as a function call, so nothing was run. Call tools through the "
-                "function-calling interface, one JSON arguments object per call.";
-      } else if (cut_by_length) {
-        nudge = "Your reply was cut at the token limit (finish_reason: length). Continue, and keep replies shorter.";
-      }
-      if (nudge.empty()) {
-        turn["seconds"] = {{"model", model_seconds}, {"tools", 0.0}, {"turn", since(t_turn)}};
-        record["turns"].push_back(turn);
-        record["counters"]["turns"] = record["turns"].size();
-        end_reason = "no_tool_calls";
-        save();
-        break;
-      }
-      record["messages"].push_back({{"role", "user"}, {"content", nudge}});
-      added_chars += content_chars(msg) + nudge.size();
-    }
-    for (size_t i = 0; i < calls.size(); ++i) {
-      const Json& tc = calls[i];
-      std::string id = tc.is_object() && tc.contains("id") && tc["id"].is_string() ? tc["id"].get<std::string>()
-                                                                                    : "";
-      if (id.empty()) {  // answer it anyway: an id of our own, recorded in the message
-        id = "anvil_" + std::to_string(turn_index) + "_" + std::to_string(i);
-        record["messages"][msg_index]["tool_calls"][i]["id"] = id;
-      }
-      std::string name, why;
-      Json args;
-      std::string kind = parse_call(tc, tools, cut_by_length, &name, &args, &why);
-      Json call_rec = {{"id", id}, {"name", name}};
-      std::string answer;
-      if (!kind.empty()) {
-        count_malformed(record, kind);
-        turn["malformed"].push_back({{"kind", kind}, {"id", id}, {"name", name}});
-        call_rec["ok"] = false;
-        call_rec["error_kind"] = kind;
-        answer = "error: " + why;
-      } else {
-        ToolOutcome o = tools.call(name, args);
-        tool_seconds += o.seconds;
-        call_rec["ok"] = !o.error;
-        call_rec["seconds"] = o.seconds;
-        if (o.error) {
-          call_rec["error_kind"] = o.error_kind;
-          record["counters"]["tool_errors"] = record["counters"].value("tool_errors", 0) + 1;
-          if (o.error_kind == "bad_arguments") {
-            count_malformed(record, "bad_arguments");
-            turn["malformed"].push_back({{"kind", "bad_arguments"}, {"id", id}, {"name", name}});
-          }
-        }
-        if (!o.detail.is_null()) call_rec["detail"] = o.detail;
-        answer = o.text;
-        if (o.finish) {
-          finished = true;
-          record["finish_summary"] = args.value("summary", std::string());
-        }
-      }
-      call_rec["output_chars"] = answer.size();
-      record["counters"]["tool_calls"] = record["counters"].value("tool_calls", 0) + 1;
-      turn["tool_calls"].push_back(call_rec);
-      record["messages"].push_back({{"role", "tool"}, {"tool_call_id", id}, {"name", name}, {"content", answer}});
-      added_chars += answer.size();
-    }
-    added_chars += content_chars(msg);
-    turn["seconds"] = {{"model", model_seconds}, {"tools", tool_seconds}, {"turn", since(t_turn)}};
-    record["turns"].push_back(turn);
-    record["counters"]["turns"] = record["turns"].size();
+    std::string ended = play_turn(r, turn_index, t_turn, tools, record, budget, sequence);
     save();
-    if (finished) {
-      end_reason = "finish";
+    if (!ended.empty()) {
+      end_reason = ended;
       break;
     }
   }
 
-  record["end_reason"] = end_reason;
-  res.end_reason = end_reason;
-  if (end_reason == "model_error") {
-    // Not the policy's doing: kept resumable, not judged.
-    record["status"] = "interrupted";
-    save();
-    res.ran = true;
-    res.status = "interrupted";
-    res.record = record;
-    res.error = record["model_error"].value("error", std::string());
-    return res;
-  }
-
-  // The final, independent evaluation of the workdir as it is now.
-  if (opts.evaluate) {
-    EvalOptions o = opts.tools.eval;
-    o.task = opts.task;
-    o.candidate = workdir.string();
-    o.measure_time = true;
-    int gpu = opts.tools.gpus ? opts.tools.gpus->acquire() : -1;
-    Slots::Hold hold{opts.tools.gpus, gpu};
-    if (gpu >= 0) o.gpu = gpu;
-    auto t_eval = Clock::now();
-    EvalResult ev = evaluate(env, o);
-    if (ev.evaluated) {
-      record["evaluation"] = ev.json;
-      record["reward"] = ev.json.value("reward", -1);
-    } else {
-      record["evaluation"] = {{"error", ev.error}};
-      record["reward"] = -1;
-    }
-    record["evaluation_seconds"] = since(t_eval);
-  }
-  record["status"] = "finished";
-  record["ended_at"] = utc_now();
-  save();
-  res.ran = true;
-  res.status = "finished";
-  res.reward = record["reward"].is_number() ? record["reward"].get<int>() : -1;
-  res.record = record;
-  return res;
+  return conclude(env, opts, workdir, end_reason, record, save);
 }
 
 }  // namespace anvil

@@ -53,6 +53,93 @@ Json episode_line(const Json& r, const std::string& dir) {
   return line;
 }
 
+// Slots for evaluations: the GPUs (a quarter of the cores when evaluating on the CPU).
+std::vector<int> eval_slot_ids(const Environment& env, const RunOptions& opts) {
+  std::vector<int> ids = opts.gpus;
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (opts.episode.tools.eval.device == "cpu" || env.gpus.empty()) {
+    ids.clear();
+    for (unsigned i = 0; i < std::max(1u, cores / 4); ++i) ids.push_back(static_cast<int>(i));
+  } else if (ids.empty()) {
+    for (size_t i = 0; i < env.gpus.size(); ++i) ids.push_back(static_cast<int>(i));
+  }
+  return ids;
+}
+
+// Slots for builds: --build-slots, else a quarter of the cores.
+std::vector<int> build_slot_ids(const RunOptions& opts) {
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  int n = opts.build_slots > 0 ? opts.build_slots : static_cast<int>(std::max(1u, cores / 4));
+  std::vector<int> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(i);
+  return ids;
+}
+
+// Every episode of the run: each task's samples, in their folders.
+std::vector<Job> plan_jobs(const Environment& env, const RunOptions& opts) {
+  std::vector<Job> jobs;
+  std::string err;
+  for (size_t ti = 0; ti < opts.tasks.size(); ++ti) {
+    const std::string& t = opts.tasks[ti];
+    std::filesystem::path dir;
+    if (ti < opts.dirs.size()) {
+      dir = opts.out / opts.dirs[ti];
+    } else {
+      std::string name = t;
+      if (auto task = load_task(env, t, &err)) name = task->name;
+      dir = opts.out / episode_dir_name(name);
+    }
+    for (int k = 0; k < opts.samples; ++k) jobs.push_back({t, k, dir / ("sample-" + std::to_string(k))});
+  }
+  return jobs;
+}
+
+// The run's summary from its episodes' lines (summary.json's document).
+RunSummary summarize_run(const std::vector<Json>& lines, const Json& model, const std::filesystem::path& out,
+                         Clock::time_point t0) {
+  RunSummary s;
+  Json rewards = {{"-1", 0}, {"1", 0}, {"2", 0}, {"3", 0}};
+  Json reasons = Json::object();
+  Json totals = {{"turns", 0}, {"tool_calls", 0}, {"malformed", 0}, {"prompt_tokens", 0L}, {"completion_tokens", 0L}};
+  double reward_sum = 0;
+  int judged = 0, correct = 0;
+  for (const auto& l : lines) {
+    ++s.episodes;
+    std::string st = l.value("status", std::string());
+    if (st == "finished") ++s.finished;
+    else if (st == "not_started") ++s.failed_to_start;
+    else ++s.interrupted;
+    if (l.contains("end_reason") && l["end_reason"].is_string()) {
+      std::string r = l["end_reason"].get<std::string>();
+      reasons[r] = reasons.value(r, 0) + 1;
+    }
+    if (st == "finished" && l.contains("reward") && l["reward"].is_number()) {
+      int r = l["reward"].get<int>();
+      rewards[std::to_string(r)] = rewards.value(std::to_string(r), 0) + 1;
+      reward_sum += r;
+      ++judged;
+      if (r >= 1) ++correct;
+    }
+    for (const char* k : {"turns", "tool_calls", "malformed"}) totals[k] = totals[k].get<int>() + l.value(k, 0);
+    for (const char* k : {"prompt_tokens", "completion_tokens"}) totals[k] = totals[k].get<long>() + l.value(k, 0L);
+  }
+  s.json = {{"schema", "anvil.agent-summary/1"},
+            {"out", out.string()},
+            {"model", model},
+            {"episodes", s.episodes},
+            {"finished", s.finished},
+            {"interrupted", s.interrupted},
+            {"not_started", s.failed_to_start},
+            {"rewards", rewards},
+            {"mean_reward", judged ? Json(reward_sum / judged) : Json(nullptr)},
+            {"correct_rate", judged ? Json(static_cast<double>(correct) / judged) : Json(nullptr)},
+            {"end_reasons", reasons},
+            {"totals", totals},
+            {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()},
+            {"episodes_detail", lines}};
+  return s;
+}
+
 }  // namespace
 
 std::string episode_dir_name(const std::string& name) {
@@ -106,35 +193,10 @@ RunSummary run_episodes(const Environment& env, ModelClient& model, const RunOpt
     write_file_atomic(opts.out / "run.json", run.dump(1) + "\n", &err);
   }
 
-  // Slots: GPUs for evaluations (CPU slots when evaluating on the CPU), and builds.
-  std::vector<int> gpu_ids = opts.gpus;
-  bool cpu = opts.episode.tools.eval.device == "cpu" || env.gpus.empty();
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (cpu) {
-    gpu_ids.clear();
-    for (unsigned i = 0; i < std::max(1u, cores / 4); ++i) gpu_ids.push_back(static_cast<int>(i));
-  } else if (gpu_ids.empty()) {
-    for (size_t i = 0; i < env.gpus.size(); ++i) gpu_ids.push_back(static_cast<int>(i));
-  }
-  Slots eval_slots(gpu_ids);
-  std::vector<int> build_ids;
-  int nb = opts.build_slots > 0 ? opts.build_slots : static_cast<int>(std::max(1u, cores / 4));
-  for (int i = 0; i < nb; ++i) build_ids.push_back(i);
-  Slots build_slots(build_ids);
+  Slots eval_slots(eval_slot_ids(env, opts));
+  Slots build_slots(build_slot_ids(opts));
 
-  std::vector<Job> jobs;
-  for (size_t ti = 0; ti < opts.tasks.size(); ++ti) {
-    const std::string& t = opts.tasks[ti];
-    std::filesystem::path dir;
-    if (ti < opts.dirs.size()) {
-      dir = opts.out / opts.dirs[ti];
-    } else {
-      std::string name = t;
-      if (auto task = load_task(env, t, &err)) name = task->name;
-      dir = opts.out / episode_dir_name(name);
-    }
-    for (int k = 0; k < opts.samples; ++k) jobs.push_back({t, k, dir / ("sample-" + std::to_string(k))});
-  }
+  std::vector<Job> jobs = plan_jobs(env, opts);
 
   std::mutex mu;
   std::vector<Json> lines(jobs.size());
@@ -220,46 +282,7 @@ RunSummary run_episodes(const Environment& env, ModelClient& model, const RunOpt
   for (auto& t : pool) t.join();
   if (tty) std::fprintf(stderr, "\n");
 
-  RunSummary s;
-  Json rewards = {{"-1", 0}, {"1", 0}, {"2", 0}, {"3", 0}};
-  Json reasons = Json::object();
-  Json totals = {{"turns", 0}, {"tool_calls", 0}, {"malformed", 0}, {"prompt_tokens", 0L}, {"completion_tokens", 0L}};
-  double reward_sum = 0;
-  int judged = 0, correct = 0;
-  for (const auto& l : lines) {
-    ++s.episodes;
-    std::string st = l.value("status", std::string());
-    if (st == "finished") ++s.finished;
-    else if (st == "not_started") ++s.failed_to_start;
-    else ++s.interrupted;
-    if (l.contains("end_reason") && l["end_reason"].is_string()) {
-      std::string r = l["end_reason"].get<std::string>();
-      reasons[r] = reasons.value(r, 0) + 1;
-    }
-    if (st == "finished" && l.contains("reward") && l["reward"].is_number()) {
-      int r = l["reward"].get<int>();
-      rewards[std::to_string(r)] = rewards.value(std::to_string(r), 0) + 1;
-      reward_sum += r;
-      ++judged;
-      if (r >= 1) ++correct;
-    }
-    for (const char* k : {"turns", "tool_calls", "malformed"}) totals[k] = totals[k].get<int>() + l.value(k, 0);
-    for (const char* k : {"prompt_tokens", "completion_tokens"}) totals[k] = totals[k].get<long>() + l.value(k, 0L);
-  }
-  s.json = {{"schema", "anvil.agent-summary/1"},
-            {"out", opts.out.string()},
-            {"model", run["model"]},
-            {"episodes", s.episodes},
-            {"finished", s.finished},
-            {"interrupted", s.interrupted},
-            {"not_started", s.failed_to_start},
-            {"rewards", rewards},
-            {"mean_reward", judged ? Json(reward_sum / judged) : Json(nullptr)},
-            {"correct_rate", judged ? Json(static_cast<double>(correct) / judged) : Json(nullptr)},
-            {"end_reasons", reasons},
-            {"totals", totals},
-            {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()},
-            {"episodes_detail", lines}};
+  RunSummary s = summarize_run(lines, run["model"], opts.out, t0);
   write_file_atomic(opts.out / "summary.json", s.json.dump(1) + "\n", &err);
   return s;
 }

@@ -619,6 +619,269 @@ std::string BuildReport::summary() const {
 
 namespace {
 
+// Units that use a PCH get "-include <runtime>/<name>" appended to their flags now; the PCH
+// itself is made only when such a unit misses the cache, inside its job, so units without one
+// (nvcc) start at once. Returns each unit's PCH, if it needs one.
+struct PchNeed {
+  std::string name, header;
+  std::vector<std::string> flags;
+};
+
+std::vector<std::optional<PchNeed>> plan_pchs(const Builder& b, Plan& plan) {
+  std::vector<std::optional<PchNeed>> pch_needs(plan.units.size());
+  for (size_t i = 0; i < plan.units.size(); ++i) {
+    Unit& u = plan.units[i];
+    for (const std::string marker : {"compat_pch.h", "extension_pch.h"}) {
+      bool wants = false;
+      for (const auto& f : u.flags) wants |= f == "@" + marker;
+      if (!wants) continue;
+      std::vector<std::string> flags, pch_flags;
+      for (const auto& f : u.flags) {
+        if (f == "@" + marker) continue;
+        flags.push_back(f);
+        // The module's name is the unit's alone: torch's headers never read it, and a PCH made
+        // with it would serve that one name (every load_inline name cost 42 s and a 757 MB PCH).
+        if (!starts_with(f, "-DTORCH_EXTENSION_NAME=")) pch_flags.push_back(f);
+      }
+      std::string header = marker == "compat_pch.h" ? compat_pch_header(plan.cuda) : "#include <torch/extension.h>\n";
+      // A PCH is only valid with the flags it was made with: name it by both.
+      Hasher ph;
+      ph.add("header", header);
+      for (const auto& f : pch_flags) ph.add("flag", f);
+      std::string pch = marker.substr(0, marker.size() - 2) + "-" + ph.hex().substr(0, 16) + ".h";
+      pch_needs[i] = PchNeed{pch, header, pch_flags};
+      flags.push_back("-include");
+      flags.push_back((b.runtime_dir() / pch).string());
+      flags.push_back("-Winvalid-pch");
+      u.flags = flags;
+    }
+  }
+  return pch_needs;
+}
+
+// anvil's torch runtime (libanvil_torch.so) built into `work`; what failed goes to *log.
+bool build_runtime(Builder& b, const fs::path& work, std::string* log) {
+  const Environment& env = b.env_;
+  bool cuda = torch_has_cuda(env);
+  std::vector<std::string> argv = {env.cxx.path.string(), "-std=c++17", "-O2", "-shared", "-fPIC",
+                                   "-fvisibility=hidden", "-I" + env.anvil_include().string()};
+  auto tf = torch_compile_flags(env, "anvil_torch");
+  argv.insert(argv.end(), tf.begin(), tf.end());
+  if (cuda) {
+    argv.push_back("-DANVIL_WITH_CUDA");
+    argv.insert(argv.end(), {"-isystem", env.cuda_include().string()});
+    if (env.cudnn.found()) {
+      argv.push_back("-DANVIL_WITH_CUDNN");
+      argv.insert(argv.end(), {"-isystem", env.cudnn.include_dir.string()});
+    }
+  }
+  argv.push_back((env.share() / "runtime" / "anvil_torch.cpp").string());
+  argv.push_back("-o");
+  argv.push_back((work / "libanvil_torch.so").string());
+  argv.push_back(kKeepStaticSymbolsLocal);
+  auto lf = torch_link_flags(env);
+  argv.insert(argv.end(), lf.begin(), lf.end());
+  if (cuda) {
+    argv.push_back("-L" + env.cuda_lib().string());
+    argv.push_back("-lcudart");
+  }
+  bool cut = false;
+  JailResult r = b.run_tool(argv, "", {{work, true}}, &cut);
+  Builder::take_back(work);
+  if (!r.ok()) *log += "building anvil's torch runtime failed (" + r.describe() + "):\n" + r.output;
+  return r.ok();
+}
+
+// Why each unit was compiled or found, against the workdir's previous record (--explain).
+void explain_units(const Builder& b, const std::vector<UnitState>& states, const nlohmann::json& prev,
+                   BuildReport& report) {
+  nlohmann::json prev_units = prev.is_object() ? prev.value("units", nlohmann::json::object()) : nlohmann::json();
+  for (size_t i = 0; i < states.size(); ++i) {
+    UnitReport& ur = report.units[i];
+    const UnitState& st = states[i];
+    const nlohmann::json p = prev_units.is_object() && prev_units.contains(ur.source) ? prev_units[ur.source]
+                                                                                       : nlohmann::json();
+    if (ur.cached) {
+      ur.explain = (p.is_object() && p.value("object", "") == st.object) ? "up to date (cached)"
+                                                                        : "found in the cache (built before)";
+    } else if (p.is_null()) {
+      ur.explain = prev.is_null() ? "compiled: no previous build in this workdir" : "compiled: new source file";
+    } else if (p.value("source_hash", "") != st.source_hash) {
+      ur.explain = "compiled: source changed";
+    } else if (p.value("tool", "") != st.tool) {
+      ur.explain = "compiled: the compiler changed";
+    } else if (p.value("flags_hash", "") != st.flags_hash) {
+      ur.explain = "compiled: compiler flags changed";
+    } else if (p.value("env", "") != b.env_.fingerprint) {
+      ur.explain = "compiled: the environment changed (torch, CUDA, Python or anvil's headers)";
+    } else {
+      std::vector<std::string> changed;
+      const nlohmann::json prev_deps = p.value("deps", nlohmann::json::object());
+      for (const auto& [dep, h] : prev_deps.items()) {
+        auto it = st.deps.find(dep);
+        if (it == st.deps.end() || it->second != h.get<std::string>()) changed.push_back(dep);
+      }
+      for (const auto& [dep, h] : st.deps) {
+        if (!prev_deps.contains(dep)) changed.push_back(dep);
+      }
+      ur.explain = changed.empty() ? "compiled: not in the cache (cleared or evicted)"
+                                   : "compiled: header " + join(changed, ", ") + " changed";
+    }
+    if (!ur.ok) ur.explain = "failed to compile";
+  }
+}
+
+// The units' objects linked into the module, cached by what went in (found there when linked
+// before), and the build recorded for --explain. Returns the cached module, or an empty path when
+// the link failed (what it printed into *raw, or the line of a limit that stopped it into *stops).
+fs::path link_module(Builder& b, const Plan& plan, const std::vector<UnitState>& states, const nlohmann::json& prev,
+                     const fs::path& record_path, BuildReport& report, std::string* raw, std::string* stops) {
+  const Environment& env = b.env_;
+  std::error_code ec;
+  std::set<std::string> libs;
+  for (const auto& st : states) libs.insert(st.libs.begin(), st.libs.end());
+  std::vector<std::string> link = plan.link_flags;
+  if (libs.count("cublas")) {
+    if (env.cublas.found() && !env.cublas.library_dir.empty()) link.push_back("-L" + env.cublas.library_dir.string());
+    link.insert(link.end(), {"-lcublas", "-lcublasLt"});
+  }
+  if (libs.count("cudnn")) {
+    if (!env.cudnn.library_dir.empty()) link.push_back("-L" + env.cudnn.library_dir.string());
+    link.push_back(env.cudnn.library.empty() ? "-lcudnn" : "-l:" + env.cudnn.library);
+  }
+  if (plan.needs_runtime) {
+    link.push_back("-L" + b.runtime_dir().string());
+    link.push_back("-lanvil_torch");
+    link.push_back("-Wl,-rpath," + b.runtime_dir().string());
+  }
+  Hasher mk;
+  mk.add("format", kModuleFormat).add("env", env.fingerprint).add("name", plan.module_name);
+  for (const auto& st : states) mk.add("object", st.object);
+  for (const auto& f : link) mk.add("link", f);
+  std::string mkey = mk.hex();
+  fs::path mdir = b.modules() / shard(mkey);
+  fs::path module_cached = mdir / (plan.module_name + ".so");
+  std::string prev_module = prev.is_object() ? prev.value("module", std::string()) : std::string();
+  if (fs::exists(module_cached, ec)) {
+    report.link_cached = true;
+    report.link_explain = prev_module == mkey ? "up to date (cached)" : "found in the cache (linked before)";
+  } else {
+    fs::path work = b.tool_dir("link");
+    std::vector<std::string> argv = {env.cxx.path.string(), "-shared", kKeepStaticSymbolsLocal, "-o",
+                                     (work / (plan.module_name + ".so")).string()};
+    std::vector<JailBind> binds = {{work, true}};
+    for (const auto& st : states) {
+      argv.push_back(b.object_path(st.object).string());
+      binds.push_back({b.object_path(st.object), false});
+    }
+    argv.insert(argv.end(), link.begin(), link.end());
+    auto tl = Clock::now();
+    bool cut = false;
+    JailResult r = b.run_tool(argv, "", std::move(binds), &cut);
+    Builder::take_back(work);
+    if (r.ok()) {
+      fs::create_directories(mdir.parent_path(), ec);
+      if (::rename(work.c_str(), mdir.c_str()) != 0 && !fs::exists(module_cached, ec)) {
+        std::string e;
+        copy_file_atomic(work / (plan.module_name + ".so"), module_cached, &e);
+      }
+      report.link_explain = "linked in " + format_seconds(since(tl)) +
+                            (prev_module.empty() ? "" : prev_module == mkey ? " (cache was cleared)"
+                                                                            : " (objects or link flags changed)");
+    } else {
+      std::string line = b.stopped_by_limit("link", r, cut);
+      if (line.empty()) {
+        *raw += r.output + "\nlink: " + r.describe() + "\n";
+      } else {
+        *stops += line + "\n";
+      }
+      module_cached.clear();
+      report.link_explain = "link failed";
+    }
+    remove_tree(work);
+  }
+  // Record the build for --explain.
+  if (!record_path.empty()) {
+    nlohmann::json units_rec = nlohmann::json::object();
+    for (size_t i = 0; i < states.size(); ++i) {
+      const auto& st = states[i];
+      units_rec[report.units[i].source] = {{"source_hash", st.source_hash}, {"flags_hash", st.flags_hash},
+                                           {"tool", st.tool}, {"env", env.fingerprint},
+                                           {"deps", st.deps}, {"object", st.object}};
+    }
+    std::string e;
+    write_file_atomic(record_path, nlohmann::json{{"units", units_rec}, {"module", mkey}}.dump(1), &e);
+  }
+  return module_cached;
+}
+
+// The report's end: the full log written, the module copied out, or the error said: the
+// environment's (the compilers not confined, the PCH or the runtime not built) or the candidate's.
+void finish_report(const Builder& b, bool units_ok, const fs::path& module_cached, const fs::path& module_out,
+                   const fs::path& log_path, const std::string& setup_log, const std::string& raw,
+                   const std::string& stops, bool pch_failed, BuildReport& report) {
+  std::string full_log = b.log_ + setup_log + raw;
+  if (!log_path.empty()) {
+    std::string e;
+    write_file_atomic(log_path, full_log, &e);
+    report.log = log_path;
+  }
+  if (units_ok) {
+    std::string e;
+    if (!copy_file_atomic(module_cached, module_out, &e)) {
+      report.error_kind = "environment_error";
+      report.error = "cannot write " + module_out.string() + ": " + e;
+    } else {
+      report.ok = true;
+      report.module = module_out;
+    }
+  } else if (report.error_kind.empty()) {
+    if (!b.jail_error_.empty()) {
+      // Not the candidate's fault: the compilers could not be confined here, so none ran.
+      report.error_kind = "environment_error";
+      report.error = "cannot run the compilers confined: " + b.jail_error_;
+    } else if (pch_failed) {
+      report.error_kind = "environment_error";
+      report.error = "could not precompile torch headers; see " + log_path.string();
+      report.diagnostics = tail_lines(setup_log, 20);
+    } else {
+      report.error_kind = "compile_error";
+      DiagnosticOptions dopt;
+      dopt.strip_prefixes = {b.stage_dir_.string(), b.tmp().string()};
+      dopt.full_log = log_path.empty() ? "" : log_path.string();
+      report.diagnostics = stops + format_diagnostics(raw, dopt);
+      report.error = "the candidate does not compile";
+    }
+  }
+}
+
+// The previous record of this workdir, for --explain (null when there is none or it is unreadable).
+nlohmann::json previous_record(const fs::path& record_path) {
+  if (record_path.empty()) return nullptr;
+  if (auto text = read_file(record_path)) {
+    try {
+      return nlohmann::json::parse(*text);
+    } catch (const std::exception&) {
+    }
+  }
+  return nullptr;
+}
+
+// What the failed units printed (*raw), and for a unit a limit stopped, its line (*stops; the
+// output goes to the log only).
+void failed_units_output(Builder& b, const BuildReport& report, const std::vector<std::string>& outputs,
+                         const std::vector<std::string>& stopped, std::string* raw, std::string* stops) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (report.units[i].ok) continue;
+    if (stopped[i].empty()) {
+      *raw += outputs[i];
+    } else {
+      *stops += stopped[i] + "\n";
+      b.log(stopped[i] + "\n" + tail_lines(outputs[i], 20));
+    }
+  }
+}
+
 // Runs a Plan: compile every unit (cached), link (cached), copy the module out.
 BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const fs::path& record_path,
                      const fs::path& log_path, BuildReport report) {
@@ -654,41 +917,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
     pch_seconds += seconds_here;
     return ok;
   };
-  // Units that use a PCH get "-include <runtime>/<name>" appended to their
-  // flags now; the PCH itself is made only when such a unit misses the cache,
-  // inside its job, so units without one (nvcc) start at once.
-  struct PchNeed {
-    std::string name, header;
-    std::vector<std::string> flags;
-  };
-  std::vector<std::optional<PchNeed>> pch_needs(plan.units.size());
-  for (size_t i = 0; i < plan.units.size(); ++i) {
-    Unit& u = plan.units[i];
-    for (const std::string marker : {"compat_pch.h", "extension_pch.h"}) {
-      bool wants = false;
-      for (const auto& f : u.flags) wants |= f == "@" + marker;
-      if (!wants) continue;
-      std::vector<std::string> flags, pch_flags;
-      for (const auto& f : u.flags) {
-        if (f == "@" + marker) continue;
-        flags.push_back(f);
-        // The module's name is the unit's alone: torch's headers never read it, and a PCH made
-        // with it would serve that one name (every load_inline name cost 42 s and a 757 MB PCH).
-        if (!starts_with(f, "-DTORCH_EXTENSION_NAME=")) pch_flags.push_back(f);
-      }
-      std::string header = marker == "compat_pch.h" ? compat_pch_header(plan.cuda) : "#include <torch/extension.h>\n";
-      // A PCH is only valid with the flags it was made with: name it by both.
-      Hasher ph;
-      ph.add("header", header);
-      for (const auto& f : pch_flags) ph.add("flag", f);
-      std::string pch = marker.substr(0, marker.size() - 2) + "-" + ph.hex().substr(0, 16) + ".h";
-      pch_needs[i] = PchNeed{pch, header, pch_flags};
-      flags.push_back("-include");
-      flags.push_back((b.runtime_dir() / pch).string());
-      flags.push_back("-Winvalid-pch");
-      u.flags = flags;
-    }
-  }
+  std::vector<std::optional<PchNeed>> pch_needs = plan_pchs(b, plan);
   fs::path runtime_lib = b.runtime_dir() / "libanvil_torch.so";
   std::thread runtime_thread;
   bool runtime_ok = true;
@@ -696,34 +925,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
     runtime_thread = std::thread([&] {
       std::string rlog;
       runtime_ok = ensure_artifact(b, runtime_lib, "libanvil_torch.so", [&](const fs::path& work, std::string* log) {
-        bool cuda = torch_has_cuda(env);
-        std::vector<std::string> argv = {env.cxx.path.string(), "-std=c++17", "-O2", "-shared", "-fPIC",
-                                         "-fvisibility=hidden", "-I" + env.anvil_include().string()};
-        auto tf = torch_compile_flags(env, "anvil_torch");
-        argv.insert(argv.end(), tf.begin(), tf.end());
-        if (cuda) {
-          argv.push_back("-DANVIL_WITH_CUDA");
-          argv.insert(argv.end(), {"-isystem", env.cuda_include().string()});
-          if (env.cudnn.found()) {
-            argv.push_back("-DANVIL_WITH_CUDNN");
-            argv.insert(argv.end(), {"-isystem", env.cudnn.include_dir.string()});
-          }
-        }
-        argv.push_back((env.share() / "runtime" / "anvil_torch.cpp").string());
-        argv.push_back("-o");
-        argv.push_back((work / "libanvil_torch.so").string());
-        argv.push_back(kKeepStaticSymbolsLocal);
-        auto lf = torch_link_flags(env);
-        argv.insert(argv.end(), lf.begin(), lf.end());
-        if (cuda) {
-          argv.push_back("-L" + env.cuda_lib().string());
-          argv.push_back("-lcudart");
-        }
-        bool cut = false;
-        JailResult r = b.run_tool(argv, "", {{work, true}}, &cut);
-        Builder::take_back(work);
-        if (!r.ok()) *log += "building anvil's torch runtime failed (" + r.describe() + "):\n" + r.output;
-        return r.ok();
+        return build_runtime(b, work, log);
       }, &rlog, &runtime_seconds);
       b.log(rlog);
     });
@@ -765,63 +967,13 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
   if (runtime_thread.joinable()) runtime_thread.join();
   report.setup_seconds = pch_seconds + runtime_seconds;
 
-  // The previous record of this workdir, for --explain.
-  nlohmann::json prev;
-  if (!record_path.empty()) {
-    if (auto text = read_file(record_path)) {
-      try {
-        prev = nlohmann::json::parse(*text);
-      } catch (const std::exception&) {
-      }
-    }
-  }
-  nlohmann::json prev_units = prev.is_object() ? prev.value("units", nlohmann::json::object()) : nlohmann::json();
-  for (size_t i = 0; i < plan.units.size(); ++i) {
-    UnitReport& ur = report.units[i];
-    const UnitState& st = states[i];
-    const nlohmann::json p = prev_units.is_object() && prev_units.contains(ur.source) ? prev_units[ur.source]
-                                                                                       : nlohmann::json();
-    if (ur.cached) {
-      ur.explain = (p.is_object() && p.value("object", "") == st.object) ? "up to date (cached)"
-                                                                        : "found in the cache (built before)";
-    } else if (p.is_null()) {
-      ur.explain = prev.is_null() ? "compiled: no previous build in this workdir" : "compiled: new source file";
-    } else if (p.value("source_hash", "") != st.source_hash) {
-      ur.explain = "compiled: source changed";
-    } else if (p.value("tool", "") != st.tool) {
-      ur.explain = "compiled: the compiler changed";
-    } else if (p.value("flags_hash", "") != st.flags_hash) {
-      ur.explain = "compiled: compiler flags changed";
-    } else if (p.value("env", "") != b.env_.fingerprint) {
-      ur.explain = "compiled: the environment changed (torch, CUDA, Python or anvil's headers)";
-    } else {
-      std::vector<std::string> changed;
-      const nlohmann::json prev_deps = p.value("deps", nlohmann::json::object());
-      for (const auto& [dep, h] : prev_deps.items()) {
-        auto it = st.deps.find(dep);
-        if (it == st.deps.end() || it->second != h.get<std::string>()) changed.push_back(dep);
-      }
-      for (const auto& [dep, h] : st.deps) {
-        if (!prev_deps.contains(dep)) changed.push_back(dep);
-      }
-      ur.explain = changed.empty() ? "compiled: not in the cache (cleared or evicted)"
-                                   : "compiled: header " + join(changed, ", ") + " changed";
-    }
-    if (!ur.ok) ur.explain = "failed to compile";
-  }
+  nlohmann::json prev = previous_record(record_path);
+  explain_units(b, states, prev, report);
 
   // A unit stopped by a limit is said in one line of its own; what the compiler printed on the
   // way (an #include of /dev/zero: megabytes of noise) goes to the full log only.
   std::string raw, stops;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (report.units[i].ok) continue;
-    if (stopped[i].empty()) {
-      raw += outputs[i];
-    } else {
-      stops += stopped[i] + "\n";
-      b.log(stopped[i] + "\n" + tail_lines(outputs[i], 20));
-    }
-  }
+  failed_units_output(b, report, outputs, stopped, &raw, &stops);
   bool units_ok = true;
   for (const auto& u : report.units) units_ok &= u.ok;
 
@@ -833,115 +985,11 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
     report.error = "could not build anvil's torch runtime (libanvil_torch.so); see the log";
   }
   if (units_ok) {
-    std::set<std::string> libs;
-    for (const auto& st : states) libs.insert(st.libs.begin(), st.libs.end());
-    std::vector<std::string> link = plan.link_flags;
-    if (libs.count("cublas")) {
-      if (env.cublas.found() && !env.cublas.library_dir.empty()) link.push_back("-L" + env.cublas.library_dir.string());
-      link.insert(link.end(), {"-lcublas", "-lcublasLt"});
-    }
-    if (libs.count("cudnn")) {
-      if (!env.cudnn.library_dir.empty()) link.push_back("-L" + env.cudnn.library_dir.string());
-      link.push_back(env.cudnn.library.empty() ? "-lcudnn" : "-l:" + env.cudnn.library);
-    }
-    if (plan.needs_runtime) {
-      link.push_back("-L" + b.runtime_dir().string());
-      link.push_back("-lanvil_torch");
-      link.push_back("-Wl,-rpath," + b.runtime_dir().string());
-    }
-    Hasher mk;
-    mk.add("format", kModuleFormat).add("env", env.fingerprint).add("name", plan.module_name);
-    for (const auto& st : states) mk.add("object", st.object);
-    for (const auto& f : link) mk.add("link", f);
-    std::string mkey = mk.hex();
-    fs::path mdir = b.modules() / shard(mkey);
-    module_cached = mdir / (plan.module_name + ".so");
-    std::string prev_module = prev.is_object() ? prev.value("module", std::string()) : std::string();
-    if (fs::exists(module_cached, ec)) {
-      report.link_cached = true;
-      report.link_explain = prev_module == mkey ? "up to date (cached)" : "found in the cache (linked before)";
-    } else {
-      fs::path work = b.tool_dir("link");
-      std::vector<std::string> argv = {env.cxx.path.string(), "-shared", kKeepStaticSymbolsLocal, "-o",
-                                       (work / (plan.module_name + ".so")).string()};
-      std::vector<JailBind> binds = {{work, true}};
-      for (const auto& st : states) {
-        argv.push_back(b.object_path(st.object).string());
-        binds.push_back({b.object_path(st.object), false});
-      }
-      argv.insert(argv.end(), link.begin(), link.end());
-      auto tl = Clock::now();
-      bool cut = false;
-      JailResult r = b.run_tool(argv, "", std::move(binds), &cut);
-      Builder::take_back(work);
-      if (r.ok()) {
-        fs::create_directories(mdir.parent_path(), ec);
-        if (::rename(work.c_str(), mdir.c_str()) != 0 && !fs::exists(module_cached, ec)) {
-          std::string e;
-          copy_file_atomic(work / (plan.module_name + ".so"), module_cached, &e);
-        }
-        report.link_explain = "linked in " + format_seconds(since(tl)) +
-                              (prev_module.empty() ? "" : prev_module == mkey ? " (cache was cleared)"
-                                                                              : " (objects or link flags changed)");
-      } else {
-        std::string line = b.stopped_by_limit("link", r, cut);
-        if (line.empty()) {
-          raw += r.output + "\nlink: " + r.describe() + "\n";
-        } else {
-          stops += line + "\n";
-        }
-        units_ok = false;
-        report.link_explain = "link failed";
-      }
-      remove_tree(work);
-    }
-    // Record the build for --explain.
-    if (!record_path.empty()) {
-      nlohmann::json units_rec = nlohmann::json::object();
-      for (size_t i = 0; i < plan.units.size(); ++i) {
-        const auto& st = states[i];
-        units_rec[report.units[i].source] = {{"source_hash", st.source_hash}, {"flags_hash", st.flags_hash},
-                                             {"tool", st.tool}, {"env", env.fingerprint},
-                                             {"deps", st.deps}, {"object", st.object}};
-      }
-      std::string e;
-      write_file_atomic(record_path, nlohmann::json{{"units", units_rec}, {"module", mkey}}.dump(1), &e);
-    }
+    module_cached = link_module(b, plan, states, prev, record_path, report, &raw, &stops);
+    units_ok = !module_cached.empty();
   }
 
-  std::string full_log = b.log_ + setup_log + raw;
-  if (!log_path.empty()) {
-    std::string e;
-    write_file_atomic(log_path, full_log, &e);
-    report.log = log_path;
-  }
-  if (units_ok) {
-    std::string e;
-    if (!copy_file_atomic(module_cached, module_out, &e)) {
-      report.error_kind = "environment_error";
-      report.error = "cannot write " + module_out.string() + ": " + e;
-    } else {
-      report.ok = true;
-      report.module = module_out;
-    }
-  } else if (report.error_kind.empty()) {
-    if (!b.jail_error_.empty()) {
-      // Not the candidate's fault: the compilers could not be confined here, so none ran.
-      report.error_kind = "environment_error";
-      report.error = "cannot run the compilers confined: " + b.jail_error_;
-    } else if (pch_failed) {
-      report.error_kind = "environment_error";
-      report.error = "could not precompile torch headers; see " + log_path.string();
-      report.diagnostics = tail_lines(setup_log, 20);
-    } else {
-      report.error_kind = "compile_error";
-      DiagnosticOptions dopt;
-      dopt.strip_prefixes = {b.stage_dir_.string(), b.tmp().string()};
-      dopt.full_log = log_path.empty() ? "" : log_path.string();
-      report.diagnostics = stops + format_diagnostics(raw, dopt);
-      report.error = "the candidate does not compile";
-    }
-  }
+  finish_report(b, units_ok, module_cached, module_out, log_path, setup_log, raw, stops, pch_failed, report);
   report.seconds = since(t0);
   return report;
 }

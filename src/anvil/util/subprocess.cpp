@@ -148,176 +148,161 @@ void set_cloexec_nonblock(int fd) {
 }
 }  // namespace
 
-SubprocessResult run_subprocess(const std::vector<std::string>& argv, const SubprocessOptions& opts) {
-  SubprocessResult r;
-  if (argv.empty()) {
-    r.error = "empty command";
-    return r;
-  }
-  auto t0 = std::chrono::steady_clock::now();
+namespace {
 
-  // Everything the child needs is prepared before fork: no allocation after it.
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
+// What the child needs, made before fork: after it the child allocates nothing.
+struct Launch {
   std::vector<std::string> envs;
+  std::vector<char*> argv, env;
+  std::string exe, cwd;
+  int ns_flags = 0;
+  char uid_map[64] = {}, gid_map[64] = {};
+};
+
+// Fills `l` from argv and opts; returns the reason it cannot, or "".
+std::string prepare_launch(const std::vector<std::string>& argv, const SubprocessOptions& opts, Launch& l) {
+  if (argv.empty()) return "empty command";
+  for (const auto& a : argv) l.argv.push_back(const_cast<char*>(a.c_str()));
+  l.argv.push_back(nullptr);
   for (char** e = opts.clear_env ? nullptr : environ; e && *e; ++e) {
     std::string kv = *e;
     std::string key = kv.substr(0, kv.find('='));
-    if (opts.env.count(key) == 0) envs.push_back(kv);
+    if (opts.env.count(key) == 0) l.envs.push_back(kv);
   }
-  for (const auto& [k, v] : opts.env) envs.push_back(k + "=" + v);
-  std::vector<char*> cenv;
-  for (auto& e : envs) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
+  for (const auto& [k, v] : opts.env) l.envs.push_back(k + "=" + v);
+  for (auto& e : l.envs) l.env.push_back(e.data());
+  l.env.push_back(nullptr);
   std::filesystem::path exe = find_program(argv[0]);
-  if (exe.empty()) {
-    r.error = "program not found: " + argv[0];
-    return r;
-  }
-  std::string exe_s = exe.string();
-  std::string cwd_s = opts.cwd.string();
+  if (exe.empty()) return "program not found: " + argv[0];
+  l.exe = exe.string();
+  l.cwd = opts.cwd.string();
   // The PID namespace (and, when not root, the user namespace that lets us make it).
-  bool as_root = ::geteuid() == 0;
-  int ns_flags = (opts.new_network ? CLONE_NEWNET : 0) | (opts.new_pid_namespace ? CLONE_NEWPID : 0);
-  if (ns_flags & CLONE_NEWPID && !as_root) ns_flags |= CLONE_NEWUSER;
-  char uid_map[64], gid_map[64];
-  std::snprintf(uid_map, sizeof uid_map, "%d %d 1", static_cast<int>(::geteuid()), static_cast<int>(::geteuid()));
-  std::snprintf(gid_map, sizeof gid_map, "%d %d 1", static_cast<int>(::getegid()), static_cast<int>(::getegid()));
+  l.ns_flags = (opts.new_network ? CLONE_NEWNET : 0) | (opts.new_pid_namespace ? CLONE_NEWPID : 0);
+  if (l.ns_flags & CLONE_NEWPID && ::geteuid() != 0) l.ns_flags |= CLONE_NEWUSER;
+  std::snprintf(l.uid_map, sizeof l.uid_map, "%d %d 1", static_cast<int>(::geteuid()), static_cast<int>(::geteuid()));
+  std::snprintf(l.gid_map, sizeof l.gid_map, "%d %d 1", static_cast<int>(::getegid()), static_cast<int>(::getegid()));
+  return "";
+}
 
-  int out_pipe[2], err_pipe[2] = {-1, -1}, in_pipe[2] = {-1, -1}, fd3_pipe[2] = {-1, -1}, exec_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(exec_pipe) != 0 || (!opts.merge_stderr && pipe(err_pipe) != 0) ||
-      (opts.stdin_data && pipe(in_pipe) != 0) || (opts.capture_fd3 && pipe(fd3_pipe) != 0)) {
-    r.error = std::string("pipe: ") + std::strerror(errno);
-    return r;
-  }
-  fcntl(exec_pipe[1], F_SETFD, FD_CLOEXEC);
+// The pipes between the two processes ([0] read end, [1] write end; -1: not made).
+struct Pipes {
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1}, fd3[2] = {-1, -1}, exec[2] = {-1, -1};
 
-  pid_t pid = fork();
-  if (pid < 0) {
-    r.error = std::string("fork: ") + std::strerror(errno);
-    return r;
+  bool open(const SubprocessOptions& opts) {
+    if (pipe(out) != 0 || pipe(exec) != 0 || (!opts.merge_stderr && pipe(err) != 0) ||
+        (opts.stdin_data && pipe(in) != 0) || (opts.capture_fd3 && pipe(fd3) != 0)) {
+      return false;
+    }
+    fcntl(exec[1], F_SETFD, FD_CLOEXEC);
+    return true;
   }
-  if (pid == 0) {
-    setpgid(0, 0);
-    if (opts.stdin_data) {
-      dup2(in_pipe[0], 0);
+  // The parent's side: the child's ends closed.
+  void close_child_ends() {
+    for (int fd : {out[1], exec[1], err[1], fd3[1], in[0]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  void close_parent_ends() {
+    for (int fd : {out[0], err[0], in[1], fd3[0]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+};
+
+// The child's side of fork: tells the parent why through the exec pipe, and ends.
+[[noreturn]] void child_failed(const Pipes& p, int e) {
+  (void)!write(p.exec[1], &e, sizeof e);
+  _exit(127);
+}
+
+// In the new PID namespace this process stays outside as a relay: it waits for its child (PID 1
+// there) and ends as it did. Returns in the child.
+void relay_pid_namespace(const Pipes& p) {
+  pid_t inner = fork();
+  if (inner < 0) child_failed(p, errno);
+  if (inner > 0) {
+    for (int fd = 0; fd < 1024; ++fd) close(fd);
+    int st = 0;
+    while (waitpid(inner, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(st)) {
+      signal(WTERMSIG(st), SIG_DFL);
+      kill(getpid(), WTERMSIG(st));
+    }
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+// The child after fork: its descriptors, limits and namespaces, then the program. Allocates nothing.
+[[noreturn]] void exec_child(const Launch& l, const Pipes& p, const SubprocessOptions& opts) {
+  setpgid(0, 0);
+  if (opts.stdin_data) {
+    dup2(p.in[0], 0);
+  } else {
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+  }
+  dup2(p.out[1], 1);
+  dup2(opts.merge_stderr ? p.out[1] : p.err[1], 2);
+  if (p.fd3[1] >= 0) {
+    if (p.fd3[1] == 3) {
+      fcntl(3, F_SETFD, 0);
     } else {
-      int devnull = ::open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, 0);
+      dup2(p.fd3[1], 3);
     }
-    dup2(out_pipe[1], 1);
-    dup2(opts.merge_stderr ? out_pipe[1] : err_pipe[1], 2);
-    if (fd3_pipe[1] >= 0) {
-      if (fd3_pipe[1] == 3) {
-        fcntl(3, F_SETFD, 0);
-      } else {
-        dup2(fd3_pipe[1], 3);
-      }
-    }
-    for (const auto& [resource, value] : opts.rlimits) {
-      struct rlimit rl = {static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
-      setrlimit(resource, &rl);
-    }
-    if (ns_flags != 0 && unshare(ns_flags) != 0) {
-      int e = errno;
-      (void)!write(exec_pipe[1], &e, sizeof e);
-      _exit(127);
-    }
-    if (ns_flags & CLONE_NEWUSER) {
-      auto put = [](const char* path, const char* text) {
-        int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-        bool ok = fd >= 0 && ::write(fd, text, std::strlen(text)) == static_cast<ssize_t>(std::strlen(text));
-        if (fd >= 0) ::close(fd);
-        return ok;
-      };
-      if (!put("/proc/self/setgroups", "deny") || !put("/proc/self/uid_map", uid_map) ||
-          !put("/proc/self/gid_map", gid_map)) {
-        int e = errno ? errno : EPERM;
-        (void)!write(exec_pipe[1], &e, sizeof e);
-        _exit(127);
-      }
-    }
-    if (opts.new_pid_namespace) {
-      // This process stays outside as a relay; its child is PID 1 of the new namespace.
-      pid_t inner = fork();
-      if (inner < 0) {
-        int e = errno;
-        (void)!write(exec_pipe[1], &e, sizeof e);
-        _exit(127);
-      }
-      if (inner > 0) {
-        for (int fd = 0; fd < 1024; ++fd) close(fd);
-        int st = 0;
-        while (waitpid(inner, &st, 0) < 0 && errno == EINTR) {
-        }
-        if (WIFSIGNALED(st)) {
-          signal(WTERMSIG(st), SIG_DFL);
-          kill(getpid(), WTERMSIG(st));
-        }
-        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
-      }
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-    }
-    if (!cwd_s.empty() && chdir(cwd_s.c_str()) != 0) {
-      int e = errno;
-      (void)!write(exec_pipe[1], &e, sizeof e);
-      _exit(127);
-    }
-    // Close every other descriptor the parent may hold.
-    for (int fd = opts.capture_fd3 ? 4 : 3; fd < 1024; ++fd) {
-      if (fd != exec_pipe[1]) close(fd);
-    }
-    execve(exe_s.c_str(), cargv.data(), cenv.data());
-    int e = errno;
-    (void)!write(exec_pipe[1], &e, sizeof e);
-    _exit(127);
   }
-  setpgid(pid, pid);
-  register_child_group(pid);
-  close(out_pipe[1]);
-  close(exec_pipe[1]);
-  if (err_pipe[1] >= 0) close(err_pipe[1]);
-  if (fd3_pipe[1] >= 0) close(fd3_pipe[1]);
-  if (in_pipe[0] >= 0) close(in_pipe[0]);
+  for (const auto& [resource, value] : opts.rlimits) {
+    struct rlimit rl = {static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
+    setrlimit(resource, &rl);
+  }
+  if (l.ns_flags != 0 && unshare(l.ns_flags) != 0) child_failed(p, errno);
+  if (l.ns_flags & CLONE_NEWUSER) {
+    auto put = [](const char* path, const char* text) {
+      int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+      bool ok = fd >= 0 && ::write(fd, text, std::strlen(text)) == static_cast<ssize_t>(std::strlen(text));
+      if (fd >= 0) ::close(fd);
+      return ok;
+    };
+    if (!put("/proc/self/setgroups", "deny") || !put("/proc/self/uid_map", l.uid_map) ||
+        !put("/proc/self/gid_map", l.gid_map)) {
+      child_failed(p, errno ? errno : EPERM);
+    }
+  }
+  if (opts.new_pid_namespace) relay_pid_namespace(p);
+  if (!l.cwd.empty() && chdir(l.cwd.c_str()) != 0) child_failed(p, errno);
+  // Close every other descriptor the parent may hold.
+  for (int fd = opts.capture_fd3 ? 4 : 3; fd < 1024; ++fd) {
+    if (fd != p.exec[1]) close(fd);
+  }
+  execve(l.exe.c_str(), l.argv.data(), l.env.data());
+  child_failed(p, errno);
+}
 
-  int exec_errno = 0;
+// The errno the child sent before its exec failed, or 0 once the exec succeeded (the pipe closed).
+int exec_errno(Pipes& p) {
+  int e = 0;
   ssize_t got;
   do {
-    got = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+    got = read(p.exec[0], &e, sizeof e);
   } while (got < 0 && errno == EINTR);
-  close(exec_pipe[0]);
-  if (got == sizeof exec_errno) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    unregister_child_group(pid);
-    close(out_pipe[0]);
-    if (err_pipe[0] >= 0) close(err_pipe[0]);
-    if (in_pipe[1] >= 0) close(in_pipe[1]);
-    if (fd3_pipe[0] >= 0) close(fd3_pipe[0]);
-    r.error = "cannot run " + exe_s + (cwd_s.empty() ? "" : " in " + cwd_s) + ": " + std::strerror(exec_errno);
-    return r;
-  }
-  r.started = true;
+  close(p.exec[0]);
+  return got == sizeof e ? e : 0;
+}
 
-  set_cloexec_nonblock(out_pipe[0]);
-  if (err_pipe[0] >= 0) set_cloexec_nonblock(err_pipe[0]);
-  if (fd3_pipe[0] >= 0) set_cloexec_nonblock(fd3_pipe[0]);
+// The parent's loop: the child's stdin written, its outputs read (at most max_output each), its
+// exit, deadline and resident memory watched. Ends when every output pipe has closed, the child
+// is reaped and its descendants' grace is over, or the group is killed.
+void pump(pid_t pid, Pipes& p, const SubprocessOptions& opts, std::chrono::steady_clock::time_point deadline,
+          SubprocessResult& r, int& status, bool& reaped) {
   size_t in_off = 0;
-  if (in_pipe[1] >= 0) {
-    set_cloexec_nonblock(in_pipe[1]);
-    signal(SIGPIPE, SIG_IGN);
-  }
   // fds: 0 stdout, 1 stderr, 2 stdin (write), 3 the report pipe.
-  int fds[4] = {out_pipe[0], err_pipe[0], in_pipe[1], fd3_pipe[0]};
+  int fds[4] = {p.out[0], p.err[0], p.in[1], p.fd3[0]};
   std::string* sinks[4] = {&r.output, &r.err_output, nullptr, &r.fd3_output};
   auto next_rss_check = std::chrono::steady_clock::now();
   // Once the child itself has exited, descendants that still hold its pipes
   // (a compiler's helpers, a backgrounded process) get a short grace period.
-  bool reaped = false;
-  int status = 0;
   std::chrono::steady_clock::time_point drain_until;
-  auto deadline = t0 + opts.timeout;
   char buf[65536];
   while (fds[0] >= 0 || fds[1] >= 0 || fds[3] >= 0) {
     struct pollfd pfds[4];
@@ -393,6 +378,47 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
   for (int i = 0; i < 4; ++i) {
     if (fds[i] >= 0) close(fds[i]);
   }
+}
+
+}  // namespace
+
+SubprocessResult run_subprocess(const std::vector<std::string>& argv, const SubprocessOptions& opts) {
+  SubprocessResult r;
+  auto t0 = std::chrono::steady_clock::now();
+  Launch launch;
+  r.error = prepare_launch(argv, opts, launch);
+  if (!r.error.empty()) return r;
+  Pipes pipes;
+  if (!pipes.open(opts)) {
+    r.error = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    r.error = std::string("fork: ") + std::strerror(errno);
+    return r;
+  }
+  if (pid == 0) exec_child(launch, pipes, opts);
+  setpgid(pid, pid);
+  register_child_group(pid);
+  pipes.close_child_ends();
+  if (int e = exec_errno(pipes)) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    unregister_child_group(pid);
+    pipes.close_parent_ends();
+    r.error = "cannot run " + launch.exe + (launch.cwd.empty() ? "" : " in " + launch.cwd) + ": " + std::strerror(e);
+    return r;
+  }
+  r.started = true;
+
+  for (int fd : {pipes.out[0], pipes.err[0], pipes.fd3[0], pipes.in[1]}) {
+    if (fd >= 0) set_cloexec_nonblock(fd);
+  }
+  if (pipes.in[1] >= 0) signal(SIGPIPE, SIG_IGN);
+  bool reaped = false;
+  int status = 0;
+  pump(pid, pipes, opts, t0 + opts.timeout, r, status, reaped);
   if (!reaped) {
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
