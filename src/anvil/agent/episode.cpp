@@ -365,8 +365,9 @@ struct ContextBudget {
   long last_tokens = 0;    // the server's count of the last turn (prompt + completion)
 
   explicit ContextBudget(const Json& record) {
-    if (record["turns"].empty()) return;
-    const Json& u = record["turns"].back().value("usage", Json());
+    const Json turns = record.value("turns", Json::array());
+    if (!turns.is_array() || turns.empty()) return;
+    const Json& u = turns.back().value("usage", Json());
     if (u.is_object()) last_tokens = u.value("prompt_tokens", 0L) + u.value("completion_tokens", 0L);
   }
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 extern char** environ;
@@ -279,15 +280,17 @@ void relay_pid_namespace(const Pipes& p) {
   child_failed(p, errno);
 }
 
-// The errno the child sent before its exec failed, or 0 once the exec succeeded (the pipe closed).
-int exec_errno(Pipes& p) {
+// The errno the child sent when its exec failed, or nullopt once the exec succeeded (the pipe
+// closed with nothing in it).
+std::optional<int> exec_failure(Pipes& p) {
   int e = 0;
   ssize_t got;
   do {
     got = read(p.exec[0], &e, sizeof e);
   } while (got < 0 && errno == EINTR);
   close(p.exec[0]);
-  return got == sizeof e ? e : 0;
+  if (got == sizeof e) return e;
+  return std::nullopt;
 }
 
 // The parent's loop: the child's stdin written, its outputs read (at most max_output each), its
@@ -402,12 +405,12 @@ SubprocessResult run_subprocess(const std::vector<std::string>& argv, const Subp
   setpgid(pid, pid);
   register_child_group(pid);
   pipes.close_child_ends();
-  if (int e = exec_errno(pipes)) {
+  if (std::optional<int> e = exec_failure(pipes)) {
     kill(-pid, SIGKILL);
     waitpid(pid, nullptr, 0);
     unregister_child_group(pid);
     pipes.close_parent_ends();
-    r.error = "cannot run " + launch.exe + (launch.cwd.empty() ? "" : " in " + launch.cwd) + ": " + std::strerror(e);
+    r.error = "cannot run " + launch.exe + (launch.cwd.empty() ? "" : " in " + launch.cwd) + ": " + std::strerror(*e);
     return r;
   }
   r.started = true;
