@@ -2,10 +2,11 @@
 # Issue 17's scale bar on the GPU host: KernelBench's levels vetted and their eager + torch.compile
 # baselines measured (`anvil vet DIR`, then `anvil baselines DIR`), with the wall time of each
 # command. KB: a checkout of KernelBench (nothing of it is copied into anvil); LEVELS (default
-# "1 2 3"); EVERY=N: every Nth problem of each level only (a subset, in a temporary directory);
-# BASELINE_ARGS: more options for `anvil baselines`; STEPS (default "vet baselines"). VET_ALL=1: the
-# levels 1-3 vetted by one `anvil vet` first (a directory of the three levels; with EVERY, its
-# subset), then the baselines of LEVELS. Results go to $OUT.
+# "1 2 3"; an entry "3+2": those levels' tasks in one command, so their warm-ups share one pool);
+# EVERY=N: every Nth problem of each level only (a subset, in a temporary directory); BASELINE_ARGS:
+# more options for `anvil baselines`; STEPS (default "vet baselines"). VET_ALL=1: the levels 1-3
+# vetted by one `anvil vet` first (a directory of the three levels; with EVERY, its subset), then
+# the baselines of LEVELS. Results go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results}
@@ -81,11 +82,13 @@ if [ -n "${VET_ALL:-}" ]; then
 fi
 for level in ${LEVELS:-1 2 3}; do
   dir="$KB/KernelBench/level$level"
-  if [ -n "${EVERY:-}" ]; then
-    sub=$(mktemp -d)/level$level
-    mkdir -p "$sub"
-    ls -v "$dir"/*.py | awk -v n="$EVERY" 'NR % n == 1' | xargs -I{} cp {} "$sub/"
-    dir=$sub
+  if [ -n "${EVERY:-}" ] || [[ $level == *+* ]]; then  # a subset, or levels joined: copies in one directory
+    dir=$(mktemp -d)/level$level
+    for one in ${level//+/ }; do
+      mkdir -p "$dir/level$one"
+      ls -v "$KB/KernelBench/level$one"/*.py | { if [ -n "${EVERY:-}" ]; then awk -v n="$EVERY" 'NR % n == 1'; else cat; fi; } \
+        | xargs -I{} cp {} "$dir/level$one/"
+    done
   fi
   for step in ${STEPS:-vet baselines}; do
     t0=$(date +%s.%N)
