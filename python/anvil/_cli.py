@@ -72,6 +72,22 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 _report_fds = []  # every ReportChannel's descriptors in this process (report_descriptors)
+_done_fds = []  # (pid, fd): its done pipe (anvil.zygote's child), told of waits for the GPU's lock
+
+
+def gpu_lock_wait(waiting):
+    """Tells anvil that this process begins (True) or ends (False) a wait for the GPU's lock
+    (timing.GpuLock): one byte, "w" or "h", on the zygote's done pipe, which the zygote passes on
+    ({"lock": "waiting"|"held"}), so that the time limit does not count the wait. Nothing without a
+    done pipe (a fresh process: its limit counts the wait), nor in a child forked since (the
+    candidate's process: the number is no longer the pipe there)."""
+    for pid, fd in _done_fds:
+        if pid != os.getpid():
+            continue
+        try:
+            os.write(fd, b"w" if waiting else b"h")
+        except OSError:
+            pass
 
 
 def report_descriptors():
@@ -108,6 +124,8 @@ class ReportChannel:
         except (ValueError, OSError):
             self.done = None
         _report_fds.extend(fd for fd in (self.fd, self.done) if fd is not None)
+        if self.done is not None:
+            _done_fds.append((os.getpid(), self.done))
 
     def send(self, report):
         if self.sent:
@@ -136,6 +154,7 @@ class ReportChannel:
         except OSError:
             pass
         _report_fds[:] = [fd for fd in _report_fds if fd not in (self.fd, self.done)]  # numbers now free
+        _done_fds[:] = [(pid, fd) for pid, fd in _done_fds if fd != self.done]
         if self.done is not None:
             try:
                 if written:

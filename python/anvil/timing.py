@@ -90,13 +90,17 @@ class GpuLock:
         import fcntl
         import os
 
+        from anvil._cli import gpu_lock_wait
+
         started = time.perf_counter()
         self.path = path
         self.gate = _high(os.open(path + ".gate", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        gpu_lock_wait(True)  # others' time: not this process's limit's (anvil.zygote)
         fcntl.flock(self.gate, fcntl.LOCK_EX)  # no parked measurement holds it (shared) any more
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_SH if shared or together else fcntl.LOCK_EX)
         fcntl.flock(self.gate, fcntl.LOCK_UN)  # the next taker may pass
+        gpu_lock_wait(False)
         if not together:
             os.close(self.gate)
             self.gate = None
@@ -117,6 +121,8 @@ class GpuLock:
         import fcntl
         import os
 
+        from anvil._cli import gpu_lock_wait
+
         started = time.perf_counter()
         folder = self.path + ".parked"
         os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -125,6 +131,7 @@ class GpuLock:
         fcntl.flock(entry, fcntl.LOCK_EX)  # held while parked: an entry whose lock is free is a dead one's
         os.write(entry, str(int(contexts)).encode())
         os.rename(os.path.join(folder, "." + name), os.path.join(folder, name))  # listed only once locked
+        gpu_lock_wait(True)  # the wave-mates' timing: not this process's limit's
         deadline = time.perf_counter() + gate_wait_s
         self.gated = False
         while not self.gated:
@@ -136,6 +143,7 @@ class GpuLock:
                     break
                 time.sleep(0.01)
         fcntl.flock(self.fd, fcntl.LOCK_EX)  # not atomic (flock(2)): the shared hold goes first
+        gpu_lock_wait(False)
         try:
             os.unlink(os.path.join(folder, name))
         except OSError:

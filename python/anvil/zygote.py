@@ -30,8 +30,11 @@ Protocol (one connection per evaluation, JSON lines over a Unix socket):
   zygote -> {"pid": PID, "exit_code": N, "signal": S}  when it has ended
   zygote -> {"pid": PID, "report": true}         once the runner's report is complete
                                                   (before the process has ended)
+  zygote -> {"pid": PID, "lock": "waiting"|"held"}  the child begins/ends a wait for the GPU's
+                                                  lock (timing.GpuLock): time its limit need not count
 The runner says its report is complete by writing one byte to a pipe (its
-ANVIL_DONE_FD) and closing it; the client need not wait for the process's
+ANVIL_DONE_FD; before it, "w" and "h" around each wait for the GPU's lock) and closing it;
+the client need not wait for the process's
 teardown (a CUDA context takes a tenth of a second or more to go) and may kill
 the group at once. A runner that dies first leaves no byte: then only the exit
 line comes. The client enforces the timeout and memory limit by killing the
@@ -351,7 +354,15 @@ def _serve(conn):
             chunk = os.read(done_r, 64)
             if not chunk:
                 break
-            said += chunk
+            for byte in chunk:  # "w"/"h": a wait for the GPU's lock begins/ends (passed on); "1": the report
+                if byte in b"wh":
+                    try:
+                        f.write((json.dumps({"pid": pid, "lock": "waiting" if byte == ord("w") else "held"})
+                                 + "\n").encode())
+                    except OSError:
+                        pass
+                else:
+                    said += bytes([byte])
         os.close(done_r)
         if said == b"1":
             try:

@@ -410,3 +410,38 @@ def test_parked_contexts_are_taken_off_only_what_can_be_theirs():
     # ... or listed as 0: a foreign one beyond the parked ones still counts.
     assert evidence.others_beside([1, 0, 0, 0], 1, {7}, parked=2) == (1, "this namespace's numbers")
     assert evidence.others_beside([1, 7, 0, 0], 1, {7}, parked=2) == (1, "this namespace's numbers")
+
+
+def test_gpu_lock_waits_are_announced_on_the_done_pipe_of_this_process_only(tmp_path, monkeypatch):
+    """Each wait for the GPU's lock (its taking, a parked one's wait to time alone) is told on the
+    zygote's done pipe, "w" before and "h" after, so that anvil's timeout leaves it out
+    (env/launch.h, LockWaits); a child forked since (the candidate's process) tells nothing there."""
+    import os
+
+    from anvil import _cli
+
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    monkeypatch.setattr(_cli, "_done_fds", [(os.getpid(), w)])
+
+    def told():
+        try:
+            return os.read(r, 64)
+        except BlockingIOError:
+            return b""
+
+    path = str(tmp_path / "gpu0.lock")
+    lock = timing.GpuLock(path, together=True)
+    assert told() == b"wh"
+    lock.park(contexts=1)
+    assert told() == b"wh"
+    os.close(lock.fd)
+    os.close(lock.gate)
+    pid = os.fork()
+    if pid == 0:  # the candidate's process: the number is not its pipe
+        _cli.gpu_lock_wait(True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert told() == b""
+    os.close(r)
+    os.close(w)

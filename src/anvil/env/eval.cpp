@@ -260,6 +260,7 @@ SubprocessOptions runner_options(const Environment& env, const EvalOptions& opts
   so.merge_stderr = true;
   so.max_output = 1 << 20;
   so.timeout = opts.timeout;
+  exclude_lock_waits(so, opts.defenses ? 2 : 1);
   so.max_rss_bytes = opts.memory_limit_bytes;
   so.rlimits = {{RLIMIT_FSIZE, static_cast<long>(opts.file_size_limit_bytes)}, {RLIMIT_CORE, 0}};
   so.new_network = network_isolation_available();
@@ -278,6 +279,14 @@ SubprocessOptions runner_options(const Environment& env, const EvalOptions& opts
                   {"gpu", device == "cuda" ? nlohmann::json(opts.gpu) : nlohmann::json(nullptr)}};
   }
   return so;
+}
+
+// " (not counting N s of waiting for the GPU's lock)" when its timeout left out such waits, else "".
+std::string lock_wait_note(const SubprocessResult& r) {
+  if (r.lock_wait_seconds < 0.05) return "";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, " (not counting %.1f s of waiting for the GPU's lock)", r.lock_wait_seconds);
+  return buf;
 }
 
 // The report on fd 3: an object, or null when there is none or it is corrupt.
@@ -607,7 +616,7 @@ End interpret(Evaluation& e) {
   }
   if (r.timed_out) {
     return e.finish("timeout", "the evaluation did not finish within " + std::to_string(e.opts.timeout.count()) +
-                                   " s and was killed (a kernel or loop that never ends?)");
+                                   " s" + lock_wait_note(r) + " and was killed (a kernel or loop that never ends?)");
   }
   if (r.memory_exceeded) {
     return e.finish("runtime_error", "the evaluation used more than " +
@@ -958,7 +967,8 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
     }
   }
   if (!report.is_object()) {
-    std::string how = r.timed_out ? "did not finish within " + std::to_string(opts.timeout.count()) + " s"
+    std::string how = r.timed_out ? "did not finish within " + std::to_string(opts.timeout.count()) + " s" +
+                                        lock_wait_note(r)
                       : r.memory_exceeded ? "used more than " + std::to_string(opts.memory_limit_bytes >> 30) +
                                                 " GiB of memory"
                       : r.signal ? "was killed by signal " + std::to_string(r.signal)

@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "anvil/env/launch.h"
 #include "anvil/env/test_env.h"
 
 #include <fcntl.h>
@@ -164,6 +165,31 @@ TEST_F(EvalTest, BaselinesUnderAGpuLockWaitForIt) {
   }
   EXPECT_TRUE(free) << "the runner's end released it";
   ::close(fd);
+}
+
+// The wait for the GPU's lock is the others' time: a runner that waits longer than its timeout is
+// not killed for it (the zygote passes the wait on; LockWaits), and its timeout still counts its work.
+TEST_F(EvalTest, TheWaitForTheGpuLockIsNotCountedByTheTimeout) {
+  EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu");
+  o.calls = 9;
+  o.use_baseline_cache = false;
+  o.timeout = std::chrono::seconds(6);
+  std::string err;
+  ASSERT_FALSE(ensure_zygote(env(), &err).empty()) << err;  // its start is not the wait under test
+  fs::path lock = fs::path(ANVIL_TEST_CACHE_DIR) / "locks" / "test-gpu-timeout.lock";
+  fs::create_directories(lock.parent_path());
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  BaselinesResult b;
+  std::thread t([&] { b = measure_baselines(env(), o, lock.string()); });
+  std::this_thread::sleep_for(std::chrono::seconds(9));  // past its timeout, waiting
+  ::flock(fd, LOCK_UN);
+  t.join();
+  ::close(fd);
+  EXPECT_TRUE(b.status == BaselinesResult::Status::kMeasured || b.status == BaselinesResult::Status::kUnclean)
+      << b.json.dump(2);
+  EXPECT_GT(b.json["seconds"]["runner"]["main"].get<double>(), 8.0) << b.json.dump(2);  // it waited inside
 }
 
 TEST_F(EvalTest, BaselinesOfABrokenTaskAreItsError) {

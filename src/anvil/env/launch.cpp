@@ -154,6 +154,32 @@ SubprocessResult run_python_fresh(const Environment& env, PyModule module, const
   return run_subprocess({env.python.string(), "-I", "-c", bootstrap(module_name(module))}, o);
 }
 
+void exclude_lock_waits(SubprocessOptions& so, int waits) {
+  so.lock_waits = waits;
+  so.lock_wait_cap = so.timeout * kLockWaitTimeouts;
+}
+
+LockWaits::LockWaits(const SubprocessOptions& so) : left_(so.lock_waits), cap_(so.lock_wait_cap) {}
+
+Clock::duration LockWaits::told(bool waiting, Clock::time_point now) {
+  if (waiting) {
+    if (!since_ && left_ > 0) since_ = now;
+    return Clock::duration::zero();
+  }
+  if (!since_) return Clock::duration::zero();
+  Clock::duration d = std::min<Clock::duration>(now - *since_, cap_ - counted_);
+  counted_ += d;
+  since_.reset();
+  --left_;
+  return d;
+}
+
+Clock::duration LockWaits::ongoing(Clock::time_point now) const {
+  return since_ ? std::min<Clock::duration>(now - *since_, cap_ - counted_) : Clock::duration::zero();
+}
+
+Clock::duration LockWaits::total(Clock::time_point now) const { return counted_ + ongoing(now); }
+
 SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, const nlohmann::json& request,
                                const SubprocessOptions& so, const fs::path& scratch, bool* ended_at_report) {
   SubprocessResult r;
@@ -183,6 +209,7 @@ SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, 
   std::string refused;
   bool reported = false;  // the runner's report is complete: its process need not be waited for
   auto deadline = t0 + so.timeout;
+  LockWaits waits(so);
   bool killed = false;
   while (true) {
     size_t nl;
@@ -191,6 +218,7 @@ SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, 
       buf.erase(0, nl + 1);
       if (j.is_object() && j.contains("exit_code")) status = j;
       else if (j.is_object() && j.value("report", false)) reported = true;
+      else if (j.is_object() && j.contains("lock")) deadline += waits.told(j["lock"] == "waiting", Clock::now());
       else if (j.is_object() && j.contains("error")) refused = j["error"].is_string() ? j["error"].get<std::string>() : "refused";
       else if (j.is_object() && j.contains("pid")) {
         pid = j["pid"].get<int>();
@@ -205,7 +233,7 @@ SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, 
       break;
     }
     if (pid > 0 && !killed) {
-      if (so.timeout.count() > 0 && Clock::now() >= deadline) {
+      if (so.timeout.count() > 0 && Clock::now() >= deadline + waits.ongoing(Clock::now())) {
         r.timed_out = true;
         killed = true;
         ::kill(-pid, SIGKILL);
@@ -241,6 +269,7 @@ SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, 
     return r;
   }
   r.started = true;
+  r.lock_wait_seconds = std::chrono::duration<double>(waits.total(Clock::now())).count();
   *ended_at_report = reported;
   r.signal = killed ? 0 : status.value("signal", 0);
   r.exit_code = status["exit_code"].is_number() ? status["exit_code"].get<int>() : -1;

@@ -11,8 +11,10 @@
 // socket, readable by this user alone).
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -34,9 +36,40 @@ enum class PyModule { kRunner, kVet, kWarm };
 // cwd, env, stdin (the request).
 SubprocessResult run_python_fresh(const Environment& env, PyModule module, const SubprocessOptions& so);
 
+// The waits for the GPU's lock a runner announces that its timeout does not count
+// (SubprocessOptions::lock_waits and lock_wait_cap): the first lock_waits of them, at most the cap in
+// all. A wait that begins once they are used up, or an end without a beginning, is not counted.
+class LockWaits {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit LockWaits(const SubprocessOptions& so);
+  // A wait begins (waiting) or ends; returns how far the deadline moves (an ended wait's length).
+  Clock::duration told(bool waiting, Clock::time_point now);
+  // The wait under way (begun, not yet ended), as far as it counts.
+  Clock::duration ongoing(Clock::time_point now) const;
+  // Every wait counted so far, the one under way included.
+  Clock::duration total(Clock::time_point now) const;
+
+ private:
+  int left_;
+  Clock::duration cap_;
+  Clock::duration counted_{};
+  std::optional<Clock::time_point> since_;
+};
+
+// The runner's first `waits` waits for the GPU's lock (timing.GpuLock: its taking, and a parked
+// measurement's wait for the GPU alone) not counted by its timeout (so.timeout, set first), at most
+// kLockWaitTimeouts timeouts of them in all: those ahead of it on the GPU are each killed at their own
+// timeout (with --overlap 16 at most, two waves' worth). Only the judge's own waits: 2 with defenses
+// (candidate code never runs in the judge's process), else 1 (the first, before the candidate's code
+// is imported), 1 for a vetting.
+inline constexpr int kLockWaitTimeouts = 32;
+void exclude_lock_waits(SubprocessOptions& so, int waits);
+
 // The same through the zygote at `socket_path` (ensure_zygote); the report and output go through
 // files in `scratch`. *ended_at_report: the process said its report was complete and was killed
-// then, without waiting for its teardown.
+// then, without waiting for its teardown. The timeout does not count the waits for the GPU's lock
+// the process announces (LockWaits).
 SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, const nlohmann::json& request,
                                const SubprocessOptions& so, const std::filesystem::path& scratch,
                                bool* ended_at_report);

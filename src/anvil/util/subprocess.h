@@ -32,6 +32,11 @@ struct SubprocessOptions {
   bool new_pid_namespace = false;
   std::vector<std::pair<int, long>> rlimits;  // (RLIMIT_*, value) set in the child
   size_t max_rss_bytes = 0;     // kill the group when the child's resident memory exceeds this (0: no limit)
+  // Waits for the GPU's lock that the timeout does not count: the first `lock_waits` the runner
+  // announces (anvil.zygote's {"lock": "waiting"|"held"}; a fresh process announces none), at most
+  // `lock_wait_cap` in all. Honoured by run_in_zygote (env/launch.h).
+  int lock_waits = 0;
+  std::chrono::milliseconds lock_wait_cap{0};
 };
 
 struct SubprocessResult {
@@ -45,6 +50,7 @@ struct SubprocessResult {
   std::string fd3_output;  // what the child wrote to fd 3 (capture_fd3)
   bool memory_exceeded = false;  // killed for exceeding max_rss_bytes
   size_t peak_rss_bytes = 0;     // the child's largest resident set seen (polled)
+  double lock_wait_seconds = 0;  // time the timeout did not count: waits for the GPU's lock (lock_waits)
   double seconds = 0;
 
   bool ok() const { return started && !timed_out && signal == 0 && exit_code == 0; }
