@@ -78,8 +78,9 @@ class GpuLock:
     Every taker passes the gate first (path + ".gate", exclusive for a moment, until it holds the
     lock): measurements prepared together (park) hold the gate shared from their parking to their
     end, so nothing new starts on the GPU, shared or exclusive, until every parked one has timed
-    (no other work beside their memory, and none that keeps them waiting). waited_s: how long
-    taking it took."""
+    (no other work beside their memory, and none that keeps them waiting). A taker of no wave
+    takes the lock only once nothing is parked (_after_parked): a wave-mate that parked without the
+    gate does not lose the GPU to it. waited_s: how long taking it took."""
 
     def __init__(self, path, shared=False, together=False):
         """together: a measurement prepared beside others (the baselines' `prepare` "together"):
@@ -98,7 +99,11 @@ class GpuLock:
         gpu_lock_wait(True)  # others' time: not this process's limit's (anvil.zygote)
         fcntl.flock(self.gate, fcntl.LOCK_EX)  # no parked measurement holds it (shared) any more
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_SH if shared or together else fcntl.LOCK_EX)
+        kind = fcntl.LOCK_SH if shared or together else fcntl.LOCK_EX
+        if together:
+            fcntl.flock(fd, kind)
+        else:  # after every parked one: a wave-mate that parked without the gate must not lose the
+            _after_parked(path, fd, kind)  # lock to this taker, which holds the gate meanwhile
         fcntl.flock(self.gate, fcntl.LOCK_UN)  # the next taker may pass
         gpu_lock_wait(False)
         if not together:
@@ -150,6 +155,23 @@ class GpuLock:
             pass
         os.close(entry)
         return round(time.perf_counter() - started, 3)
+
+
+def _after_parked(path, fd, kind):
+    """flock(fd, kind) once no measurement is parked on the lock at `path` (parked_contexts): the
+    taker holds the gate, so no new one parks gated, but a wave-mate that was preparing may park
+    without it (GpuLock.park) and would race this taker for the lock. Polled: flock(2) has no
+    order among its waiters."""
+    import fcntl
+
+    while True:
+        if parked_contexts(path) == 0:
+            try:
+                fcntl.flock(fd, kind | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+        time.sleep(0.01)
 
 
 def parked_contexts(path):

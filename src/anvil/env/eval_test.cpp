@@ -139,6 +139,8 @@ TEST_F(EvalTest, BaselinesUnderAGpuLockWaitForIt) {
   EvalOptions o = options("examples/candidates/01_elementwise_chain/cpu");
   o.calls = 9;
   o.use_baseline_cache = false;
+  std::string err;
+  ASSERT_FALSE(ensure_zygote(env(), &err).empty()) << err;  // a cold zygote's start is not the wait
   fs::path lock = fs::path(ANVIL_TEST_CACHE_DIR) / "locks" / "test-gpu.lock";
   fs::create_directories(lock.parent_path());
   int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
