@@ -73,6 +73,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 _report_fds = []  # every ReportChannel's descriptors in this process (report_descriptors)
 _done_fds = []  # (pid, fd): its done pipe (anvil.zygote's child), told of waits for the GPU's lock
+os.register_at_fork(after_in_child=_done_fds.clear)  # a forked child (the candidate's process) tells nothing
 
 
 def gpu_lock_wait(waiting):
@@ -80,7 +81,7 @@ def gpu_lock_wait(waiting):
     (timing.GpuLock): one byte, "w" or "h", on the zygote's done pipe, which the zygote passes on
     ({"lock": "waiting"|"held"}), so that the time limit does not count the wait. Nothing without a
     done pipe (a fresh process: its limit counts the wait), nor in a child forked since (the
-    candidate's process: the number is no longer the pipe there)."""
+    candidate's process: the list is cleared at the fork, the pipe closed there)."""
     for pid, fd in _done_fds:
         if pid != os.getpid():
             continue

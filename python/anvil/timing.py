@@ -97,15 +97,17 @@ class GpuLock:
         self.path = path
         self.gate = _high(os.open(path + ".gate", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
         gpu_lock_wait(True)  # others' time: not this process's limit's (anvil.zygote)
-        fcntl.flock(self.gate, fcntl.LOCK_EX)  # no parked measurement holds it (shared) any more
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        kind = fcntl.LOCK_SH if shared or together else fcntl.LOCK_EX
-        if together:
-            fcntl.flock(fd, kind)
-        else:  # after every parked one: a wave-mate that parked without the gate must not lose the
-            _after_parked(path, fd, kind)  # lock to this taker, which holds the gate meanwhile
-        fcntl.flock(self.gate, fcntl.LOCK_UN)  # the next taker may pass
-        gpu_lock_wait(False)
+        try:
+            fcntl.flock(self.gate, fcntl.LOCK_EX)  # no parked measurement holds it (shared) any more
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            kind = fcntl.LOCK_SH if shared or together else fcntl.LOCK_EX
+            if together:
+                fcntl.flock(fd, kind)
+            else:  # after every parked one: a wave-mate that parked without the gate must not lose
+                _after_parked(path, fd, kind)  # the lock to this taker, which holds the gate meanwhile
+            fcntl.flock(self.gate, fcntl.LOCK_UN)  # the next taker may pass
+        finally:
+            gpu_lock_wait(False)
         if not together:
             os.close(self.gate)
             self.gate = None
@@ -137,18 +139,20 @@ class GpuLock:
         os.write(entry, str(int(contexts)).encode())
         os.rename(os.path.join(folder, "." + name), os.path.join(folder, name))  # listed only once locked
         gpu_lock_wait(True)  # the wave-mates' timing: not this process's limit's
-        deadline = time.perf_counter() + gate_wait_s
-        self.gated = False
-        while not self.gated:
-            try:
-                fcntl.flock(self.gate, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                self.gated = True
-            except BlockingIOError:
-                if time.perf_counter() >= deadline:
-                    break
-                time.sleep(0.01)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)  # not atomic (flock(2)): the shared hold goes first
-        gpu_lock_wait(False)
+        try:
+            deadline = time.perf_counter() + gate_wait_s
+            self.gated = False
+            while not self.gated:
+                try:
+                    fcntl.flock(self.gate, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    self.gated = True
+                except BlockingIOError:
+                    if time.perf_counter() >= deadline:
+                        break
+                    time.sleep(0.01)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)  # not atomic (flock(2)): the shared hold goes first
+        finally:
+            gpu_lock_wait(False)
         try:
             os.unlink(os.path.join(folder, name))
         except OSError:

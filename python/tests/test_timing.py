@@ -450,7 +450,8 @@ def test_gpu_lock_waits_are_announced_on_the_done_pipe_of_this_process_only(tmp_
 
     r, w = os.pipe()
     os.set_blocking(r, False)
-    monkeypatch.setattr(_cli, "_done_fds", [(os.getpid(), w)])
+    monkeypatch.setattr(_cli, "_done_fds", _cli._done_fds)  # restored after (cleared at each fork)
+    _cli._done_fds[:] = [(os.getpid(), w)]
 
     def told():
         try:
@@ -471,5 +472,6 @@ def test_gpu_lock_waits_are_announced_on_the_done_pipe_of_this_process_only(tmp_
         os._exit(0)
     os.waitpid(pid, 0)
     assert told() == b""
+    _cli._done_fds.clear()
     os.close(r)
     os.close(w)

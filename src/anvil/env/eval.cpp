@@ -260,7 +260,7 @@ SubprocessOptions runner_options(const Environment& env, const EvalOptions& opts
   so.merge_stderr = true;
   so.max_output = 1 << 20;
   so.timeout = opts.timeout;
-  exclude_lock_waits(so, opts.defenses ? 2 : 1);
+  exclude_lock_waits(so, request, opts.defenses);
   so.max_rss_bytes = opts.memory_limit_bytes;
   so.rlimits = {{RLIMIT_FSIZE, static_cast<long>(opts.file_size_limit_bytes)}, {RLIMIT_CORE, 0}};
   so.new_network = network_isolation_available();

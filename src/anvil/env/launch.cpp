@@ -154,9 +154,11 @@ SubprocessResult run_python_fresh(const Environment& env, PyModule module, const
   return run_subprocess({env.python.string(), "-I", "-c", bootstrap(module_name(module))}, o);
 }
 
-void exclude_lock_waits(SubprocessOptions& so, int waits) {
-  so.lock_waits = waits;
-  so.lock_wait_cap = so.timeout * kLockWaitTimeouts;
+void exclude_lock_waits(SubprocessOptions& so, const nlohmann::json& request, bool defenses) {
+  bool locked = request.is_object() && request.contains("gpu_lock") && request["gpu_lock"].is_string();
+  bool together = request.is_object() && request.value("prepare", std::string("alone")) == "together";
+  so.lock_waits = !locked ? 0 : together && defenses ? 2 : 1;
+  so.lock_wait_cap = std::min<std::chrono::milliseconds>(so.timeout * kLockWaitTimeouts, kLockWaitCeiling);
 }
 
 LockWaits::LockWaits(const SubprocessOptions& so) : left_(so.lock_waits), cap_(so.lock_wait_cap) {}

@@ -57,14 +57,16 @@ class LockWaits {
   std::optional<Clock::time_point> since_;
 };
 
-// The runner's first `waits` waits for the GPU's lock (timing.GpuLock: its taking, and a parked
-// measurement's wait for the GPU alone) not counted by its timeout (so.timeout, set first), at most
-// kLockWaitTimeouts timeouts of them in all: those ahead of it on the GPU are each killed at their own
-// timeout (with --overlap 16 at most, two waves' worth). Only the judge's own waits: 2 with defenses
-// (candidate code never runs in the judge's process), else 1 (the first, before the candidate's code
-// is imported), 1 for a vetting.
+// The runner's waits for the GPU's lock (timing.GpuLock: its taking, and a parked measurement's wait
+// for the GPU alone) that its timeout (so.timeout, set first) does not count: only the judge's own,
+// each before any candidate code exists: none without the request's `gpu_lock`; 2 with `prepare`
+// "together" and defenses (the judge's process never runs candidate code); else 1 (the lock is taken
+// before the candidate's code is imported; a vetting's, a warm-up's). At most kLockWaitTimeouts
+// timeouts of them (those ahead on the GPU are each killed at their own timeout: with --overlap 16 at
+// most, two waves' worth), and never more than kLockWaitCeiling.
 inline constexpr int kLockWaitTimeouts = 32;
-void exclude_lock_waits(SubprocessOptions& so, int waits);
+inline constexpr std::chrono::hours kLockWaitCeiling{1};
+void exclude_lock_waits(SubprocessOptions& so, const nlohmann::json& request, bool defenses);
 
 // The same through the zygote at `socket_path` (ensure_zygote); the report and output go through
 // files in `scratch`. *ended_at_report: the process said its report was complete and was killed

@@ -11,8 +11,26 @@ using Clock = LockWaits::Clock;
 SubprocessOptions with_waits(int waits, seconds timeout) {
   SubprocessOptions so;
   so.timeout = timeout;
-  exclude_lock_waits(so, waits);
+  nlohmann::json request = {{"gpu_lock", "/cache/locks/gpu0.lock"}};
+  if (waits == 2) request["prepare"] = "together";
+  exclude_lock_waits(so, request, true);
+  EXPECT_EQ(so.lock_waits, waits);
   return so;
+}
+
+TEST(LockWaits, OnlyTheJudgesOwnWaitsAreLeftOut) {
+  SubprocessOptions so;
+  so.timeout = seconds(600);
+  exclude_lock_waits(so, {{"device", "cuda"}}, true);  // no lock: nothing is waited for, none left out
+  EXPECT_EQ(so.lock_waits, 0);
+  nlohmann::json together = {{"gpu_lock", "/l"}, {"prepare", "together"}};
+  exclude_lock_waits(so, together, true);  // its taking and its parking, both before candidate code exists
+  EXPECT_EQ(so.lock_waits, 2);
+  exclude_lock_waits(so, together, false);  // (never so: together needs defenses) one at most
+  EXPECT_EQ(so.lock_waits, 1);
+  exclude_lock_waits(so, {{"gpu_lock", "/l"}}, false);  // taken before the candidate's code is imported
+  EXPECT_EQ(so.lock_waits, 1);
+  EXPECT_EQ(so.lock_wait_cap, kLockWaitCeiling);  // 32 timeouts of 600 s: more than the ceiling
 }
 
 TEST(LockWaits, AnAnnouncedWaitMovesTheDeadlineByItsLength) {
@@ -41,7 +59,7 @@ TEST(LockWaits, OnlyTheFirstWaitsCountAndAnEndWithoutABeginningIsNothing) {
 
 TEST(LockWaits, AWaitThatNeverEndsCountsAtMostTheCap) {
   SubprocessOptions so = with_waits(2, seconds(10));
-  EXPECT_EQ(so.lock_wait_cap, seconds(10) * kLockWaitTimeouts);
+  EXPECT_EQ(so.lock_wait_cap, seconds(10) * kLockWaitTimeouts);  // under the ceiling
   LockWaits w(so);
   Clock::time_point t0{};
   w.told(true, t0);

@@ -57,7 +57,7 @@ SubprocessOptions vet_process(const Environment& env, const VetOptions& opts, co
   so.capture_fd3 = true;
   so.max_output = 1 << 20;
   so.timeout = opts.timeout;
-  exclude_lock_waits(so, 1);
+  exclude_lock_waits(so, request, false);
   so.max_rss_bytes = opts.memory_limit_bytes;
   so.rlimits = {{RLIMIT_CORE, 0}};
   so.new_network = network_isolation_available();
