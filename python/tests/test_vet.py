@@ -351,10 +351,23 @@ def test_at_most_a_pair_of_outputs_is_alive_at_once(monkeypatch):
     assert most[0] == 2, most[0]
 
 
-def blocked_on_a_lock(pid):
-    """Whether process `pid` waits for a lock (a "->" line of /proc/locks)."""
+def waits_for_the_lock(pid, path):
+    """Whether process `pid` waits for the lock at `path`: blocked in flock (a "->" line of
+    /proc/locks), or holding the file open while it polls (timing._after_parked)."""
     with open("/proc/locks") as f:
-        return any("->" in line and str(pid) in line.split() for line in f)
+        if any("->" in line and str(pid) in line.split() for line in f):
+            return True
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for n in fds:
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, n)) == path:
+                return True
+        except OSError:
+            pass
+    return False
 
 
 @pytest.mark.parametrize("held, shared, waits", [
@@ -380,7 +393,7 @@ def test_the_gpu_lock_is_taken_before_anything_runs(tmp_path, held, shared, wait
     try:
         if waits:  # until it waits for the lock (torch's import first), then a second more
             deadline = time.monotonic() + 120
-            while not blocked_on_a_lock(proc.pid):
+            while not waits_for_the_lock(proc.pid, str(lock)):
                 assert proc.poll() is None, "it ran while the lock was held"
                 assert time.monotonic() < deadline, "it never waited for the lock"
                 time.sleep(0.05)
