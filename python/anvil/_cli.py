@@ -72,7 +72,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 _report_fds = []  # every ReportChannel's descriptors in this process (report_descriptors)
-_done_fds = []  # (pid, fd): its done pipe (anvil.zygote's child), told of waits for the GPU's lock
+_done_fds = []  # its done pipe (anvil.zygote's child), told of waits for the GPU's lock
 os.register_at_fork(after_in_child=_done_fds.clear)  # a forked child (the candidate's process) tells nothing
 
 
@@ -82,9 +82,7 @@ def gpu_lock_wait(waiting):
     ({"lock": "waiting"|"held"}), so that the time limit does not count the wait. Nothing without a
     done pipe (a fresh process: its limit counts the wait), nor in a child forked since (the
     candidate's process: the list is cleared at the fork, the pipe closed there)."""
-    for pid, fd in _done_fds:
-        if pid != os.getpid():
-            continue
+    for fd in _done_fds:
         try:
             os.write(fd, b"w" if waiting else b"h")
         except OSError:
@@ -126,7 +124,7 @@ class ReportChannel:
             self.done = None
         _report_fds.extend(fd for fd in (self.fd, self.done) if fd is not None)
         if self.done is not None:
-            _done_fds.append((os.getpid(), self.done))
+            _done_fds.append(self.done)
 
     def send(self, report):
         if self.sent:
@@ -155,7 +153,7 @@ class ReportChannel:
         except OSError:
             pass
         _report_fds[:] = [fd for fd in _report_fds if fd not in (self.fd, self.done)]  # numbers now free
-        _done_fds[:] = [(pid, fd) for pid, fd in _done_fds if fd != self.done]
+        _done_fds[:] = [fd for fd in _done_fds if fd != self.done]
         if self.done is not None:
             try:
                 if written:

@@ -451,7 +451,7 @@ def test_gpu_lock_waits_are_announced_on_the_done_pipe_of_this_process_only(tmp_
     r, w = os.pipe()
     os.set_blocking(r, False)
     monkeypatch.setattr(_cli, "_done_fds", _cli._done_fds)  # restored after (cleared at each fork)
-    _cli._done_fds[:] = [(os.getpid(), w)]
+    _cli._done_fds[:] = [w]
 
     def told():
         try:
