@@ -60,6 +60,14 @@ for t in tasks:
             phases.setdefault(k, []).append(v)
 print("  judge's phases, sum / p50 over the tasks: " + ", ".join(
     "%s %.0f / %.2f" % (k, sum(v), p(sorted(v), .5)) for k, v in sorted(phases.items(), key=lambda kv: -sum(kv[1]))))
+# Lean tasks (a set of a GiB or more): how many prepared in a wave, and the judge's peak against its room
+lean = [t for t in tasks if (t.get("inputs") or {}).get("lean")]
+if lean:
+    waved = [t for t in lean if "wave_bytes" in t["inputs"]]
+    ratios = sorted((t["inputs"].get("peak_bytes", 0) / t["inputs"]["wave_bytes"], t["task"].get("name", "")) for t in waved)
+    print("  lean tasks: %d, %d prepared in a wave; the judge's peak over its room: max %s (%s), over 1: %d"
+          % (len(lean), len(waved), round(ratios[-1][0], 2) if ratios else None, ratios[-1][1] if ratios else "-",
+             sum(1 for r, _ in ratios if r > 1)))
 for t in tasks:
     if t["status"] not in ("measured", "cached") or not t["compile_ms"]:
         print("  %-50s %-10s %s" % (t["task"].get("name", t["spec"])[:50], t["status"], (t["message"] or "")[:150]))

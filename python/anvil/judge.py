@@ -44,6 +44,14 @@ OUTCOMES_AFTER_IMPORT = ("runtime_error", "load_error", "wrong_answer")  # what 
 # The reasons a candidate's own failure keeps (its word, but one that only labels a -1)
 CANDIDATE_REASONS = (("runtime_error", "gpu_memory"),)
 
+# A lean measurement of baselines prepared in a wave reserves WAVE_SETS sets and WAVE_SLACK, the lean
+# ones of a wave within WAVE_SHARE of the GPU's memory (Judge.wave_room).
+WAVE_SETS = 4
+WAVE_SLACK = 1 << 30
+WAVE_SHARE = 0.6
+# The judge's CUDA context and libraries' handles, taken off what others hold on the GPU (Judge.memory_short)
+JUDGE_CONTEXT_BYTES = 1 << 30
+
 
 class Hack(Exception):
     def __init__(self, reason, message, evidence_=None):
@@ -258,9 +266,10 @@ class Judge(Harness):
                 outcome = msg.get("outcome")
                 if self.imported and outcome not in OUTCOMES_AFTER_IMPORT:
                     outcome = "runtime_error"
-                raise Outcome(outcome or "runtime_error", str(msg.get("message", "")), str(msg.get("detail", "")),
-                              reason=msg.get("reason") if outcome == "wrong_answer"
-                              or (outcome, msg.get("reason")) in CANDIDATE_REASONS else None)
+                failed = Outcome(outcome or "runtime_error", str(msg.get("message", "")), str(msg.get("detail", "")),
+                                 reason=msg.get("reason") if outcome == "wrong_answer"
+                                 or (outcome, msg.get("reason")) in CANDIDATE_REASONS else None)
+                raise self.memory_short(failed) if failed.reason == "gpu_memory" else failed
             if kind == "hack":
                 raise Hack(str(msg.get("reason")), str(msg.get("message", "")), msg.get("evidence"))
             if kind in expect:
@@ -552,9 +561,29 @@ class Judge(Harness):
         limit (CannotServe). Without a live candidate process: anvil's limit."""
         from anvil.harness import CannotServe
 
-        torch = self.torch
-        if self.device is None or self.device.type != "cuda" or self.supervisor is None or self.candidate_gone:
+        if not self.candidate_alive_on_gpu():
             Harness.memory_fault(self, doing, e)
+        held, allowance = self.candidate_held(), self.memory_allowance()
+        self.report["defenses"]["memory"] = dict(self.memory, doing=doing, candidate_held_bytes=held,
+                                                 allowance_bytes=allowance)
+        gib = float(1 << 30)
+        if held > allowance:
+            raise Outcome("runtime_error", "the GPU ran out of memory %s while the candidate's process held %.1f GiB "
+                          "of it, more than its work needs (at most %.1f GiB here: its context, weights, inputs, "
+                          "outputs and twice the reference's working memory): free what forward does not need" % (
+                              doing, held / gib, allowance / gib), reason="gpu_memory")
+        raise CannotServe("the GPU ran out of memory %s (%s), the candidate's process holding %.1f GiB, within its "
+                          "share (%.1f GiB): the task and anvil's copies do not fit here" % (
+                              doing, one_line(str(e))[:160], held / gib, allowance / gib), memory_limited=True)
+
+    def candidate_alive_on_gpu(self):
+        return self.device is not None and self.device.type == "cuda" and self.supervisor is not None and \
+            not self.candidate_gone
+
+    def candidate_held(self):
+        """The GPU memory the candidate's process held, measured: it is ended, and the memory its
+        end gives back is what it held (the judge's own mappings and cache let go first)."""
+        torch = self.torch
         if self.mapped is not None:  # the judge's mappings of its memory would keep that alive
             self.mapped.close()
             self.mapped = None
@@ -571,18 +600,37 @@ class Judge(Harness):
             if now == after and now > before:
                 break
             after = now
-        held, allowance = max(0, after - before), self.memory_allowance()
-        self.report["defenses"]["memory"] = dict(self.memory, doing=doing, candidate_held_bytes=held,
-                                                 allowance_bytes=allowance)
+        return max(0, after - before)
+
+    def memory_short(self, failed):
+        """The candidate's process says the GPU ran out of memory (`failed`, its gpu_memory
+        runtime_error: its word). Prepared in a wave (together), the parked wave-mates' memory was
+        beside it, memory it would have had alone. Measured, not taken on its word: the GPU's free
+        memory at once, then what its process held (candidate_held), and what the others held (the
+        GPU less its free memory, the judge's allocator, a context's JUDGE_CONTEXT_BYTES and the
+        candidate's process). The wave's doing, and so anvil's limit (CannotServe, memory_limited:
+        anvil runs the evaluation again alone, once, on the same seed), only when its process held
+        no more than its share (memory_allowance) and the others held more than a GiB and more than
+        was free: alone it would have had at least twice the room. Else `failed` stands (returned)."""
+        from anvil.harness import CannotServe
+
+        if not self.together() or not self.candidate_alive_on_gpu():
+            return failed
+        torch = self.torch
+        free, total = torch.cuda.mem_get_info(self.device)
+        judge = torch.cuda.memory_reserved(self.device) + JUDGE_CONTEXT_BYTES
+        held, allowance = self.candidate_held(), self.memory_allowance()
+        others = max(0, total - free - judge - held)
+        self.report["defenses"]["memory"] = dict(self.memory, doing="the candidate's own work, in a wave",
+                                                 candidate_held_bytes=held, allowance_bytes=allowance,
+                                                 free_bytes=free, others_bytes=others)
+        if held > allowance or others <= max(1 << 30, free):
+            return failed
         gib = float(1 << 30)
-        if held > allowance:
-            raise Outcome("runtime_error", "the GPU ran out of memory %s while the candidate's process held %.1f GiB "
-                          "of it, more than its work needs (at most %.1f GiB here: its context, weights, inputs, "
-                          "outputs and twice the reference's working memory): free what forward does not need" % (
-                              doing, held / gib, allowance / gib), reason="gpu_memory")
-        raise CannotServe("the GPU ran out of memory %s (%s), the candidate's process holding %.1f GiB, within its "
-                          "share (%.1f GiB): the task and anvil's copies do not fit here" % (
-                              doing, one_line(str(e))[:160], held / gib, allowance / gib), memory_limited=True)
+        raise CannotServe("the GPU ran out of memory for the candidate's process (%s) while the evaluations parked "
+                          "beside it held %.1f GiB, more than was free (%.1f GiB), its process holding %.1f GiB, "
+                          "within its share (%.1f GiB)" % (one_line(failed.message)[:160], others / gib, free / gib,
+                                                           held / gib, allowance / gib), memory_limited=True)
 
     def own_memory_fault(self, e):
         """An unexpected exception `e` of the judge's own work (a comparison's allocation, a
@@ -1082,9 +1130,26 @@ class Judge(Harness):
     def together(self):
         """The baselines prepared beside other measurements (the request's prepare "together",
         `anvil baselines`' default on a GPU): the lock shared until prepare_together has parked.
-        Not for a lean task (a set of inputs of a GiB or more): it prepares alone, its memory
-        beside a wave of others' is what would run the GPU out."""
-        return self.req.get("gpu_lock") is not None and self.req.get("prepare") == "together" and not self.lean
+        A lean task (a set of inputs of a GiB or more) only with room in the wave (wave_room);
+        else it prepares alone, its memory beside a wave of others' is what would run the GPU out."""
+        return self.req.get("gpu_lock") is not None and self.req.get("prepare") == "together" and \
+            (not self.lean or self.wave_room() is not None)
+
+    def wave_room(self):
+        """(need_bytes, capacity_bytes) of a lean measurement of baselines (no candidate) prepared in
+        a wave: it reserves WAVE_SETS times its set of inputs and WAVE_SLACK (a set, the
+        reference's output, torch.compile's output and working memory, an output taken to be as
+        large as the set), and the lean ones of a wave together keep within WAVE_SHARE of the
+        GPU's memory (the request's gpu_bytes, from anvil's probe), the rest left to the wave's
+        small ones (a set under lean_bytes each) and the contexts. None when it is not such a
+        measurement, the GPU's size is not known, or its need alone exceeds the share. A wave that
+        runs out all the same fails as memory_limited (memory_fault), and `anvil baselines`
+        measures it again alone."""
+        gpu_bytes = self.req.get("gpu_bytes")
+        if not self.lean or self.req["candidate_kind"] != "none" or not gpu_bytes or self.input_bytes is None:
+            return None
+        need, capacity = WAVE_SETS * self.input_bytes + WAVE_SLACK, int(WAVE_SHARE * gpu_bytes)
+        return (need, capacity) if need <= capacity else None
 
     def prepare_together(self):
         """What comes before the timed work and times nothing, done while other measurements
@@ -1166,7 +1231,10 @@ class Judge(Harness):
                     self.shared.draw_mine(self)
                 self.construct_reference()
                 with self.clock("gpu_lock"):  # together: shared while it prepares (prepare_together)
-                    self.gpu_lock = timing.GpuLock(self.req["gpu_lock"], together=self.together())
+                    room = self.wave_room() if self.together() else None
+                    self.gpu_lock = timing.GpuLock(self.req["gpu_lock"], together=self.together(), room=room)
+                    if room is not None:
+                        self.report["defenses"]["inputs"]["wave_bytes"] = room[0]
                 self.clock.mark("gpu_lock")
             drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and host_draws and not locked \
                 else None
@@ -1197,6 +1265,7 @@ class Judge(Harness):
                     self.trial_inputs(i)
             with self.clock("check_reference"):
                 if self.device.type == "cuda":
+                    self.memory["set_up_peak_bytes"] = torch.cuda.max_memory_allocated(self.device)
                     torch.cuda.reset_peak_memory_stats(self.device)
                     held = torch.cuda.memory_allocated(self.device)
                 self.memory["output_bytes"] = tensor_bytes(self.expected_for(0))
@@ -1288,6 +1357,9 @@ class Judge(Harness):
             with self.clock("baselines"):
                 self.time_models()
             enter(None)
+            if self.device.type == "cuda":  # the judge's most at once (a wave's room: wave_room)
+                self.report["defenses"]["inputs"]["peak_bytes"] = max(
+                    self.memory.get("set_up_peak_bytes", 0), int(self.torch.cuda.max_memory_allocated(self.device)))
             self.report["defenses"]["precision"] = self.precision
             found = self.findings() if self.req["candidate_kind"] != "none" else None
             if found:

@@ -82,12 +82,15 @@ class GpuLock:
     takes the lock only once nothing is parked (_after_parked): a wave-mate that parked without the
     gate does not lose the GPU to it. waited_s: how long taking it took."""
 
-    def __init__(self, path, shared=False, together=False):
+    def __init__(self, path, shared=False, together=False, room=None):
         """together: a measurement prepared beside others (the baselines' `prepare` "together"):
         it holds the lock shared while it prepares (CUDA, its model, its inputs, the first calls),
         beside the others that passed the gate before any of them parked, and park() takes it
         exclusive for what is timed. The measurements of one wave so prepare at once, then time one
-        after another, each alone at work on the GPU."""
+        after another, each alone at work on the GPU. room: (need_bytes, capacity_bytes) for a
+        large one (reserve_wave_memory): it waits until its need fits beside the other large ones'
+        before it passes the gate (the reservation held in self.reservation until the process
+        ends), within this wait for the lock."""
         import fcntl
         import os
 
@@ -96,8 +99,13 @@ class GpuLock:
         started = time.perf_counter()
         self.path = path
         self.gate = _high(os.open(path + ".gate", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        self.reservation = None
         gpu_lock_wait(True)  # others' time: not this process's limit's (anvil.zygote)
         try:
+            while room is not None and self.reservation is None:
+                self.reservation = reserve_wave_memory(path, *room)
+                if self.reservation is None:
+                    time.sleep(0.05)
             fcntl.flock(self.gate, fcntl.LOCK_EX)  # no parked measurement holds it (shared) any more
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             kind = fcntl.LOCK_SH if shared or together else fcntl.LOCK_EX
@@ -131,13 +139,7 @@ class GpuLock:
         from anvil._cli import gpu_lock_wait
 
         started = time.perf_counter()
-        folder = self.path + ".parked"
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        name = os.urandom(8).hex()  # not the pid: each runner is PID 1 of a namespace of its own
-        entry = _high(os.open(os.path.join(folder, "." + name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        fcntl.flock(entry, fcntl.LOCK_EX)  # held while parked: an entry whose lock is free is a dead one's
-        os.write(entry, str(int(contexts)).encode())
-        os.rename(os.path.join(folder, "." + name), os.path.join(folder, name))  # listed only once locked
+        entry, listed = _entry(self.path + ".parked", contexts)
         gpu_lock_wait(True)  # the wave-mates' timing: not this process's limit's
         try:
             deadline = time.perf_counter() + gate_wait_s
@@ -154,7 +156,7 @@ class GpuLock:
         finally:
             gpu_lock_wait(False)
         try:
-            os.unlink(os.path.join(folder, name))
+            os.unlink(listed)
         except OSError:
             pass
         os.close(entry)
@@ -182,11 +184,17 @@ def parked_contexts(path):
     """The CUDA contexts of measurements parked on GPU lock `path` (GpuLock.park) that are still
     alive (a parked one removes its own entry once it holds the GPU); an entry left by a process
     that died is removed."""
+    return _live_entries(path + ".parked")
+
+
+def _live_entries(folder):
+    """The sum of the numbers written in `folder`'s entries whose lock is held (their process is
+    alive and holds them); an entry nobody holds is a dead process's and is removed. Entries whose
+    name starts with "." are being written."""
     import errno
     import fcntl
     import os
 
-    folder = path + ".parked"
     try:
         names = os.listdir(folder)
     except OSError:
@@ -204,9 +212,9 @@ def parked_contexts(path):
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError as e:
-                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):  # held: parked now
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):  # held: its process is alive
                     try:
-                        total += max(0, int(os.read(fd, 16) or b"0"))
+                        total += max(0, int(os.read(fd, 24) or b"0"))
                     except ValueError:
                         pass
                 continue
@@ -217,6 +225,42 @@ def parked_contexts(path):
         finally:
             os.close(fd)
     return total
+
+
+def _entry(folder, number):
+    """A new entry of `folder` (for _live_entries): created, locked, `number` written, then listed
+    under its final name; its descriptor (a high one), held until the process ends or closes it."""
+    import fcntl
+    import os
+
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    name = os.urandom(8).hex()  # not the pid: each runner is PID 1 of a namespace of its own
+    fd = _high(os.open(os.path.join(folder, "." + name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held while listed: an entry whose lock is free is a dead one's
+    os.write(fd, str(int(number)).encode())
+    os.rename(os.path.join(folder, "." + name), os.path.join(folder, name))
+    return fd, os.path.join(folder, name)
+
+
+def reserve_wave_memory(path, need_bytes, capacity_bytes):
+    """A share of the GPU's memory for a large measurement prepared in a wave (the judge's
+    wave_reservation): granted when what the live reservations on GPU lock `path` hold and
+    need_bytes together fit capacity_bytes, else None. Granted: the reservation's descriptor, held
+    until the process ends (its memory is the GPU's until then; a dead process's reservation is
+    freed with its lock). Decided under an exclusive lock of the ledger, so two measurements never
+    both take the last room."""
+    import fcntl
+    import os
+
+    guard = os.open(path + ".reserved.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if _live_entries(path + ".reserved") + need_bytes > capacity_bytes:
+            return None
+        fd, _name = _entry(path + ".reserved", need_bytes)
+        return fd
+    finally:
+        os.close(guard)
 
 
 def _high(fd):

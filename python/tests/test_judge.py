@@ -847,7 +847,8 @@ def _judge_double(**fields):
     from anvil.judge import Judge
 
     judge = SimpleNamespace(**fields)
-    for name in ("precision_run", "finish_precision", "memory_fault", "memory_allowance", "own_memory_fault"):
+    for name in ("precision_run", "finish_precision", "memory_fault", "memory_allowance", "own_memory_fault",
+                 "candidate_alive_on_gpu", "candidate_held", "memory_short"):
         if name not in fields:  # a method given stands in for the Judge's
             setattr(judge, name, getattr(Judge, name).__get__(judge))
     return judge
@@ -924,6 +925,51 @@ def test_a_memory_fault_is_the_candidates_when_its_process_held_more_than_its_sh
     judge.candidate_gone = None
     with pytest.raises(CannotServe):
         judge.memory_fault("drawing", torch.OutOfMemoryError("CUDA out of memory."))
+
+
+def test_a_candidates_own_memory_fault_in_a_wave_is_run_again_only_when_the_wave_held_the_room():
+    """The candidate's process says the GPU ran out (gpu_memory, its word). Prepared in a wave, the
+    judge measures: what was free, what its process held (its end gives it back) and what the
+    others held. Tried again alone (CannotServe, memory_limited) only when its process held no more
+    than its share and the others held more than was free; else its outcome stands, as it does
+    for an evaluation prepared alone."""
+    from types import SimpleNamespace
+
+    from anvil.harness import CannotServe, Outcome
+
+    gib = 1 << 30
+    total = 80 * gib
+    cases = (  # (together, the others', the candidate's held, judge's reserved) -> tried again alone?
+        (True, 60 * gib, 2 * gib, 1 * gib, True),     # the wave held 60 GiB, 16 free: the wave's doing
+        (True, 4 * gib, 2 * gib, 1 * gib, False),     # little beside it, 72 GiB free: its own
+        (True, 60 * gib, 18 * gib, 0, False),         # its process held more than its share
+        (False, 60 * gib, 2 * gib, 1 * gib, False),   # prepared alone: its word stands
+    )
+    for together, others, held, reserved, again in cases:
+        free = [total - others - held - reserved - (1 << 30)]
+
+        def end_candidate(wait, settle, _held=held):
+            free[0] += _held
+            judge.candidate_gone = True
+
+        fake_torch = SimpleNamespace(cuda=SimpleNamespace(mem_get_info=lambda device: (free[0], total),
+                                                          memory_reserved=lambda device, _r=reserved: _r))
+        judge = _judge_double(torch=fake_torch, device=torch.device("cuda", 0), supervisor=123, candidate_gone=False,
+                              mapped=None, free_cached=lambda: None, end_candidate=end_candidate, lean=False,
+                              together=lambda _t=together: _t, req={"trials": 5}, input_bytes=64 << 20,
+                              ref=nn.Linear(1024, 1024), report={"defenses": {}},
+                              memory={"context_bytes": 600 << 20, "output_bytes": 64 << 20,
+                                      "reference_work_bytes": 128 << 20, "batch_calls": 100})
+        failed = Outcome("runtime_error", "forward: CUDA out of memory. Tried to allocate 20.00 GiB", reason="gpu_memory")
+        if again:
+            with pytest.raises(CannotServe) as raised:
+                judge.memory_short(failed)
+            assert raised.value.memory_limited and "parked beside it held 60.0 GiB" in str(raised.value), raised.value
+        else:
+            assert judge.memory_short(failed) is failed
+        if together:
+            memory = judge.report["defenses"]["memory"]
+            assert memory["candidate_held_bytes"] == held and memory["others_bytes"] == others, (memory, others)
 
 
 def test_an_unexpected_memory_fault_of_the_judges_own_work_is_measured():
@@ -1070,6 +1116,117 @@ def test_baselines_prepared_together_park_then_time_alone(make, tmp_path):
                timing={"measure": ["compile"], "compile_mode": "no-such-mode"})
     report = evaluate(bad).report
     assert report["outcome"] is None and "no-such-mode" in report["timing"]["compile"]["error"], report["timing"]
+
+
+def test_a_lean_measurement_joins_a_wave_only_with_room_for_it(make, tmp_path):
+    """A lean task's baselines (a set of lean_bytes or more) prepare in the wave when the GPU's
+    size (gpu_bytes) leaves room for four sets and a GiB within 60% of it: reserved, prepared with
+    the lock shared, then parked. Without room enough (or without gpu_bytes) it prepares alone:
+    it waits for the lock exclusive, reserves nothing and never parks."""
+    import fcntl
+    import threading
+    import time
+
+    lock = tmp_path / "gpu.lock"
+    lean = {"measure": ["eager"], "warmup": 1, "calls": 3, "lean_bytes": 1}
+    request = make(CORRECT, candidate_kind="none", gpu_lock=str(lock), prepare="together", gpu_bytes=1 << 40,
+                   timing=lean)
+    report = evaluate_parked(lock, request)
+    assert report["outcome"] is None, report["message"]
+    inputs = report["defenses"]["inputs"]
+    assert inputs["lean"] and inputs["wave_bytes"] == 4 * inputs["set_bytes"] + (1 << 30), inputs
+    assert report["defenses"]["seconds"]["judge"]["parked"] >= 1.0
+    assert timing_rule._live_entries(str(lock) + ".reserved") == 0  # freed with its process
+
+    for room in ({"gpu_bytes": 1 << 30}, {}):  # 4 sets and a GiB above 60% of a GiB; the size unknown
+        alone = make(CORRECT, candidate_kind="none", gpu_lock=str(lock), prepare="together", timing=dict(lean),
+                     **room)
+        fd = os.open(str(lock), os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a wave-mate preparing: alone, it waits for the lock exclusive
+        done = {}
+        thread = threading.Thread(target=lambda: done.update(report=evaluate(alone).report))
+        thread.start()
+        time.sleep(3.0)
+        assert "report" not in done and timing_rule.parked_contexts(str(lock)) == 0
+        assert timing_rule._live_entries(str(lock) + ".reserved") == 0
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        thread.join(timeout=300)
+        report = done["report"]
+        assert report["outcome"] is None, report["message"]
+        assert report["defenses"]["inputs"]["lean"] and "wave_bytes" not in report["defenses"]["inputs"]
+        assert "parked" not in report["defenses"]["seconds"]["judge"]
+
+
+HOLDER = """
+import sys, torch
+from anvil import timing
+keep = int(sys.argv[2])
+free, total = torch.cuda.mem_get_info()
+held = torch.empty(max(0, free - keep), dtype=torch.uint8, device="cuda")
+entry = timing._entry(sys.argv[1] + ".parked", 1)  # listed as a parked wave-mate's context
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the GPU's memory")
+def test_a_candidate_short_of_memory_beside_a_parked_wave_is_run_again_alone(make, tmp_path):
+    """A wave-mate parked beside an evaluation holds most of the GPU (a process listed in the
+    lock's parked directory). The candidate's forward asks for 60 GiB: beside the wave it runs out
+    (its word: gpu_memory), the judge measures that the others held more than was free and its
+    process no more than its share, and says memory_limited (anvil runs it again alone); alone it
+    passes. A candidate that only says it ran out, the wave holding little, keeps its -1."""
+    import fcntl
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    lock = tmp_path / "gpu.lock"
+    hungry = """
+    def forward(self, x, shift):
+        work = torch.empty(60 << 30, dtype=torch.uint8, device=x.device)
+        del work
+        return self.reference(x, shift)
+    """
+    liar = """
+    def forward(self, x, shift):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 60.00 GiB")
+    """
+
+    def beside_wave(forward, keep):
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), str(keep)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, cwd=PYTHON_DIR)
+        fd = os.open(str(lock), os.O_RDWR | os.O_CREAT)
+        try:
+            assert holder.stdout.readline().strip() == "ready"
+            fcntl.flock(fd, fcntl.LOCK_SH)  # a wave-mate still preparing
+            request = make(forward, allow=TORCH_OPS, gpu_lock=str(lock), prepare="together",
+                           timing={"measure": ["candidate"]})
+            done = {}
+            thread = threading.Thread(target=lambda: done.update(report=evaluate(request).report))
+            thread.start()
+            deadline = time.monotonic() + 240
+            while timing_rule.parked_contexts(str(lock)) < 3 and time.monotonic() < deadline and thread.is_alive():
+                time.sleep(0.1)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            thread.join(timeout=300)
+            return done["report"]
+        finally:
+            os.close(fd)
+            holder.stdin.close()
+            holder.wait(timeout=60)
+
+    report = beside_wave(hungry, keep=40 << 30)
+    assert report["status"] == "error" and report.get("memory_limited"), report
+    memory = report["defenses"]["memory"]
+    assert memory["others_bytes"] > memory["free_bytes"] and memory["candidate_held_bytes"] <= memory["allowance_bytes"]
+    alone = evaluate(make(hungry, allow=TORCH_OPS, gpu_lock=str(lock), timing={"measure": ["candidate"]})).report
+    assert alone["outcome"] is None, alone["message"]
+    report = beside_wave(liar, keep=100 << 30)  # the wave holds little: its word is its outcome
+    assert outcome(report) == ("runtime_error", "gpu_memory"), report
+    assert report["defenses"]["memory"]["others_bytes"] < report["defenses"]["memory"]["free_bytes"]
 
 
 def test_prepare_together_needs_a_gpu_lock(make):

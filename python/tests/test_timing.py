@@ -328,6 +328,41 @@ def test_gpu_lock_prepared_together_parks_then_times_alone(tmp_path):
     assert timing.parked_contexts(path) == 0 and not os.listdir(folder)
 
 
+def test_the_large_measurements_of_a_wave_keep_within_its_room(tmp_path):
+    """A lean measurement prepared in a wave reserves its need (reserve_wave_memory): granted while
+    the live reservations and it fit the capacity, refused beyond it; a reservation is freed when
+    its holder closes it (its process ends) or died without listing it as held. GpuLock with room
+    waits for room before it passes the gate, and holds the reservation once it has the lock."""
+    import os
+
+    path = str(tmp_path / "gpu0.lock")
+    first = timing.reserve_wave_memory(path, 60, 100)
+    assert first is not None
+    assert timing.reserve_wave_memory(path, 50, 100) is None  # 60 + 50 > 100
+    second = timing.reserve_wave_memory(path, 40, 100)  # 60 + 40 fits
+    assert second is not None and timing.reserve_wave_memory(path, 1, 100) is None
+    os.close(first)  # its process ended: its room is free
+    assert timing._live_entries(path + ".reserved") == 40
+    with open(os.path.join(path + ".reserved", "deadbeef"), "w") as f:  # a dead one's, never locked
+        f.write("50")
+    assert timing._live_entries(path + ".reserved") == 40
+    assert sorted(os.listdir(path + ".reserved")) != [] and "deadbeef" not in os.listdir(path + ".reserved")
+
+    waiter, got = _in_thread(lambda: timing.GpuLock(path, together=True, room=(70, 100)))
+    waiter.join(timeout=0.5)
+    assert not got, "took the lock with no room: 40 + 70 > 100"
+    os.close(second)
+    waiter.join(timeout=5)
+    assert got, "room was freed but the measurement still waits"
+    lock = got[0]
+    assert lock.reservation is not None and timing._live_entries(path + ".reserved") == 70
+    assert timing.reserve_wave_memory(path, 31, 100) is None
+    os.close(lock.reservation)
+    os.close(lock.fd)
+    os.close(lock.gate)
+    assert timing._live_entries(path + ".reserved") == 0
+
+
 def test_every_taker_waits_at_the_gate_while_one_is_parked(tmp_path):
     """While a measurement prepared together is parked, no new work starts on the GPU, exclusive
     (a measurement alone, a vetting alone) or shared (a vetting, a warm-up): none beside its memory,

@@ -799,10 +799,11 @@ EvalResult evaluate_once(const Environment& env, const EvalOptions& opts, std::o
 EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   std::optional<uint32_t> seed;
   EvalResult r = evaluate_once(env, opts, &seed);
-  // The GPU ran out of memory for the judge's own work, the candidate's process holding no more
-  // than its share (the judge measured it: its report's memory_limited): beside a wave's memory, the
-  // wave's doing. Never on an outcome the candidate's process reported (its own gpu_memory
-  // runtime_error is its word, and a second try on its word is a second draw of the judge's secrets).
+  // The GPU ran out of memory beside a wave's memory, the wave's doing as the judge measured it (its
+  // report's memory_limited): for the judge's own work, the candidate's process holding no more than
+  // its share; or for the candidate's process, holding no more than its share while the parked
+  // evaluations held more than was free (anvil.judge memory_short). Never on the candidate's word
+  // alone: a second try is a second draw of the judge's secrets.
   if (opts.gpu_lock != Prepare::kTogether || r.evaluated || !r.memory_limited || !seed) return r;
   // Again with the GPU to itself, on the same inputs.
   EvalOptions alone = opts;
@@ -811,8 +812,8 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   EvalResult again = evaluate_once(env, alone, &seed);
   if (again.json.is_object()) {
     again.json["isolation"]["first_try"] = {{"message", r.error},
-                                            {"why_again", "the GPU ran out of memory for the judge's work while it "
-                                                          "was prepared beside others: run again alone"}};
+                                            {"why_again", "the GPU ran out of memory beside the evaluations "
+                                                          "prepared with it, as the judge measured: run again alone"}};
   }
   return again;
 }
@@ -943,7 +944,13 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
     return done(BaselinesResult::Status::kCached, "");
   }
   if (!gpu_lock.empty()) p.request["gpu_lock"] = gpu_lock;
-  if (!gpu_lock.empty() && prepare == Prepare::kTogether) p.request["prepare"] = "together";
+  if (!gpu_lock.empty() && prepare == Prepare::kTogether) {
+    p.request["prepare"] = "together";
+    // The GPU's size: a large task's room in the wave (the judge's wave_room); unknown, it prepares alone.
+    if (opts.gpu >= 0 && opts.gpu < static_cast<int>(env.gpus.size()) && env.gpus[opts.gpu].memory_bytes > 0) {
+      p.request["gpu_bytes"] = env.gpus[opts.gpu].memory_bytes;
+    }
+  }
   nlohmann::json isolation;
   SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, &isolation);
   auto tr = Clock::now();
@@ -964,6 +971,8 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
       if (phases.is_object() && phases.contains("judge")) secs["judge"] = phases["judge"];
       // How NVML numbered the GPU's processes for the judge (its evidence of others on the GPU)
       if (defenses.contains("gpu_processes_seen")) j["gpu_processes_seen"] = defenses["gpu_processes_seen"];
+      // Its set of inputs' size, how it was drawn, a wave's room it took and the judge's peak memory
+      if (defenses.contains("inputs")) j["inputs"] = defenses["inputs"];
     }
   }
   if (!report.is_object()) {

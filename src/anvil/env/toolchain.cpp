@@ -135,6 +135,7 @@ void fill_from_probe(Environment& env, const nlohmann::json& p) {
     gpu.index = g.value("index", 0);
     gpu.name = str_at(g, "name");
     gpu.capability = str_at(g, "capability");
+    if (g.contains("memory_bytes") && g["memory_bytes"].is_number_unsigned()) gpu.memory_bytes = g["memory_bytes"];
     env.gpus.push_back(gpu);
   }
   env.driver = str_at(p, "driver");
@@ -153,7 +154,7 @@ fs::path Environment::cuda_lib() const {
 
 nlohmann::json Environment::to_json() const {
   nlohmann::json gpus_j = nlohmann::json::array();
-  for (const auto& g : gpus) gpus_j.push_back({{"index", g.index}, {"name", g.name}, {"capability", g.capability}});
+  for (const auto& g : gpus) gpus_j.push_back({{"index", g.index}, {"name", g.name}, {"capability", g.capability}, {"memory_bytes", g.memory_bytes}});
   return {
       {"home", home.string()},
       {"cache", cache.string()},

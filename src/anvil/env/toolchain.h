@@ -6,6 +6,7 @@
 // mtime of torch's version.py. A cached build therefore starts in milliseconds.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -47,6 +48,7 @@ struct Gpu {
   int index = 0;
   std::string name;
   std::string capability;  // "9.0"
+  uint64_t memory_bytes = 0;  // 0: not known (a probe of an older anvil)
 };
 
 struct Environment {
