@@ -65,9 +65,10 @@ lean = [t for t in tasks if (t.get("inputs") or {}).get("lean")]
 if lean:
     waved = [t for t in lean if "wave_bytes" in t["inputs"]]
     ratios = sorted((t["inputs"].get("peak_bytes", 0) / t["inputs"]["wave_bytes"], t["task"].get("name", "")) for t in waved)
-    print("  lean tasks: %d, %d prepared in a wave; the judge's peak over its room: max %s (%s), over 1: %d"
-          % (len(lean), len(waved), round(ratios[-1][0], 2) if ratios else None, ratios[-1][1] if ratios else "-",
-             sum(1 for r, _ in ratios if r > 1)))
+    print("  lean tasks: %d, %d prepared in a wave (%d with the warm-up's peak); the judge's peak over its room: "
+          "max %s (%s), over 1: %d" % (len(lean), len(waved), sum(1 for t in waved if t["inputs"].get("warm_peak_bytes")),
+                                       round(ratios[-1][0], 2) if ratios else None, ratios[-1][1] if ratios else "-",
+                                       sum(1 for r, _ in ratios if r > 1)))
 for t in tasks:
     if t["status"] not in ("measured", "cached") or not t["compile_ms"]:
         print("  %-50s %-10s %s" % (t["task"].get("name", t["spec"])[:50], t["status"], (t["message"] or "")[:150]))
@@ -98,16 +99,16 @@ for level in ${LEVELS:-1 2 3}; do
         | xargs -I{} cp {} "$dir/level$one/"
     done
   fi
+  name=level${level//+/-}  # "3+2": level3-2 (the device tool returns no file named with "+")
   for step in ${STEPS:-vet baselines}; do
     t0=$(date +%s.%N)
     if [ $step = vet ]; then
-      "$ANVIL_BIN" vet --json "$dir" > "$OUT/vet-level$level.json" 2> "/tmp/vet-level$level.err"
+      "$ANVIL_BIN" vet --json "$dir" > "$OUT/vet-$name.json" 2> "/tmp/vet-$name.err"
     else
-      "$ANVIL_BIN" baselines --json ${BASELINE_ARGS:-} "$dir" > "$OUT/baselines-level$level.json" \
-        2> "/tmp/baselines-level$level.err"
+      "$ANVIL_BIN" baselines --json ${BASELINE_ARGS:-} "$dir" > "$OUT/baselines-$name.json" 2> "/tmp/baselines-$name.err"
     fi
     code=$?
-    summarize "$OUT/$step-level$level.json" "$level" "$step" "$code" "$t0"
+    summarize "$OUT/$step-$name.json" "$level" "$step" "$code" "$t0"
   done
 done
 python3 -c "import sys,time; print('all levels: %.0f s' % (time.time() - float(sys.argv[1])))" "$t_all"

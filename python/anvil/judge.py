@@ -1137,18 +1137,20 @@ class Judge(Harness):
 
     def wave_room(self):
         """(need_bytes, capacity_bytes) of a lean measurement of baselines (no candidate) prepared in
-        a wave: it reserves WAVE_SETS times its set of inputs and WAVE_SLACK (a set, the
-        reference's output, torch.compile's output and working memory, an output taken to be as
-        large as the set), and the lean ones of a wave together keep within WAVE_SHARE of the
-        GPU's memory (the request's gpu_bytes, from anvil's probe), the rest left to the wave's
-        small ones (a set under lean_bytes each) and the contexts. None when it is not such a
-        measurement, the GPU's size is not known, or its need alone exceeds the share. A wave that
-        runs out all the same fails as memory_limited (memory_fault), and `anvil baselines`
-        measures it again alone."""
+        a wave. It reserves WAVE_SETS times its set of inputs, or, where more, the warm-up's
+        measured peak of both models (the request's warm_peak_bytes: a set, eager's and the
+        compiled model's calls with their working memory) and two sets more (the judge keeps the
+        reference's output and draws the timed calls' sets), and WAVE_SLACK besides. The lean
+        ones of a wave together keep within WAVE_SHARE of the GPU's memory (the request's
+        gpu_bytes, from anvil's probe), the rest left to the wave's small ones (a set under
+        lean_bytes each) and the contexts. None when it is not such a measurement, the GPU's size
+        is not known, or its need alone exceeds the share. A wave that runs out all the same fails
+        as memory_limited (memory_fault), and `anvil baselines` measures it again alone."""
         gpu_bytes = self.req.get("gpu_bytes")
         if not self.lean or self.req["candidate_kind"] != "none" or not gpu_bytes or self.input_bytes is None:
             return None
-        need, capacity = WAVE_SETS * self.input_bytes + WAVE_SLACK, int(WAVE_SHARE * gpu_bytes)
+        need = max(WAVE_SETS * self.input_bytes, (self.req.get("warm_peak_bytes") or 0) + 2 * self.input_bytes)
+        need, capacity = need + WAVE_SLACK, int(WAVE_SHARE * gpu_bytes)
         return (need, capacity) if need <= capacity else None
 
     def prepare_together(self):
@@ -1235,6 +1237,7 @@ class Judge(Harness):
                     self.gpu_lock = timing.GpuLock(self.req["gpu_lock"], together=self.together(), room=room)
                     if room is not None:
                         self.report["defenses"]["inputs"]["wave_bytes"] = room[0]
+                        self.report["defenses"]["inputs"]["warm_peak_bytes"] = self.req.get("warm_peak_bytes")
                 self.clock.mark("gpu_lock")
             drawer = _Drawer(self.shared, self) if self.req["device"].startswith("cuda") and host_draws and not locked \
                 else None

@@ -98,8 +98,9 @@ def parse_request(text):
     if out.get("prepare", "alone") not in ("alone", "together") or (
             out.get("prepare", "alone") == "together" and out.get("gpu_lock") is None):
         raise RequestError("prepare: \"alone\" or \"together\", and \"together\" only with gpu_lock")
-    if out.get("gpu_bytes") is not None:
-        _check_int(out, "gpu_bytes", 0)
+    for key in ("gpu_bytes", "warm_peak_bytes"):
+        if out.get(key) is not None:
+            _check_int(out, key, 0)
     if out["candidate_kind"] == "none" and "candidate" in (out["timing"].get("measure") or []):
         raise RequestError("timing.measure: candidate_kind \"none\" has no candidate to time")
     if not isinstance(out["device"], str):

@@ -12,7 +12,10 @@ layout). The request's gpu_lock, when it names one, is taken shared before CUDA 
 times. Report, on fd 3 (else the last line of stdout):
 
     {"protocol": "anvil.warm/1", "status": "done"|"error", "message": "", "memory_limited": false,
-     "seconds": {...}}
+     "seconds": {...}, "peak_bytes": N}
+peak_bytes (on a GPU): the most torch's allocator held, the set of inputs and both models' calls
+(eager, then compiled) with it: `anvil baselines` passes it to the task's measurement
+(warm_peak_bytes, its room in a wave: anvil.judge wave_room).
 
 memory_limited: the GPU ran out of memory (beside other warm-ups, anvil tries it again alone).
 
@@ -50,9 +53,12 @@ def warm(request_text):
             compiled = timing.compiled(h.torch, h.ref, request["timing"]["compile_mode"])
             h.pin_flags()
             with h.torch.no_grad():
+                h.ref(*args)  # eager too: the peak below is both models' (a lean task's room in a wave)
                 compiled(*args)
             h.sync()
             report["seconds"]["compile"] = round(time.perf_counter() - mark, 3)
+            if h.device.type == "cuda":
+                report["peak_bytes"] = int(h.torch.cuda.max_memory_allocated(h.device))
         report["status"] = "done"
     except (Outcome, RequestError) as e:
         report["message"] = one_line(str(e), 300)

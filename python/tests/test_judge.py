@@ -1137,6 +1137,11 @@ def test_a_lean_measurement_joins_a_wave_only_with_room_for_it(make, tmp_path):
     assert inputs["lean"] and inputs["wave_bytes"] == 4 * inputs["set_bytes"] + (1 << 30), inputs
     assert report["defenses"]["seconds"]["judge"]["parked"] >= 1.0
     assert timing_rule._live_entries(str(lock) + ".reserved") == 0  # freed with its process
+    # The warm-up's measured peak, where more than four sets: it and two sets more.
+    request = make(CORRECT, candidate_kind="none", gpu_lock=str(lock), prepare="together", gpu_bytes=1 << 40,
+                   warm_peak_bytes=5 << 30, timing=dict(lean))
+    inputs = evaluate_parked(lock, request)["defenses"]["inputs"]
+    assert inputs["wave_bytes"] == (5 << 30) + 2 * inputs["set_bytes"] + (1 << 30), inputs
 
     for room in ({"gpu_bytes": 1 << 30}, {}):  # 4 sets and a GiB above 60% of a GiB; the size unknown
         alone = make(CORRECT, candidate_kind="none", gpu_lock=str(lock), prepare="together", timing=dict(lean),
@@ -1183,6 +1188,8 @@ def test_a_candidate_short_of_memory_beside_a_parked_wave_is_run_again_alone(mak
     import threading
     import time
 
+    from test_runner import run_runner
+
     lock = tmp_path / "gpu.lock"
     hungry = """
     def forward(self, x, shift):
@@ -1205,7 +1212,7 @@ def test_a_candidate_short_of_memory_beside_a_parked_wave_is_run_again_alone(mak
             request = make(forward, allow=TORCH_OPS, gpu_lock=str(lock), prepare="together",
                            timing={"measure": ["candidate"]})
             done = {}
-            thread = threading.Thread(target=lambda: done.update(report=evaluate(request).report))
+            thread = threading.Thread(target=lambda: done.update(report=run_runner(request).report))
             thread.start()
             deadline = time.monotonic() + 240
             while timing_rule.parked_contexts(str(lock)) < 3 and time.monotonic() < deadline and thread.is_alive():

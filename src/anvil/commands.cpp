@@ -379,8 +379,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 // `anvil baselines`' phase one: the compile caches of the tasks still to measure, warmed `jobs` at a
 // time (nothing is timed, so they may share the GPU); what the document says of it (`warm`).
+// *peaks: each warmed task's measured peak on the GPU (measure_baselines' warm_peak_bytes).
 nlohmann::json warm_up(const Environment& env, const EvalOptions& o, const std::vector<std::string>& specs, int jobs,
-                       std::chrono::steady_clock::time_point t0, bool quiet) {
+                       std::chrono::steady_clock::time_point t0, bool quiet, std::map<std::string, uint64_t>* peaks) {
   // One that ran out of the GPU's memory beside the others is tried again alone afterwards; one that
   // still fails is compiled cold when measured.
   nlohmann::json warm = {{"jobs", jobs}, {"tasks", 0}, {"failed", nlohmann::json::array()}, {"again", 0},
@@ -423,6 +424,7 @@ nlohmann::json warm_up(const Environment& env, const EvalOptions& o, const std::
         warm["again"] = warm["again"].get<int>() + 1;
       }
       if (!warmed[i].error.empty()) warm["failed"].push_back({{"spec", todo[i]}, {"why", warmed[i].error}});
+      if (warmed[i].peak_bytes > 0) (*peaks)[todo[i]] = warmed[i].peak_bytes;
       windows.push_back({{"spec", todo[i]}, {"started_s", window[i].first}, {"ended_s", window[i].second}});
     }
     warm["windows"] = windows;
@@ -502,7 +504,12 @@ int cmd_baselines(const BaselinesArgs& a) {
   size_t n = specs->size();
   // Phase one: the compile caches of the tasks still to measure, warmed `jobs` at a time.
   int jobs = a.jobs > 0 ? a.jobs : o.device == "cuda" ? kWarmJobsCuda : 1;
-  nlohmann::json warm = warm_up(env, o, *specs, jobs, t0, a.json);
+  std::map<std::string, uint64_t> peaks;
+  nlohmann::json warm = warm_up(env, o, *specs, jobs, t0, a.json, &peaks);
+  auto peak_of = [&](const std::string& spec) {
+    auto it = peaks.find(spec);
+    return it == peaks.end() ? uint64_t{0} : it->second;
+  };
   // Phase two: `overlap` measurements at once, one of them timing on the GPU at a time (the GPU
   // lock), the others preparing (together: a wave on the GPU, the lock shared; alone: their host
   // work only); on the CPU one at a time (the CPU is what is measured). Retries: below.
@@ -520,7 +527,7 @@ int cmd_baselines(const BaselinesArgs& a) {
   for (size_t i = 0; i < n; ++i) {
     work.push_back([&, i] {
       double started = seconds(t0);
-      BaselinesResult r = measure_baselines(env, task_options((*specs)[i]), lock, prepare);
+      BaselinesResult r = measure_baselines(env, task_options((*specs)[i]), lock, prepare, peak_of((*specs)[i]));
       r.json["started_s"] = started;
       r.json["ended_s"] = seconds(t0);
       std::lock_guard<std::mutex> g(mu);

@@ -898,7 +898,7 @@ fs::path gpu_lock_path(const Environment& env, int gpu) {
 }
 
 BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock,
-                                  Prepare prepare) {
+                                  Prepare prepare, uint64_t warm_peak_bytes) {
   auto t0 = Clock::now();
   BaselinesResult res;
   nlohmann::json& j = res.json;
@@ -950,6 +950,7 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
     if (opts.gpu >= 0 && opts.gpu < static_cast<int>(env.gpus.size()) && env.gpus[opts.gpu].memory_bytes > 0) {
       p.request["gpu_bytes"] = env.gpus[opts.gpu].memory_bytes;
     }
+    if (warm_peak_bytes > 0) p.request["warm_peak_bytes"] = warm_peak_bytes;
   }
   nlohmann::json isolation;
   SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, &isolation);
@@ -1023,7 +1024,11 @@ WarmResult warm_compile_caches(const Environment& env, const EvalOptions& opts) 
   const SubprocessResult& r = launched.result;
   if (!r.started) return {"could not run: " + r.error};
   nlohmann::json report = parse_report(r);
-  if (report.is_object() && report.value("status", std::string()) == "done") return {};
+  if (report.is_object() && report.value("status", std::string()) == "done") {
+    WarmResult done;
+    if (report.contains("peak_bytes") && report["peak_bytes"].is_number_unsigned()) done.peak_bytes = report["peak_bytes"];
+    return done;
+  }
   UserPaths paths = user_paths(p.private_dir, "", false, p.task->row < 0 ? p.task->spec : std::string());
   if (report.is_object()) {
     return {paths(report.value("message", std::string("no reason given"))), report.value("memory_limited", false)};

@@ -131,8 +131,10 @@ const char* baselines_status_name(BaselinesResult::Status s);
 // starts the device and holds it to its end (python/anvil/timing.py GpuLock), so that several
 // measurements may overlap their host work while only one uses the GPU.
 // Prepare::kTogether: as EvalOptions::gpu_lock's.
+// warm_peak_bytes: the warm-up's measured peak of the task's models on the GPU (WarmResult; 0: not
+// known), a large task's room in a wave (anvil.judge wave_room).
 BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opts, const std::string& gpu_lock = "",
-                                  Prepare prepare = Prepare::kAlone);
+                                  Prepare prepare = Prepare::kAlone, uint64_t warm_peak_bytes = 0);
 // GPU `gpu`'s lock file (under the cache's locks/, the directory made): taken exclusive by a
 // measurement of baselines (above), shared by GPU work that times nothing (vetting, vet.h; the
 // warm-up, warm_compile_caches), exclusive by a vetting alone (timing.GpuLock).
@@ -158,6 +160,7 @@ inline constexpr int kOverlapTogetherCuda = 4;
 struct WarmResult {
   std::string error;            // empty: warmed; else why not
   bool memory_limited = false;  // the GPU ran out of memory (beside others: worth a try alone)
+  uint64_t peak_bytes = 0;      // the most its process's allocator held on the GPU (0: not known)
 };
 WarmResult warm_compile_caches(const Environment& env, const EvalOptions& opts);
 
