@@ -64,8 +64,9 @@ print("  judge's phases, sum / p50 over the tasks: " + ", ".join(
 lean = [t for t in tasks if (t.get("inputs") or {}).get("lean")]
 if lean:
     waved = [t for t in lean if "wave_bytes" in t["inputs"]]
-    ratios = sorted((t["inputs"].get("peak_bytes", 0) / t["inputs"]["wave_bytes"], t["task"].get("name", "")) for t in waved)
-    print("  lean tasks: %d, %d prepared in a wave (%d with the warm-up's peak); the judge's peak over its room: "
+    ratios = sorted((t["inputs"].get("prepare_peak_bytes", 0) / t["inputs"]["wave_bytes"], t["task"].get("name", ""))
+                    for t in waved)
+    print("  lean tasks: %d, %d prepared in a wave (%d with the warm-up's peak); the judge's peak while prepared over its room: "
           "max %s (%s), over 1: %d" % (len(lean), len(waved), sum(1 for t in waved if t["inputs"].get("warm_peak_bytes")),
                                        round(ratios[-1][0], 2) if ratios else None, ratios[-1][1] if ratios else "-",
                                        sum(1 for r, _ in ratios if r > 1)))

@@ -1179,7 +1179,11 @@ class Judge(Harness):
                         self.compiled_ref = e
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
+            inputs = self.report["defenses"]["inputs"]  # what it held beside its wave, and holds parked
+            inputs["prepare_peak_bytes"] = max(self.memory.get("set_up_peak_bytes", 0),
+                                               int(self.torch.cuda.max_memory_allocated(self.device)))
             self.free_cached()  # what it no longer holds is the others' while it waits
+            inputs["parked_bytes"] = int(self.torch.cuda.memory_allocated(self.device))
         with self.clock("parked"):
             self.gpu_lock.park(contexts=1 if self.candidate_gone else 2)
         self.clock.mark("gpu_alone")

@@ -1209,8 +1209,8 @@ def test_a_candidate_short_of_memory_beside_a_parked_wave_is_run_again_alone(mak
         try:
             assert holder.stdout.readline().strip() == "ready"
             fcntl.flock(fd, fcntl.LOCK_SH)  # a wave-mate still preparing
-            request = make(forward, allow=TORCH_OPS, gpu_lock=str(lock), prepare="together",
-                           timing={"measure": ["candidate"]})
+            request = kernelbench(make(forward, gpu_lock=str(lock), prepare="together",
+                                       timing={"measure": ["candidate"]}))
             done = {}
             thread = threading.Thread(target=lambda: done.update(report=run_runner(request).report))
             thread.start()
@@ -1229,7 +1229,7 @@ def test_a_candidate_short_of_memory_beside_a_parked_wave_is_run_again_alone(mak
     assert report["status"] == "error" and report.get("memory_limited"), report
     memory = report["defenses"]["memory"]
     assert memory["others_bytes"] > memory["free_bytes"] and memory["candidate_held_bytes"] <= memory["allowance_bytes"]
-    alone = evaluate(make(hungry, allow=TORCH_OPS, gpu_lock=str(lock), timing={"measure": ["candidate"]})).report
+    alone = evaluate(kernelbench(make(hungry, gpu_lock=str(lock), timing={"measure": ["candidate"]}))).report
     assert alone["outcome"] is None, alone["message"]
     report = beside_wave(liar, keep=100 << 30)  # the wave holds little: its word is its outcome
     assert outcome(report) == ("runtime_error", "gpu_memory"), report
