@@ -76,7 +76,18 @@ class CandidateServer:
 
     def fail(self, outcome, message, detail="", reason=None):
         self.send({"type": "fail", "outcome": outcome, "message": message, "detail": detail, "reason": reason})
+        if reason == "gpu_memory":  # the judge measures what this process holds (judge.memory_short):
+            self.wait_for_the_end()  # kept as it is until the judge ends it
         raise Stop()
+
+    def wait_for_the_end(self):
+        """Idle until the judge closes the channel or ends this process."""
+        while True:
+            try:
+                if not self.sock.recv(65536):
+                    return
+            except OSError:
+                return
 
     def failed(self, doing, e, who="the candidate"):
         """Ends with the candidate's own failure `e` while `doing` (candidate_failed)."""

@@ -547,7 +547,11 @@ class Judge(Harness):
         memory; and half again."""
         m = self.memory
         sets = (0 if self.lean else self.req["trials"]) + 2
-        need = (2 * m["context_bytes"] + (1 << 30) + tensor_bytes(list(self.ref.state_dict().values()))
+        # A context's worth: what the GPU held when the judge's CUDA started, its own context and
+        # whatever else was there; in a wave that is the wave-mates' memory too, so there at most
+        # JUDGE_CONTEXT_BYTES (a context with its libraries' handles: about 0.6 GiB on a Hopper).
+        context = min(m["context_bytes"], JUDGE_CONTEXT_BYTES) if self.together() else m["context_bytes"]
+        need = (2 * context + (1 << 30) + tensor_bytes(list(self.ref.state_dict().values()))
                 + sets * (self.input_bytes or 0) + (4 + m["batch_calls"]) * m["output_bytes"]
                 + 2 * m["reference_work_bytes"])
         return int(1.5 * need)
@@ -582,14 +586,18 @@ class Judge(Harness):
 
     def candidate_held(self):
         """The GPU memory the candidate's process held, measured: it is ended, and the memory its
-        end gives back is what it held (the judge's own mappings and cache let go first)."""
+        end gives back is what it held. The judge's own mappings and cache are let go first, and
+        its end of the channel closed: a descriptor of the GPU's device files the candidate's
+        process sent down it, unread, would keep its memory alive past its end."""
         torch = self.torch
+        self.freeze_candidate()  # nothing of it frees memory before it is measured
         if self.mapped is not None:  # the judge's mappings of its memory would keep that alive
             self.mapped.close()
             self.mapped = None
         from anvil import cuda_ipc
 
         cuda_ipc.close_all()
+        self.close_channel()
         self.free_cached()
         before, _total = torch.cuda.mem_get_info(self.device)
         self.end_candidate(wait=True, settle=True)
@@ -606,9 +614,10 @@ class Judge(Harness):
         """The candidate's process says the GPU ran out of memory (`failed`, its gpu_memory
         runtime_error: its word). Prepared in a wave (together), the parked wave-mates' memory was
         beside it, memory it would have had alone. Measured, not taken on its word: the GPU's free
-        memory at once, then what its process held (candidate_held), and what the others held (the
-        GPU less its free memory, the judge's allocator, a context's JUDGE_CONTEXT_BYTES and the
-        candidate's process). The wave's doing, and so anvil's limit (CannotServe, memory_limited:
+        memory once its processes are stopped (freeze_candidate: nothing of it frees or allocates
+        from there on), then what its process held (candidate_held: its end gives it back), and what
+        the others held (the GPU less its free memory, the judge's allocator and batch pools, a
+        context's JUDGE_CONTEXT_BYTES and the candidate's process). The wave's doing, and so anvil's limit (CannotServe, memory_limited:
         anvil runs the evaluation again alone, once, on the same seed), only when its process held
         no more than its share (memory_allowance) and the others held more than a GiB and more than
         was free: alone it would have had at least twice the room. Else `failed` stands (returned)."""
@@ -617,8 +626,9 @@ class Judge(Harness):
         if not self.together() or not self.candidate_alive_on_gpu():
             return failed
         torch = self.torch
+        self.freeze_candidate()  # what it holds stays as it was when it failed, until it is ended
         free, total = torch.cuda.mem_get_info(self.device)
-        judge = torch.cuda.memory_reserved(self.device) + JUDGE_CONTEXT_BYTES
+        judge = torch.cuda.memory_reserved(self.device) + self.room_bytes() + JUDGE_CONTEXT_BYTES
         held, allowance = self.candidate_held(), self.memory_allowance()
         others = max(0, total - free - judge - held)
         self.report["defenses"]["memory"] = dict(self.memory, doing="the candidate's own work, in a wave",
@@ -631,6 +641,33 @@ class Judge(Harness):
                           "beside it held %.1f GiB, more than was free (%.1f GiB), its process holding %.1f GiB, "
                           "within its share (%.1f GiB)" % (one_line(failed.message)[:160], others / gib, free / gib,
                                                            held / gib, allowance / gib), memory_limited=True)
+
+    def freeze_candidate(self):
+        """SIGSTOP every process below the judge (the candidate's, any it started, its namespace's
+        init and the supervisor; twice, for one started meanwhile): nothing of the candidate runs,
+        frees or allocates until end_candidate kills them."""
+        for _ in range(2):
+            for p in policy.descendants():
+                self._kill(p, signal.SIGSTOP)
+
+    def close_channel(self):
+        """The judge's end of the channel shut and closed (nothing more is asked of the candidate's
+        process): whatever it sent and the judge never read goes with it, descriptors included."""
+        import socket
+
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+    def room_bytes(self):
+        """The judge's batch pools on the GPU (batch.Room: a cudaMalloc of their own, outside torch's
+        allocator), the outgrown ones kept too."""
+        if self.room is None:
+            return 0
+        pools = self.room.retired + ([self.room.pool] if self.room.pool is not None else [])
+        return sum(p.nbytes for p in pools)
 
     def own_memory_fault(self, e):
         """An unexpected exception `e` of the judge's own work (a comparison's allocation, a

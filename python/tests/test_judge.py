@@ -846,9 +846,12 @@ def _judge_double(**fields):
 
     from anvil.judge import Judge
 
+    # No process is stopped nor channel closed here (freeze_candidate would stop the test's own children).
+    fields = dict({"freeze_candidate": lambda: None, "close_channel": lambda: None, "together": lambda: False,
+                   "room": None}, **fields)
     judge = SimpleNamespace(**fields)
     for name in ("precision_run", "finish_precision", "memory_fault", "memory_allowance", "own_memory_fault",
-                 "candidate_alive_on_gpu", "candidate_held", "memory_short"):
+                 "candidate_alive_on_gpu", "candidate_held", "memory_short", "room_bytes"):
         if name not in fields:  # a method given stands in for the Judge's
             setattr(judge, name, getattr(Judge, name).__get__(judge))
     return judge
@@ -929,47 +932,66 @@ def test_a_memory_fault_is_the_candidates_when_its_process_held_more_than_its_sh
 
 def test_a_candidates_own_memory_fault_in_a_wave_is_run_again_only_when_the_wave_held_the_room():
     """The candidate's process says the GPU ran out (gpu_memory, its word). Prepared in a wave, the
-    judge measures: what was free, what its process held (its end gives it back) and what the
-    others held. Tried again alone (CannotServe, memory_limited) only when its process held no more
-    than its share and the others held more than was free; else its outcome stands, as it does
-    for an evaluation prepared alone."""
+    judge stops its processes, then measures: what was free, what its process held (its end gives
+    it back) and what the others held. Tried again alone (CannotServe, memory_limited) only when its
+    process held no more than its share and the others held more than was free; else its outcome
+    stands, as it does for an evaluation prepared alone. Not fooled by a process that lets its
+    memory go once it has failed (stopped first), by the judge's own batch pools (counted as the
+    judge's), or by a context's measure that holds the wave-mates' memory (capped in a wave)."""
     from types import SimpleNamespace
 
     from anvil.harness import CannotServe, Outcome
 
     gib = 1 << 30
     total = 80 * gib
-    cases = (  # (together, the others', the candidate's held, judge's reserved) -> tried again alone?
-        (True, 60 * gib, 2 * gib, 1 * gib, True),     # the wave held 60 GiB, 16 free: the wave's doing
-        (True, 4 * gib, 2 * gib, 1 * gib, False),     # little beside it, 72 GiB free: its own
-        (True, 60 * gib, 18 * gib, 0, False),         # its process held more than its share
-        (False, 60 * gib, 2 * gib, 1 * gib, False),   # prepared alone: its word stands
+    Case = dict
+    cases = (
+        Case(others=60 * gib, held=2 * gib, again=True),   # the wave held 60 GiB, 16 free: the wave's doing
+        Case(others=4 * gib, held=2 * gib),                # little beside it, 72 GiB free: its own
+        Case(others=60 * gib, held=18 * gib),              # its process held more than its share
+        Case(others=60 * gib, held=2 * gib, together=False),  # prepared alone: its word stands
+        # It filled the GPU itself and lets go once it has said so: stopped first, it is measured holding it.
+        Case(others=4 * gib, held=70 * gib, releases=True),
+        # The judge's own batch pool (outside torch's allocator) is not the wave's memory.
+        Case(others=4 * gib, held=2 * gib, pool=60 * gib),
+        # Its context measured beside the wave (the wave's memory in it) does not widen its share.
+        Case(others=40 * gib, held=30 * gib, context=40 * gib),
     )
-    for together, others, held, reserved, again in cases:
-        free = [total - others - held - reserved - (1 << 30)]
+    for case in cases:
+        together, others, held = case.get("together", True), case["others"], case["held"]
+        pool = case.get("pool", 0)
+        state = {"free": total - others - held - pool - gib, "frozen": False, "reads": 0}
+
+        def mem_get_info(device, _held=held, _case=case):
+            state["reads"] += 1
+            if _case.get("releases") and not state["frozen"] and state["reads"] == 2:
+                state["free"] += _held  # let go between the judge's two reads, were it not stopped
+            return state["free"], total
 
         def end_candidate(wait, settle, _held=held):
-            free[0] += _held
+            state["free"] += _held
             judge.candidate_gone = True
 
-        fake_torch = SimpleNamespace(cuda=SimpleNamespace(mem_get_info=lambda device: (free[0], total),
-                                                          memory_reserved=lambda device, _r=reserved: _r))
+        fake_torch = SimpleNamespace(cuda=SimpleNamespace(mem_get_info=mem_get_info, memory_reserved=lambda device: 0))
+        room = SimpleNamespace(pool=SimpleNamespace(nbytes=pool), retired=[]) if pool else None
         judge = _judge_double(torch=fake_torch, device=torch.device("cuda", 0), supervisor=123, candidate_gone=False,
                               mapped=None, free_cached=lambda: None, end_candidate=end_candidate, lean=False,
                               together=lambda _t=together: _t, req={"trials": 5}, input_bytes=64 << 20,
-                              ref=nn.Linear(1024, 1024), report={"defenses": {}},
-                              memory={"context_bytes": 600 << 20, "output_bytes": 64 << 20,
+                              ref=nn.Linear(1024, 1024), report={"defenses": {}}, room=room,
+                              freeze_candidate=lambda: state.update(frozen=True),
+                              memory={"context_bytes": case.get("context", 600 << 20), "output_bytes": 64 << 20,
                                       "reference_work_bytes": 128 << 20, "batch_calls": 100})
         failed = Outcome("runtime_error", "forward: CUDA out of memory. Tried to allocate 20.00 GiB", reason="gpu_memory")
-        if again:
+        if case.get("again"):
             with pytest.raises(CannotServe) as raised:
                 judge.memory_short(failed)
             assert raised.value.memory_limited and "parked beside it held 60.0 GiB" in str(raised.value), raised.value
         else:
-            assert judge.memory_short(failed) is failed
+            assert judge.memory_short(failed) is failed, case
         if together:
             memory = judge.report["defenses"]["memory"]
-            assert memory["candidate_held_bytes"] == held and memory["others_bytes"] == others, (memory, others)
+            assert memory["candidate_held_bytes"] == held and memory["others_bytes"] == others, (memory, case)
+            assert state["frozen"] and judge.candidate_gone
 
 
 def test_an_unexpected_memory_fault_of_the_judges_own_work_is_measured():
