@@ -328,11 +328,13 @@ def test_gpu_lock_prepared_together_parks_then_times_alone(tmp_path):
     assert timing.parked_contexts(path) == 0 and not os.listdir(folder)
 
 
-def test_the_large_measurements_of_a_wave_keep_within_its_room(tmp_path):
+def test_the_large_measurements_of_a_wave_keep_within_its_room(tmp_path, monkeypatch):
     """A lean measurement prepared in a wave reserves its need (reserve_wave_memory): granted while
     the live reservations and it fit the capacity, refused beyond it; a reservation is freed when
     its holder closes it (its process ends) or died without listing it as held. GpuLock with room
-    waits for room before it passes the gate, and holds the reservation once it has the lock."""
+    waits for room before it passes the gate, holding neither gate nor lock meanwhile and inside
+    its one announced wait, and holds the reservation once it has the lock."""
+    import fcntl
     import os
 
     path = str(tmp_path / "gpu0.lock")
@@ -348,13 +350,23 @@ def test_the_large_measurements_of_a_wave_keep_within_its_room(tmp_path):
     assert timing._live_entries(path + ".reserved") == 40
     assert sorted(os.listdir(path + ".reserved")) != [] and "deadbeef" not in os.listdir(path + ".reserved")
 
+    from anvil import _cli
+
+    r, w = os.pipe()  # the zygote's done pipe: the waits announced (env/launch.h counts one for the taking)
+    os.set_blocking(r, False)
+    monkeypatch.setattr(_cli, "_done_fds", [w])
     waiter, got = _in_thread(lambda: timing.GpuLock(path, together=True, room=(70, 100)))
     waiter.join(timeout=0.5)
     assert not got, "took the lock with no room: 40 + 70 > 100"
+    assert _try_flock(path + ".gate", fcntl.LOCK_EX), "waits for room holding the gate: the wave cannot move"
+    assert _try_flock(path, fcntl.LOCK_EX), "waits for room holding the lock"
     os.close(second)
     waiter.join(timeout=5)
     assert got, "room was freed but the measurement still waits"
     lock = got[0]
+    assert os.read(r, 64) == b"wh", "the wait for room is not inside the one announced wait"
+    os.close(r)
+    os.close(w)
     assert lock.reservation is not None and timing._live_entries(path + ".reserved") == 70
     assert timing.reserve_wave_memory(path, 31, 100) is None
     os.close(lock.reservation)
