@@ -617,10 +617,11 @@ class Judge(Harness):
         memory once its processes are stopped (freeze_candidate: nothing of it frees or allocates
         from there on), then what its process held (candidate_held: its end gives it back), and what
         the others held (the GPU less its free memory, the judge's allocator and batch pools, a
-        context's JUDGE_CONTEXT_BYTES and the candidate's process). The wave's doing, and so anvil's limit (CannotServe, memory_limited:
-        anvil runs the evaluation again alone, once, on the same seed), only when its process held
-        no more than its share (memory_allowance) and the others held more than a GiB and more than
-        was free: alone it would have had at least twice the room. Else `failed` stands (returned)."""
+        context's JUDGE_CONTEXT_BYTES and the candidate's process). The wave's doing, and so
+        anvil's limit (CannotServe, memory_limited: anvil runs the evaluation again alone, once, on
+        the same seed), only when its process held no more than its share (memory_allowance) and
+        the others held more than a GiB and more than was free: alone it would have had at least
+        twice the room. Else `failed` stands (returned)."""
         from anvil.harness import CannotServe
 
         if not self.together() or not self.candidate_alive_on_gpu():

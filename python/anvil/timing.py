@@ -244,7 +244,7 @@ def _entry(folder, number):
 
 def reserve_wave_memory(path, need_bytes, capacity_bytes):
     """A share of the GPU's memory for a large measurement prepared in a wave (the judge's
-    wave_reservation): granted when what the live reservations on GPU lock `path` hold and
+    wave_room): granted when what the live reservations on GPU lock `path` hold and
     need_bytes together fit capacity_bytes, else None. Granted: the reservation's descriptor, held
     until the process ends (its memory is the GPU's until then; a dead process's reservation is
     freed with its lock). Decided under an exclusive lock of the ledger, so two measurements never
