@@ -567,6 +567,7 @@ class Judge(Harness):
 
         if not self.candidate_alive_on_gpu():
             Harness.memory_fault(self, doing, e)
+        self.freeze_candidate()  # nothing of it frees memory before it is measured
         held, allowance = self.candidate_held(), self.memory_allowance()
         self.report["defenses"]["memory"] = dict(self.memory, doing=doing, candidate_held_bytes=held,
                                                  allowance_bytes=allowance)
@@ -585,12 +586,12 @@ class Judge(Harness):
             not self.candidate_gone
 
     def candidate_held(self):
-        """The GPU memory the candidate's process held, measured: it is ended, and the memory its
-        end gives back is what it held. The judge's own mappings and cache are let go first, and
+        """The GPU memory the candidate's process held, measured (its processes stopped first:
+        freeze_candidate, the caller's): it is ended, and the memory its end gives back is what it
+        held. The judge's own mappings and cache are let go first, and
         its end of the channel closed: a descriptor of the GPU's device files the candidate's
         process sent down it, unread, would keep its memory alive past its end."""
         torch = self.torch
-        self.freeze_candidate()  # nothing of it frees memory before it is measured
         if self.mapped is not None:  # the judge's mappings of its memory would keep that alive
             self.mapped.close()
             self.mapped = None
@@ -1275,8 +1276,9 @@ class Judge(Harness):
                     self.shared.draw_mine(self)
                 self.construct_reference()
                 with self.clock("gpu_lock"):  # together: shared while it prepares (prepare_together)
-                    room = self.wave_room() if self.together() else None
-                    self.gpu_lock = timing.GpuLock(self.req["gpu_lock"], together=self.together(), room=room)
+                    together = self.together()
+                    room = self.wave_room() if together else None
+                    self.gpu_lock = timing.GpuLock(self.req["gpu_lock"], together=together, room=room)
                     if room is not None:
                         self.report["defenses"]["inputs"]["wave_bytes"] = room[0]
                         self.report["defenses"]["inputs"]["warm_peak_bytes"] = self.req.get("warm_peak_bytes")
