@@ -4,8 +4,12 @@ once, the server killed with SIGKILL part-way and restarted on the same state, a
 - every accepted request answered, none twice (each idempotency key has one id, each id one result);
 - latency per call kind (the server's own histograms) and, per evaluation, accepted-to-done p50/p99;
 - each GPU's utilization (nvidia-smi, every 0.5 s) and the share of time each lane's device was held
-  by an evaluation, while work was queued;
-- throughput against the same evaluations run one after another with `anvil eval`;
+  by an evaluation, while work was queued; and, with `--overlap` above 1, the share of that time
+  each GPU's lock was held exclusive (an evaluation's candidate loaded, verified or timed with the
+  GPU to itself), as the kernel's /proc/locks shows it every 50 ms: observed, not reported;
+- throughput against the same evaluations run one after another with `anvil eval`, and (--bench
+  COPIES) against `anvil bench` over the same candidates (COPIES of each pair, the server's
+  --overlap and --gpus) run after the load on the same host;
 - the service's overhead over a direct `anvil eval` of one cached candidate (medians of N each).
 
     python3 bench/serve_load.py --device cuda --clients 64 --duration 300 --kill-at 150 --out r.json
@@ -74,6 +78,56 @@ class Server:
     def stop(self):
         os.killpg(self.proc.pid, signal.SIGTERM)
         return self.proc.wait(timeout=900)
+
+
+def cache_root():
+    """anvil's cache, as anvil finds it (src/anvil/env/toolchain.cpp default_cache_dir)."""
+    if os.environ.get("ANVIL_CACHE"):
+        return os.path.abspath(os.environ["ANVIL_CACHE"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return os.path.join(os.environ["XDG_CACHE_HOME"], "anvil")
+    return os.path.join(os.path.expanduser("~"), ".cache", "anvil")
+
+
+class LockSampler(threading.Thread):
+    """Every 50 ms, which GPUs' locks (CACHE/locks/gpuN.lock, the GPU's lock of docs/runner-protocol.md)
+    some process holds exclusive, read from the kernel's /proc/locks (no lock taken, nothing asked
+    of anvil): (time, {GPU index: held exclusive}) samples."""
+
+    def __init__(self, cache):
+        super().__init__(daemon=True)
+        self.dir, self.samples, self.stop = os.path.join(cache, "locks"), [], threading.Event()
+
+    def files(self):
+        out = {}
+        try:
+            for name in os.listdir(self.dir):
+                m = re.fullmatch(r"gpu(\d+)\.lock", name)
+                if m:
+                    st = os.stat(os.path.join(self.dir, name))
+                    out["%02x:%02x:%d" % (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)] = int(m.group(1))
+        except OSError:
+            pass
+        return out
+
+    def run(self):
+        files, looked = {}, 0.0
+        while not self.stop.is_set():
+            now = time.time()
+            if now - looked > 1.0:
+                files, looked = self.files(), now
+            held = {g: False for g in files.values()}
+            try:
+                with open("/proc/locks") as f:
+                    for line in f:
+                        parts = line.split()
+                        # "N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF"; a waiter's has "->" after N:
+                        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[3] == "WRITE" and parts[5] in files:
+                            held[files[parts[5]]] = True
+            except OSError:
+                return
+            self.samples.append((now, held))
+            time.sleep(0.05)
 
 
 class GpuSampler(threading.Thread):
@@ -232,6 +286,37 @@ def direct_eval(device, task, cand, seed, extra):
         return wall, "no result: " + r.stderr[-200:]
 
 
+def bench_same(a, reqs, extra):
+    """`anvil bench` over COPIES of each pair's task and candidate (a suite made here), on the
+    server's GPUs with its --overlap, the evaluation settings the same: its results' throughput."""
+    root = tempfile.mkdtemp(prefix="serve-load-bench-")
+    k = 0
+    for copy in range(a.bench):
+        for task, cand in reqs:
+            k += 1
+            name = "%d_%s" % (k, os.path.basename(task["path"])[:-3].split("_", 1)[1])
+            os.makedirs(os.path.join(root, "tasks", "level1"), exist_ok=True)
+            with open(task["path"]) as f, open(os.path.join(root, "tasks", "level1", name + ".py"), "w") as g:
+                g.write(f.read())
+            import shutil
+            shutil.copytree(cand["path"], os.path.join(root, "solutions", "level1", name, a.device))
+    argv = [ANVIL, "bench", "--tasks", os.path.join(root, "tasks"), "--solutions", os.path.join(root, "solutions"),
+            "--out", os.path.join(root, "run"), "--no-progress", "--device", a.device, "--json"] + extra
+    sa = a.server_args.split()
+    for flag in ("--gpus", "--overlap"):
+        if flag in sa:
+            argv += [flag, sa[sa.index(flag) + 1]]
+    t0 = time.time()
+    r = subprocess.run(argv, capture_output=True, text=True)
+    try:
+        run = json.loads(r.stdout)["run"]
+    except (json.JSONDecodeError, KeyError):
+        return {"error": "anvil bench: exit %d: %s" % (r.returncode, r.stderr[-300:])}
+    return {"tasks": k, "wall_s": round(time.time() - t0, 1), "seconds": run.get("seconds"),
+            "tasks_per_minute": run.get("tasks_per_minute"), "overlap": run.get("overlap"), "gpus": run.get("gpus"),
+            "exit": r.returncode}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -244,6 +329,8 @@ def main():
     ap.add_argument("--server-args", default="", help="the server's own flags (e.g. --gpus 0,1)")
     ap.add_argument("--no-sequential", action="store_true", help="skip the one-at-a-time baseline")
     ap.add_argument("--sessions", action="store_true", help="clients drive scripted sessions (see above)")
+    ap.add_argument("--bench", type=int, default=0, metavar="COPIES",
+                    help="after the load, `anvil bench` over COPIES of each pair (the server's --gpus and --overlap)")
     ap.add_argument("--out")
     a = ap.parse_args()
     extra = a.eval_args.split()
@@ -304,6 +391,8 @@ def main():
     log, depth = [], []
     sampler = GpuSampler()
     sampler.start()
+    locks = LockSampler(cache_root())
+    locks.start()
     start = time.time()
     deadline = start + a.duration
 
@@ -328,6 +417,7 @@ def main():
 
     asyncio.run(load())
     sampler.stop.set()
+    locks.stop.set()
     end = time.time()
 
     async def final_metrics():
@@ -357,6 +447,20 @@ def main():
             for k, v in h0.items():
                 held[k] = held.get(k, 0.0) + h1[k] - v
             wall += t1 - t0
+    # The seconds work was queued (between two metrics samples that both saw some), and what the
+    # GPUs' locks and the finished evaluations did in them.
+    spans = [(t0, t1) for (t0, d0, _), (t1, d1, _) in zip(depth, depth[1:]) if d0 and d1]
+
+    def queued(t):
+        return any(t0 <= t < t1 for t0, t1 in spans)
+
+    exclusive = {}
+    for t, held_now in locks.samples:
+        if queued(t):
+            for g, h in held_now.items():
+                exclusive.setdefault(g, []).append(h)
+    span_s = sum(t1 - t0 for t0, t1 in spans)
+    done_queued = sum(1 for e in done if queued(e["done_at"]))
     doc["load"] = {
         "submitted": len(log), "done": len(done), "error_count": sum(1 for e in log if "error" in e),
         "errors": [e["error"] for e in log if "error" in e][:10],
@@ -369,6 +473,9 @@ def main():
         "gpu_util_while_queued_mean": {str(i): round(sum(u) / len(u), 1) for i, u in sorted(busy.items())},
         "gpu_util_samples": {str(i): len(u) for i, u in sorted(busy.items())},
         "device_held_while_queued": {k: round(v / wall, 3) for k, v in sorted(held.items())} if wall else None,
+        "gpu_exclusive_while_queued": {str(g): round(sum(v) / len(v), 3) for g, v in sorted(exclusive.items()) if v},
+        "gpu_exclusive_samples": {str(g): len(v) for g, v in sorted(exclusive.items())},
+        "per_minute_while_queued": round(60 * done_queued / span_s, 2) if span_s else None,
         "queued_seconds": round(wall, 1),
     }
     if a.sessions:
@@ -384,6 +491,10 @@ def main():
             doc["load"]["vs_sequential"] = round(doc["load"]["per_minute"] / doc["sequential"]["per_minute"], 3)
     doc["server_histograms"] = [l for l in metrics.splitlines() if l.startswith("anvil_request_seconds_")
                                 and ('le="+Inf"' in l or "_sum" in l)]
+    if a.bench:
+        doc["bench"] = bench_same(a, reqs, extra)
+        if doc["bench"].get("tasks_per_minute") and doc["load"]["per_minute_while_queued"] and not a.sessions:
+            doc["load"]["vs_bench"] = round(doc["load"]["per_minute_while_queued"] / doc["bench"]["tasks_per_minute"], 3)
     text = json.dumps(doc, indent=1)
     print(text)
     if a.out:
@@ -397,10 +508,13 @@ def main():
         print("sequential: %s/min" % doc["sequential"]["per_minute"], file=sys.stderr)
     print("load: %d done of %d submitted (%d errors, %d keys with two ids, %d run again after the kill), %s/min, "
           "p50 %s s p99 %s s; GPU utilization while queued %s%% (by index); device held by an evaluation %s of "
-          "that time (by lane)" % (ld["done"], ld["submitted"], ld["error_count"], len(ld["keys_with_two_ids"]),
+          "that time (by lane); GPU lock held exclusive %s of it" % (ld["done"], ld["submitted"], ld["error_count"], len(ld["keys_with_two_ids"]),
                                    ld["rerun_after_kill"], ld["per_minute"], ld["latency_p50_s"],
                                    ld["latency_p99_s"], ld["gpu_util_while_queued_mean"],
-                                   ld["device_held_while_queued"]), file=sys.stderr)
+                                   ld["device_held_while_queued"], ld["gpu_exclusive_while_queued"]), file=sys.stderr)
+    if "bench" in doc:
+        print("anvil bench on the same candidates: %s; the load while queued %s/min (%s of bench)" % (
+            doc["bench"], ld["per_minute_while_queued"], ld.get("vs_bench")), file=sys.stderr)
 
 
 if __name__ == "__main__":

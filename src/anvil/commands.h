@@ -90,6 +90,7 @@ struct ServeArgs {
   std::string token_env = "ANVIL_SERVE_TOKEN";   // the variable holding the bearer token (never argv: ps shows it)
   std::string state;                             // the store and the requests' files; default CACHE/serve
   std::vector<int> gpus;                         // device cuda: one lane each; default every GPU found
+  int overlap = 0;                               // device cuda: evaluations at once per GPU (0: kOverlapTogetherCuda)
   size_t max_queue = 256;
   unsigned builders = 0;                         // on a GPU, builds ahead at once (0: one); none on the CPU
   size_t max_body_mb = 16;                       // one request's body, MiB (413 beyond)

@@ -318,6 +318,11 @@ void add_serve(CLI::App& app, int& status) {
                         "the environment variable holding the bearer token clients send (default ANVIL_SERVE_TOKEN)");
   serve_cmd->add_option("--state", sv.state, "the store and the requests' files (default: the cache's serve/)");
   add_gpus_option(serve_cmd, sv.gpus, "GPU indices, one evaluation lane each (default: every GPU)");
+  serve_cmd->add_option("--overlap", sv.overlap,
+                        "evaluations at once on each GPU: a wave prepares together (CUDA, the inputs, the reference), "
+                        "then each is verified and timed with the GPU to itself (default " +
+                            std::to_string(anvil::kOverlapTogetherCuda) + "; 1: one at a time, no lock taken)")
+      ->check(CLI::Range(1, 16));
   serve_cmd->add_option("--max-queue", sv.max_queue, "evaluations waiting at most; beyond, 429 (default 256)")
       ->check(CLI::Range(1, 1000000));
   serve_cmd->add_option("--max-body-mb", sv.max_body_mb, "one request's body at most, MiB; beyond, 413 (default 16)")
@@ -411,7 +416,7 @@ void add_bench(CLI::App& app, int& status) {
   bench_cmd->add_option("--overlap", bn.opts.overlap,
                         "evaluations at once on each GPU: a wave prepares together (CUDA, the inputs, the reference), "
                         "then each is verified and timed with the GPU to itself (default " +
-                            std::to_string(anvil::kBenchOverlapCuda) + "; docs/bench.md says what is left)")
+                            std::to_string(anvil::kOverlapTogetherCuda) + "; 1: one at a time, no lock taken)")
       ->check(CLI::Range(1, 16));
   bench_cmd->add_flag_callback("--no-progress", [&] { bn.opts.progress = false; }, "no progress display");
   bench_cmd->add_flag_callback("--no-prebuild", [&] { bn.opts.prebuild = false; },

@@ -114,9 +114,11 @@ int Slots::acquire(int priority) {
   bool passed_over = waiting_.rbegin()->first < priority;
   skips_ = passed_over ? skips_ + 1 : 0;
   if (--waiting_[priority] == 0) waiting_.erase(priority);
-  int id = free_.front();
-  free_.erase(free_.begin());
-  since_[id] = std::chrono::steady_clock::now();
+  // Of the free ones, the id fewest callers hold (a device's N slots fill evenly across devices).
+  auto pick = std::min_element(free_.begin(), free_.end(), [&](int a, int b) { return holders_[a] < holders_[b]; });
+  int id = *pick;
+  free_.erase(pick);
+  if (holders_[id]++ == 0) since_[id] = std::chrono::steady_clock::now();
   if (!free_.empty()) cv_.notify_all();  // another slot: the next waiter in order
   return id;
 }
@@ -125,7 +127,7 @@ void Slots::release(int id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = since_.find(id);
-    if (it != since_.end()) {
+    if (--holders_[id] == 0 && it != since_.end()) {
       held_s_[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
       since_.erase(it);
     }
@@ -526,6 +528,10 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
   if (!fs::exists(ncu, ec)) ncu = find_program("ncu");
   int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
   Slots::Hold hold{opts_.gpus, gpu};
+  // Evaluations that share the GPU (EvalOptions::gpu_lock) time one at a time under its lock:
+  // Nsight's replays take it exclusive too, so none is timed beside them.
+  std::optional<FileLock> gpu_alone;
+  if (opts_.eval.gpu_lock && opts_.eval.device == "cuda") gpu_alone.emplace(gpu_lock_path(env_, gpu >= 0 ? gpu : opts_.eval.gpu));
   fs::path task_dir = make_temp_dir(cache_dir(env_, CacheArea::kTmp), "ncu");
   struct Cleanup {
     fs::path dir;

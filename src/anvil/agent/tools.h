@@ -36,7 +36,8 @@ namespace anvil {
 
 // A fixed set of interchangeable resources (the GPUs of a host, or CPU slots
 // for builds and CPU evaluations), shared by concurrent episodes. acquire()
-// blocks until one is free and returns its index; while callers of a higher
+// blocks until one is free and returns its index (an index given N times is
+// N slots of one device: `anvil serve --overlap N`); while callers of a higher
 // priority wait, no lower one is served (`anvil serve`: an agent's verify ahead
 // of a queued evaluation), but for one turn after every kMaxSkips grants that
 // passed a lower waiter over (no caller waits for ever).
@@ -46,7 +47,8 @@ class Slots {
   int acquire(int priority = 0);
   void release(int id);
   size_t size() const { return total_; }
-  // Seconds slot `id` has been held, summed (the one held now counted to this moment).
+  // Seconds `id` has been held by at least one caller, summed (a hold under way counted to this
+  // moment; overlapping holds of one id count once).
   double held_seconds(int id);
   // Callers waiting now at `priority`.
   int waiting(int priority);
@@ -62,7 +64,8 @@ class Slots {
   std::condition_variable cv_;
   std::vector<int> free_;
   std::map<int, int, std::greater<int>> waiting_;  // priority -> callers waiting
-  std::map<int, std::chrono::steady_clock::time_point> since_;  // id -> when it was taken (held ones)
+  std::map<int, int> holders_;                                  // id -> callers holding it now
+  std::map<int, std::chrono::steady_clock::time_point> since_;  // id -> when its first holder took it (held ones)
   std::map<int, double> held_s_;                                // id -> seconds held before
   static constexpr int kMaxSkips = 4;
   int skips_ = 0;  // grants in a row that passed a lower waiter over

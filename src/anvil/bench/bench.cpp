@@ -526,7 +526,7 @@ std::optional<Json> open_run(const BenchOptions& o, const Json& settings, const 
 // Evaluations at once on each GPU: opts.overlap, or its default.
 int overlap_of(const BenchOptions& opts, bool cpu) {
   if (cpu) return 1;
-  return opts.overlap > 0 ? opts.overlap : kBenchOverlapCuda;
+  return opts.overlap > 0 ? opts.overlap : kOverlapTogetherCuda;
 }
 
 // The pending tasks' solutions evaluated, `overlap` at a time on each of `gpus` (a worker each;

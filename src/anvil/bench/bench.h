@@ -21,12 +21,6 @@ namespace anvil {
 
 class ModelClient;
 
-// `anvil bench`'s evaluations at once on a GPU by default (BenchOptions::overlap): one, until a
-// parked evaluation's wait for the lock no longer counts against its timeout (a wave-mate that
-// runs for minutes times out the others) and a candidate's own running out of memory beside a
-// wave is told from its own doing (docs/bench.md). 4 measured best (1.42x one at a time).
-inline constexpr int kBenchOverlapCuda = 1;
-
 struct BenchOptions {
   std::string tasks;       // a folder (KernelBench layout) or a dataset
   std::string solutions;   // a folder of solutions; empty with an agent
@@ -35,7 +29,7 @@ struct BenchOptions {
   bool resume = false;     // continue the run in `out`
   EvalOptions eval;        // the template: task, candidate and gpu are set per task
   std::vector<int> gpus;   // GPU indices; empty: all of the host's
-  // Evaluations at once on each GPU (0: kBenchOverlapCuda). Above 1 they take
+  // Evaluations at once on each GPU (0: kOverlapTogetherCuda, eval.h). Above 1 they take
   // the GPU's lock (EvalOptions::gpu_lock): a wave prepares together, each then verified and timed
   // with the GPU to itself, one timed evaluation per GPU at a time whatever the overlap.
   int overlap = 0;

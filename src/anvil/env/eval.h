@@ -152,7 +152,10 @@ inline constexpr int kWarmJobsCuda = 8;
 // once), 72 s and 69 s against 92 s one at a time, the figures the same within 0.3%
 // (bench/results/kb-baselines-2026-11-27/overlap-ab-*.json, docs/baselines.md).
 inline constexpr int kOverlapCuda = 2;
-// The same with Prepare::kTogether (a wave: up to this many prepare at once, then time in turn).
+// The same with Prepare::kTogether (a wave: up to this many prepare at once, then time in turn),
+// and `anvil bench`'s and `anvil serve`'s evaluations at once on a GPU by default: 4 measured best
+// (two H200s, the 100-task suite: 57.2 tasks a minute on one GPU against 40.3 one at a time, the
+// candidates' times as between two runs one at a time; bench/results/multi-gpu-2026-11-28-overlap).
 inline constexpr int kOverlapTogetherCuda = 4;
 
 // torch.compile's caches warmed for opts.task (python/anvil/warm.py): its reference compiled and

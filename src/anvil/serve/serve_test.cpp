@@ -18,6 +18,7 @@
 #include "anvil/env/workdir.h"
 #include "anvil/serve/ray_pool.h"
 #include "anvil/serve/requests.h"
+#include "anvil/serve/service.h"
 #include "anvil/serve/store.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
@@ -270,6 +271,116 @@ TEST(ServeSlots, ALowerWaiterIsServedAfterAFewGrantsPassItOver) {
   size_t at = std::find(order.begin(), order.end(), "evaluation") - order.begin();
   EXPECT_GE(at, 1u) << "verifies first";
   EXPECT_LE(at, 4u) << "the evaluation waited past the limit on skips";
+}
+
+// Two slots of one GPU and two of another: callers spread over the GPUs first, and a GPU's held
+// time counts while any of its slots is held, once.
+TEST(ServeSlots, AGpusSlotsFillEvenlyAndItsHeldTimeCountsOnce) {
+  Slots gpus({0, 0, 1, 1});
+  int a = gpus.acquire(0), b = gpus.acquire(0);
+  EXPECT_NE(a, b) << "the second caller went to the busy GPU while the other was idle";
+  int c = gpus.acquire(0), d = gpus.acquire(0);
+  EXPECT_EQ(a + b + c + d, 2);  // 0, 1, 0, 1 in some order
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  gpus.release(a);
+  gpus.release(b);
+  gpus.release(c);
+  gpus.release(d);
+  double held = gpus.held_seconds(0);
+  EXPECT_GE(held, 0.19);
+  EXPECT_LT(held, 0.35) << "two holds at once counted twice";
+}
+
+// `anvil serve --overlap 2` on two GPUs, its judge replaced by a runner that answers a canned
+// correct report after a while (no GPU here): two evaluations at once on each GPU, never a third,
+// each taking its GPU's lock with its wave ("together"); --overlap 1 takes no lock.
+class WaveRunner : public RunnerLauncher {
+ public:
+  Launch launch(const Environment&, const EvalOptions& opts, const Json& request, const SubprocessOptions&,
+                const fs::path&) const override {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      requests.push_back(request);
+      gpus.push_back(opts.gpu);
+      int now = ++running[opts.gpu];
+      most[opts.gpu] = std::max(most[opts.gpu], now);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    {
+      std::lock_guard<std::mutex> g(mu);
+      --running[opts.gpu];
+    }
+    Json timing = {{"median_ms", 1.0}, {"min_ms", 1.0}, {"p25_ms", 1.0}, {"p75_ms", 1.0}, {"batch", {{"per_call_ms", 1.0}}}};
+    Launch l;
+    l.result.started = true;
+    l.result.exit_code = 0;
+    l.result.fd3_output = Json{{"status", "done"}, {"outcome", nullptr}, {"verify", {{"passed", 3}}},
+                               {"timing", {{"candidate", timing}, {"eager", timing}, {"compile", timing}}}}.dump();
+    return l;
+  }
+  mutable std::mutex mu;
+  mutable std::vector<Json> requests;
+  mutable std::vector<int> gpus;
+  mutable std::map<int, int> running, most;
+};
+
+std::vector<std::string> judge_waves(int overlap, WaveRunner* runner, int n) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-serve-waves");
+  Environment env;
+  env.home = ANVIL_SOURCE_DIR;
+  env.cache = dir / "cache";
+  env.python = "/nonexistent/python3";
+  env.torch.present = true;
+  env.gpus = {Gpu{0, "Test GPU", "9.0"}, Gpu{1, "Test GPU", "9.0"}};
+  std::string err;
+  EXPECT_TRUE(write_file_atomic(dir / "model.py", "class Model: pass\n", &err)) << err;
+  EXPECT_TRUE(write_file_atomic(dir / "model_new.py", "class ModelNew: pass\n", &err)) << err;
+  ServeOptions so;
+  so.state_dir = dir / "state";
+  so.defaults.device = "cuda";
+  so.defaults.vet = false;
+  so.defaults.use_baseline_cache = false;
+  so.defaults.runner = runner;
+  so.gpus = {0, 1};
+  so.overlap = overlap;
+  Service service(env, so);
+  EXPECT_TRUE(service.start(&err)) << err;
+  std::vector<std::string> ids, outcomes;
+  for (int i = 0; i < n; ++i) {
+    Json body = {{"task", {{"path", (dir / "model.py").string()}}}, {"candidate", {{"path", (dir / "model_new.py").string()}}},
+                 {"options", {{"seed", static_cast<unsigned>(i + 1)}}}};
+    ServeReply r = service.submit(body, "");
+    EXPECT_EQ(r.status, 202) << r.body.dump();
+    ids.push_back(r.body.value("id", std::string()));
+  }
+  for (const std::string& id : ids) {
+    ServeReply r = service.get(id, std::chrono::seconds(30));
+    outcomes.push_back(r.body.value("outcome", Json("?")).dump());
+  }
+  service.stop();
+  remove_tree(dir);
+  return outcomes;
+}
+
+TEST(ServeLanes, WithOverlapEachGpuPreparesAWaveAndTimesUnderItsLock) {
+  WaveRunner waves;
+  std::vector<std::string> outcomes = judge_waves(2, &waves, 8);
+  EXPECT_EQ(outcomes, std::vector<std::string>(8, "\"ok\""));
+  ASSERT_EQ(waves.requests.size(), 8u);
+  for (const Json& r : waves.requests) {
+    EXPECT_EQ(r.value("prepare", ""), "together") << r.dump();
+    EXPECT_NE(r.value("gpu_lock", "").find("gpu"), std::string::npos) << r.dump();
+  }
+  EXPECT_EQ(waves.most[0], 2) << "GPU 0 never ran two at once";
+  EXPECT_EQ(waves.most[1], 2) << "GPU 1 never ran two at once";
+  EXPECT_EQ(std::count(waves.gpus.begin(), waves.gpus.end(), 0), 4);
+
+  WaveRunner alone;
+  outcomes = judge_waves(1, &alone, 4);
+  EXPECT_EQ(outcomes, std::vector<std::string>(4, "\"ok\""));
+  for (const Json& r : alone.requests) EXPECT_FALSE(r.contains("gpu_lock")) << r.dump();
+  EXPECT_EQ(alone.most[0], 1);
+  EXPECT_EQ(alone.most[1], 1);
 }
 
 // The server as users run it: `anvil serve --port 0 --device cpu ...`, its first line read for the port.

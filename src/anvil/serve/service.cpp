@@ -60,7 +60,13 @@ bool Service::start(std::string* error) {
   unsigned builders = opts_.defaults.device == "cuda" ? (opts_.builders ? opts_.builders : 1) : 0;
   if (opts_.defaults.build.jobs == 0) opts_.defaults.build.jobs = std::max(1u, std::thread::hardware_concurrency() / 4);
   bool cuda = opts_.defaults.device == "cuda";
-  gpu_slots_ = std::make_unique<Slots>(cuda ? opts_.gpus : std::vector<int>{0});
+  std::vector<int> gpu_ids = {0};
+  if (cuda) {
+    gpu_ids.clear();
+    for (int k = 0; k < std::max(1, opts_.overlap); ++k) gpu_ids.insert(gpu_ids.end(), opts_.gpus.begin(), opts_.gpus.end());
+    if (opts_.overlap > 1) opts_.defaults.gpu_lock = Prepare::kTogether;  // the lanes' and the sessions' tools'
+  }
+  gpu_slots_ = std::make_unique<Slots>(gpu_ids);
   std::vector<int> build_ids;
   for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency() / 4); ++i) build_ids.push_back(static_cast<int>(i));
   build_slots_ = std::make_unique<Slots>(build_ids);
@@ -286,6 +292,7 @@ ServeReply Service::health() {
   Json body = {{"status", stopping_ ? "draining" : !down.empty() ? "degraded" : "ok"},
            {"device", opts_.defaults.device},
            {"lanes", lane_names().size()},
+           {"overlap", ray_ ? 1 : std::max(1, opts_.overlap)},
            {"queued", c[JobState::kQueued]},
            {"running", c[JobState::kRunning]},
            {"done", c[JobState::kDone]},

@@ -7,9 +7,10 @@
 //   - builders (device cuda): each new job's files are written under the state directory and its
 //     candidate built into the build cache ahead of its evaluation, one at a time on a quarter of
 //     the cores (the lanes' timing shares the host); on the CPU none (each evaluation builds);
-//   - lanes: one per GPU (one for the CPU), each takes a GPU slot, claims the oldest queued job and
-//     evaluates it (`anvil eval`'s path), so a device times one evaluation at a time; sessions'
-//     tool calls (sessions.h) take the same slots ahead of them.
+//   - lanes: `overlap` per GPU (one for the CPU), each takes a GPU slot, claims the oldest queued
+//     job and evaluates it (`anvil eval`'s path); with one slot a GPU runs one evaluation at a time,
+//     with more they take the GPU's lock, so a device still times one at a time; sessions' tool
+//     calls (sessions.h) take the same slots ahead of them.
 // The queue is bounded (a full one answers 429 with Retry-After); an idempotency key maps a retry
 // onto its first job (the same key for another request: 422). On start the jobs a previous server left running are run again once
 // (Store::recover).
@@ -42,6 +43,10 @@ struct ServeOptions {
   std::filesystem::path state_dir;  // store.db and jobs/ID/ (the requests' files)
   EvalOptions defaults;             // every evaluation's settings, but what a request may set
   std::vector<int> gpus = {0};      // device cuda: one lane per GPU
+  // Device cuda: evaluations at once on each GPU (lanes and sessions' tools alike). Above 1 each
+  // takes the GPU's lock (EvalOptions::gpu_lock, Prepare::kTogether): a wave prepares together,
+  // each is then verified and timed with the GPU to itself (`anvil bench --overlap`'s way).
+  int overlap = 1;
   size_t max_queue = 256;           // queued jobs; beyond: 429
   int max_attempts = 2;             // claims of one job across server restarts (Store::recover)
   // How long a done job's row (its result, its idempotency key) is kept; its files go at once.
