@@ -289,6 +289,7 @@ def direct_eval(device, task, cand, seed, extra):
 def bench_same(a, reqs, extra):
     """`anvil bench` over COPIES of each pair's task and candidate (a suite made here), on the
     server's GPUs with its --overlap, the evaluation settings the same: its results' throughput."""
+    import shutil
     root = tempfile.mkdtemp(prefix="serve-load-bench-")
     k = 0
     for copy in range(a.bench):
@@ -298,7 +299,6 @@ def bench_same(a, reqs, extra):
             os.makedirs(os.path.join(root, "tasks", "level1"), exist_ok=True)
             with open(task["path"]) as f, open(os.path.join(root, "tasks", "level1", name + ".py"), "w") as g:
                 g.write(f.read())
-            import shutil
             shutil.copytree(cand["path"], os.path.join(root, "solutions", "level1", name, a.device))
     argv = [ANVIL, "bench", "--tasks", os.path.join(root, "tasks"), "--solutions", os.path.join(root, "solutions"),
             "--out", os.path.join(root, "run"), "--no-progress", "--device", a.device, "--json"] + extra
@@ -308,6 +308,8 @@ def bench_same(a, reqs, extra):
             argv += [flag, sa[sa.index(flag) + 1]]
     t0 = time.time()
     r = subprocess.run(argv, capture_output=True, text=True)
+    import shutil
+    shutil.rmtree(root, ignore_errors=True)
     try:
         run = json.loads(r.stdout)["run"]
     except (json.JSONDecodeError, KeyError):
@@ -454,6 +456,8 @@ def main():
     def queued(t):
         return any(t0 <= t < t1 for t0, t1 in spans)
 
+    if "--overlap 1" not in " ".join(a.server_args.split()) and not any(h for _, h in locks.samples):
+        print("no GPU lock file seen under %s: the exclusive share is not measured" % locks.dir, file=sys.stderr)
     exclusive = {}
     for t, held_now in locks.samples:
         if queued(t):

@@ -522,3 +522,32 @@ def test_gpu_lock_waits_are_announced_on_the_done_pipe_of_this_process_only(tmp_
     _cli._done_fds.clear()
     os.close(r)
     os.close(w)
+
+
+def test_gpu_hold_takes_the_lock_as_a_measurement_alone_and_gives_it_back(tmp_path):
+    """ncu_profile's hold (python -m anvil.gpu_hold): not while a measurement is parked ("busy" in
+    its time), then held (no one else takes the lock) until its stdin closes."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "gpu0.lock")
+    folder = path + ".parked"
+    os.makedirs(folder)
+    entry = os.open(os.path.join(folder, "cafe"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(entry, fcntl.LOCK_EX)  # a parked measurement, alive
+    os.write(entry, b"2")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(timing.__file__)))
+    argv = [sys.executable, "-m", "anvil.gpu_hold", path]
+    t0 = time.monotonic()
+    busy = subprocess.run(argv + ["1"], env=env, capture_output=True, text=True, timeout=30)
+    assert (busy.returncode, busy.stdout) == (3, "busy\n"), busy
+    assert time.monotonic() - t0 < 10
+    os.close(entry)  # the parked one timed and ended
+    hold = subprocess.Popen(argv + ["10"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert hold.stdout.readline() == "held\n"
+    assert not _try_flock(path, fcntl.LOCK_SH), "another took the lock while it was held"
+    hold.stdin.close()
+    assert hold.wait(timeout=10) == 0
+    assert _try_flock(path, fcntl.LOCK_EX)

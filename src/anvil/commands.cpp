@@ -22,6 +22,7 @@
 #include "anvil/agent/local_server.h"
 #include "anvil/bench/compare.h"
 #include "anvil/env/cache_layout.h"
+#include "anvil/env/outcome.h"
 #include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
 #include "anvil/serve/http_server.h"
@@ -188,7 +189,7 @@ int cmd_task_show(const TaskShowArgs& a) {
   auto task = load_task(env, a.task, &err);
   if (!task) {
     if (a.json) {
-      std::printf("%s\n", nlohmann::json{{"ok", false}, {"outcome", "task_error"}, {"file", a.task}, {"cause", err}}
+      std::printf("%s\n", nlohmann::json{{"ok", false}, {"outcome", outcome_name(Outcome::kTaskError)}, {"file", a.task}, {"cause", err}}
                               .dump(2)
                               .c_str());
     } else {
@@ -256,7 +257,7 @@ int cmd_eval(const EvalArgs& a) {
   }
   // 0: the candidate was judged, whatever its outcome; 1: the task is at fault (no verdict on the
   // candidate); 2 (above): anvil could not evaluate.
-  return r.json.value("outcome", std::string()) == "task_error" ? 1 : 0;
+  return r.json.value("outcome", std::string()) == outcome_name(Outcome::kTaskError) ? 1 : 0;
 }
 
 int cmd_vet(const VetArgs& a) {
@@ -1019,8 +1020,9 @@ int cmd_serve(const ServeArgs& a) {
     service.stop();
     return 2;
   }
-  std::printf("anvil serve: http://%s:%u (device %s, %zu lane(s)%s; state %s)\n", a.host.c_str(), server.port(),
-              device.c_str(), service.lanes(), ray ? (" on the Ray cluster at " + a.ray.address).c_str() : "",
+  std::string overlap = !ray && so.overlap > 1 ? ", " + std::to_string(so.overlap) + " evaluations at once on each" : "";
+  std::printf("anvil serve: http://%s:%u (device %s, %zu lane(s)%s%s; state %s)\n", a.host.c_str(), server.port(),
+              device.c_str(), service.lanes(), overlap.c_str(), ray ? (" on the Ray cluster at " + a.ray.address).c_str() : "",
               so.state_dir.c_str());
   std::fflush(stdout);
   auto next_signal = [] {

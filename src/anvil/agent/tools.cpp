@@ -21,6 +21,7 @@
 #include "anvil/env/confine.h"
 #include "anvil/env/task.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/line_child.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 
@@ -529,9 +530,29 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
   int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
   Slots::Hold hold{opts_.gpus, gpu};
   // Evaluations that share the GPU (EvalOptions::gpu_lock) time one at a time under its lock:
-  // Nsight's replays take it exclusive too, so none is timed beside them.
-  std::optional<FileLock> gpu_alone;
-  if (opts_.eval.gpu_lock && opts_.eval.device == "cuda") gpu_alone.emplace(gpu_lock_path(env_, gpu >= 0 ? gpu : opts_.eval.gpu));
+  // Nsight's replays hold it too, taken as an evaluation prepared alone takes it (after the
+  // waves' gate, once nothing is parked: anvil.gpu_hold), within what the call may take.
+  bool cut = false;
+  auto budget = capped(std::chrono::seconds(300), &cut);
+  std::unique_ptr<LineChild> gpu_alone;
+  if (opts_.eval.gpu_lock && opts_.eval.device == "cuda") {
+    std::string err;
+    fs::path lock = gpu_lock_path(env_, gpu >= 0 ? gpu : opts_.eval.gpu);
+    auto seconds = std::max<long long>(1, std::chrono::duration_cast<std::chrono::seconds>(budget).count());
+    gpu_alone = LineChild::start({env_.python.string(), "-m", "anvil.gpu_hold", lock.string(), std::to_string(seconds)},
+                                 {{"PYTHONPATH", (env_.home / "python").string()}}, cache_dir(env_, CacheArea::kTmp) / "gpu_hold.log",
+                                 &err);
+    std::optional<std::string> said = gpu_alone ? gpu_alone->read_line() : std::nullopt;
+    if (!said || *said != "held") {
+      out.error = true;
+      out.error_kind = "tool_error";
+      out.text = said && *said == "busy" ? "ncu_profile: the GPU stayed busy with other evaluations for the " +
+                                               std::to_string(seconds) + " s this call may take; try again later"
+                                         : "ncu_profile: cannot take the GPU's lock (" +
+                                               (err.empty() ? "anvil.gpu_hold ended without taking it" : err) + ")";
+      return out;
+    }
+  }
   fs::path task_dir = make_temp_dir(cache_dir(env_, CacheArea::kTmp), "ncu");
   struct Cleanup {
     fs::path dir;

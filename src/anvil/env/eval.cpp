@@ -22,6 +22,7 @@
 #include "anvil/env/cache_layout.h"
 #include "anvil/env/diagnostics.h"
 #include "anvil/env/launch.h"
+#include "anvil/env/outcome.h"
 #include "anvil/env/reward.h"
 #include "anvil/env/task.h"
 #include "anvil/env/vet.h"
@@ -387,12 +388,12 @@ struct Evaluation {
     paths.apply(res.json);
     return res;
   }
-  // The candidate judged: `outcome` (a reward only when "ok").
-  EvalResult finish(const std::string& outcome, const std::string& message) {
-    j()["outcome"] = outcome;
+  // The candidate judged: `outcome` (a reward only when ok).
+  EvalResult finish(Outcome outcome, const std::string& message) {
+    j()["outcome"] = outcome_name(outcome);
     j()["message"] = message;
-    j()["reward"] = outcome == "ok" ? j()["reward"].get<int>() : -1;
-    if (outcome != "ok") j()["correct"] = false;
+    j()["reward"] = outcome == Outcome::kOk ? j()["reward"].get<int>() : -1;
+    if (outcome != Outcome::kOk) j()["correct"] = false;
     paths.apply(res.json);
     res.evaluated = true;
     return res;
@@ -443,7 +444,7 @@ End prepare(Evaluation& e) {
   if (e.is_dir) {
     bool refused = false;
     if (!copy_candidate(cand, e.work, &err, &refused)) {  // too large: the candidate's doing, judged (reward -1)
-      return refused ? e.finish("load_error", "the candidate cannot be judged: " + err)
+      return refused ? e.finish(Outcome::kLoadError, "the candidate cannot be judged: " + err)
                      : e.fail("cannot copy the candidate: " + err);
     }
   } else if (!copy_single_file_candidate(cand, e.work, &err)) {
@@ -460,7 +461,7 @@ End build(Evaluation& e) {
   if (e.is_dir) {
     if (!fs::exists(e.work / "model_new.py", ec)) {
       e.j()["candidate"]["kind"] = e.kind;
-      return e.finish("load_error", "the candidate has no model_new.py: it must define class ModelNew(nn.Module) with "
+      return e.finish(Outcome::kLoadError, "the candidate has no model_new.py: it must define class ModelNew(nn.Module) with "
                                     "Model's constructor signature, calling cuda_extension's functions");
     }
     BuildReport b = build_workdir(e.env, e.work, e.opts.build);
@@ -472,7 +473,7 @@ End build(Evaluation& e) {
     if (!b.ok) {
       e.j()["candidate"]["kind"] = e.kind;
       if (b.error_kind == "environment_error") return e.fail(b.error);
-      return e.finish("compile_error", b.error_kind == "compile_error" ? b.diagnostics : b.error);
+      return e.finish(Outcome::kCompileError, b.error_kind == "compile_error" ? b.diagnostics : b.error);
     }
     if (e.device.empty()) e.device = b.device;
   } else if (e.device.empty()) {
@@ -615,32 +616,32 @@ End interpret(Evaluation& e) {
                        : "\n" + tail_lines(report.value("detail", std::string()), 8)));
   }
   if (r.timed_out) {
-    return e.finish("timeout", "the evaluation did not finish within " + std::to_string(e.opts.timeout.count()) +
+    return e.finish(Outcome::kTimeout, "the evaluation did not finish within " + std::to_string(e.opts.timeout.count()) +
                                    " s" + lock_wait_note(r) + " and was killed (a kernel or loop that never ends?)");
   }
   if (r.memory_exceeded) {
-    return e.finish("runtime_error", "the evaluation used more than " +
+    return e.finish(Outcome::kRuntimeError, "the evaluation used more than " +
                                          std::to_string(e.opts.memory_limit_bytes >> 30) +
                                          " GiB of memory and was killed");
   }
   if (!report.is_object()) {
     std::string how = r.signal ? "was killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")"
                                : "exited with code " + std::to_string(r.exit_code);
-    return e.finish("runtime_error", "the candidate's process " + how + " before the evaluation finished\n" +
+    return e.finish(Outcome::kRuntimeError, "the candidate's process " + how + " before the evaluation finished\n" +
                                          last_words());
   }
   if (report["outcome"].is_null()) return std::nullopt;  // correct: scored next
-  std::string outcome = report["outcome"].is_string() ? report["outcome"].get<std::string>() : std::string();
-  static const std::vector<std::string> known = {"task_error", "load_error", "runtime_error", "wrong_answer",
-                                                 "hack_suspected"};
-  if (std::find(known.begin(), known.end(), outcome) == known.end()) outcome = "runtime_error";
+  // A name a runner may not report (or none) is the candidate's process misbehaving: runtime_error.
+  std::optional<Outcome> named =
+      outcome_named(report["outcome"].is_string() ? report["outcome"].get<std::string>() : std::string());
+  Outcome outcome = named && runner_reports(*named) ? *named : Outcome::kRuntimeError;
   std::string message = report.value("message", std::string());
   std::string detail = report.value("detail", std::string());
   if (report.value("reason", nlohmann::json()) == "process_died") {
     // The candidate's process died: its Python stack, when it crashed, without anvil's frames;
     // else what it printed last.
     message += "\n" + last_words();
-  } else if (outcome == "hack_suspected" || outcome == "wrong_answer") {
+  } else if (outcome == Outcome::kHackSuspected || outcome == Outcome::kWrongAnswer) {
     // The message says it; the detail (every finding) stays in the report's hack object.
   } else if (!detail.empty() && detail.find(message) == std::string::npos) {
     message += "\n" + tail_lines(detail, 12);
@@ -711,7 +712,7 @@ EvalResult score(Evaluation& e) {
     } else if (opts.defenses && b.forged) {
       j["reason"] = "timing_forged";
       j["hack"] = forged_timing(b, cand_t, eager_t, eager_ms);
-      return e.finish("hack_suspected", j["hack"]["reasons"][0]["message"].get<std::string>());
+      return e.finish(Outcome::kHackSuspected, j["hack"]["reasons"][0]["message"].get<std::string>());
     }
     if (opts.defenses && !b.vouched_ms) {
       bound = {{"claimed_ms", b.claimed_ms}, {"vouched_ms", nullptr}, {"limited_by", "no judge's batch"}};
@@ -777,7 +778,7 @@ EvalResult score(Evaluation& e) {
   }
   j["seconds"]["total"] = since(e.t0);
   if (!e.vet_note.empty()) note = note.empty() ? e.vet_note : note + "\n" + e.vet_note;
-  return e.finish("ok", note);
+  return e.finish(Outcome::kOk, note);
 }
 
 // One evaluation; *seed: the seed its runner was given (unset when none ran).
@@ -993,7 +994,7 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
     std::string message = report.value("message", std::string());
     std::string detail = report.value("detail", std::string());
     if (!detail.empty() && detail.find(message) == std::string::npos) message += "\n" + tail_lines(detail, 12);
-    bool task_error = report["outcome"] == "task_error";
+    bool task_error = report["outcome"] == outcome_name(Outcome::kTaskError);
     return done(task_error ? BaselinesResult::Status::kTaskError : BaselinesResult::Status::kError, message);
   }
   const nlohmann::json& timing = report.value("timing", nlohmann::json::object());

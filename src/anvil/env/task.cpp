@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "anvil/env/cache_layout.h"
+#include "anvil/env/outcome.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
 #include "anvil/util/strings.h"
@@ -270,7 +271,7 @@ nlohmann::json probe_task(const Environment& env, const Task& task, bool run_for
     return j;
   } catch (const std::exception&) {
     return {{"ok", false},
-            {"outcome", "task_error"},
+            {"outcome", outcome_name(Outcome::kTaskError)},
             {"file", task.spec},
             {"cause", "probing the task failed (" + r.describe() + ")"},
             {"detail", tail_lines(r.err_output + r.output, 15)}};

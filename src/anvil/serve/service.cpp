@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "anvil/env/outcome.h"
 #include "anvil/env/task.h"
 #include "anvil/serve/requests.h"
 #include "anvil/util/fs.h"
@@ -128,10 +129,11 @@ void Service::stop() {
 }
 
 int Service::retry_after_s() {
-  // A lane frees up about every (mean evaluation time / lanes).
+  // A lane frees up about every (mean evaluation time / lanes): with --overlap N, N lanes per GPU,
+  // each evaluation's time its wave's.
   std::lock_guard<std::mutex> g(mu_);
   double mean = eval_count_ ? eval_seconds_sum_ / eval_count_ : 5.0;
-  size_t lanes = std::max<size_t>(1, lane_names().size());
+  size_t lanes = std::max<size_t>(1, ray_ ? lane_names().size() : gpu_slots_->size());
   return std::max(1, static_cast<int>(std::ceil(mean / static_cast<double>(lanes))));
 }
 
@@ -339,13 +341,13 @@ std::string Service::metrics() {
   std::lock_guard<std::mutex> g(mu_);
   auto now = SteadyClock::now();
   while (!finished_.empty() && now - finished_.front() > std::chrono::minutes(1)) finished_.pop_front();
-  line("# HELP anvil_queue_depth Evaluations accepted and waiting for a lane (one lane per GPU).");
+  line("# HELP anvil_queue_depth Evaluations accepted and waiting for a lane (--overlap lanes per GPU).");
   line("# TYPE anvil_queue_depth gauge");
   line("anvil_queue_depth " + std::to_string(c[JobState::kQueued]));
   line("# HELP anvil_tool_calls_waiting Sessions' tool calls waiting for a device (they go before the queue).");
   line("# TYPE anvil_tool_calls_waiting gauge");
   line("anvil_tool_calls_waiting " + std::to_string(gpu_slots_ ? gpu_slots_->waiting(1) : 0));
-  line("# HELP anvil_lane_busy Evaluations under way, per lane (a GPU's index, or cpu).");
+  line("# HELP anvil_lane_busy Queued evaluations under way, per device (a GPU's index, or cpu; up to --overlap each).");
   line("# TYPE anvil_lane_busy gauge");
   for (const std::string& l : lane_names()) {
     line("anvil_lane_busy{lane=\"" + l + "\"} " + std::to_string(busy_.count(l) ? busy_.at(l) : 0));
@@ -679,7 +681,7 @@ Json Service::run_on_ray(const Job& job, size_t lane, bool* retry) {
   std::string error;
   bool refused = false;
   std::optional<Json> request = inline_request(env_, job.request, &error, &refused);
-  if (!request && refused) return {{"outcome", "load_error"}, {"reward", -1}, {"message", error}, {"evaluation", nullptr}};
+  if (!request && refused) return {{"outcome", outcome_name(Outcome::kLoadError)}, {"reward", -1}, {"message", error}, {"evaluation", nullptr}};
   if (!request) return {{"outcome", "error"}, {"reward", nullptr}, {"message", "cannot send the request to a Ray worker: " + error}};
   RayAnswer a = ray_->evaluate(lane, *request, "job-" + std::to_string(job.id) + "-" + std::to_string(job.attempts));
   if (a.kind == RayAnswer::Kind::kDone) {
@@ -704,7 +706,7 @@ Json Service::run_on_ray(const Job& job, size_t lane, bool* retry) {
       *retry = true;
       return nullptr;
     }
-    return {{"outcome", "runtime_error"},
+    return {{"outcome", outcome_name(Outcome::kRuntimeError)},
             {"reward", -1},
             {"message", "its Ray worker ended under it " + std::to_string(job.attempts) +
                             " times: it is not run again (last: " + a.error + ")"}};

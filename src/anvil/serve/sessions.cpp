@@ -6,6 +6,7 @@
 #include <random>
 
 #include "anvil/agent/episode.h"
+#include "anvil/env/outcome.h"
 #include "anvil/env/task.h"
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
@@ -495,7 +496,7 @@ ServeReply Sessions::finalize(const std::string& id) {
   }
   ServeReply r = s->meta.contains("refused")
                      ? record_(request, "session:" + id,
-                               {{"outcome", "load_error"}, {"reward", -1}, {"message", s->meta["refused"]}, {"evaluation", nullptr}})
+                               {{"outcome", outcome_name(Outcome::kLoadError)}, {"reward", -1}, {"message", s->meta["refused"]}, {"evaluation", nullptr}})
                      : submit_(request, "session:" + id);
   if (r.status != 200 && r.status != 202) return r;
   s->meta["evaluation"] = r.body["id"];

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "anvil/env/outcome.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -80,7 +81,7 @@ const char* job_state_name(JobState s) {
 }
 
 nlohmann::json abandoned_result(int attempts) {
-  return {{"outcome", "runtime_error"},
+  return {{"outcome", outcome_name(Outcome::kRuntimeError)},
           {"reward", -1},
           {"message", "the evaluation was under way when its server stopped, " + std::to_string(attempts) +
                           " times: it is not run again"}};
