@@ -539,8 +539,12 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
     std::string err;
     fs::path lock = gpu_lock_path(env_, gpu >= 0 ? gpu : opts_.eval.gpu);
     auto seconds = std::max<long long>(1, std::chrono::duration_cast<std::chrono::seconds>(budget).count());
-    gpu_alone = LineChild::start({env_.python.string(), "-m", "anvil.gpu_hold", lock.string(), std::to_string(seconds)},
-                                 {{"PYTHONPATH", (env_.home / "python").string()}}, cache_dir(env_, CacheArea::kTmp) / "gpu_hold.log",
+    // -I, anvil's package first (as the runner's bootstrap): nothing of the working directory imported.
+    gpu_alone = LineChild::start({env_.python.string(), "-I", "-c",
+                                  "import os, sys; sys.path[:0] = [os.environ['ANVIL_PYDIR']]; from anvil import gpu_hold; "
+                                  "sys.exit(gpu_hold.main(sys.argv[1:]))",
+                                  lock.string(), std::to_string(seconds)},
+                                 {{"ANVIL_PYDIR", (env_.home / "python").string()}}, cache_dir(env_, CacheArea::kTmp) / "gpu_hold.log",
                                  &err);
     std::optional<std::string> said = gpu_alone ? gpu_alone->read_line() : std::nullopt;
     if (!said || *said != "held") {
