@@ -960,7 +960,11 @@ std::optional<ServeOptions> serve_options(const Environment& env, const ServeArg
                                        std::to_string(kMaxCandidateFileBytes >> 20), "--keep-results-hours", "1"};
     so.ray->serve_args.insert(so.ray->serve_args.end(), worker.begin(), worker.end());
   }
-  so.overlap = device == "cuda" ? (a.overlap > 0 ? a.overlap : kOverlapTogetherCuda) : 1;
+  if (ray && a.overlap > 0) {
+    std::fprintf(stderr, "anvil serve: --overlap is for this host's GPUs; with --ray each worker judges its lane's evaluations\n");
+    return std::nullopt;
+  }
+  so.overlap = device == "cuda" && !ray ? (a.overlap > 0 ? a.overlap : kOverlapTogetherCuda) : 1;
   so.max_queue = a.max_queue;
   so.builders = a.builders;
   so.keep_results = std::chrono::hours(a.keep_results_h);
