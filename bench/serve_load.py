@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -289,7 +290,6 @@ def direct_eval(device, task, cand, seed, extra):
 def bench_same(a, reqs, extra):
     """`anvil bench` over COPIES of each pair's task and candidate (a suite made here), on the
     server's GPUs with its --overlap, the evaluation settings the same: its results' throughput."""
-    import shutil
     root = tempfile.mkdtemp(prefix="serve-load-bench-")
     k = 0
     for copy in range(a.bench):
@@ -308,7 +308,6 @@ def bench_same(a, reqs, extra):
             argv += [flag, sa[sa.index(flag) + 1]]
     t0 = time.time()
     r = subprocess.run(argv, capture_output=True, text=True)
-    import shutil
     shutil.rmtree(root, ignore_errors=True)
     try:
         run = json.loads(r.stdout)["run"]

@@ -437,6 +437,20 @@ def test_every_taker_waits_at_the_gate_while_one_is_parked(tmp_path):
     os.close(a.gate)
 
 
+def _parked_entry(path):
+    """A measurement listed as parked on the lock at `path`, its process alive (the entry locked)
+    while the returned descriptor is open."""
+    import fcntl
+    import os
+
+    folder = path + ".parked"
+    os.makedirs(folder, exist_ok=True)
+    entry = os.open(os.path.join(folder, "cafe"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(entry, fcntl.LOCK_EX)
+    os.write(entry, b"2")
+    return entry
+
+
 def test_no_taker_takes_the_lock_while_a_measurement_is_parked(tmp_path):
     """flock(2) wakes its waiters in no order: a taker that passed the gate (a measurement alone,
     a second try alone, a vetting, a warm-up) takes the lock only once no measurement is listed
@@ -446,11 +460,7 @@ def test_no_taker_takes_the_lock_while_a_measurement_is_parked(tmp_path):
     import os
 
     path = str(tmp_path / "gpu0.lock")
-    folder = path + ".parked"
-    os.makedirs(folder)
-    entry = os.open(os.path.join(folder, "cafe"), os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(entry, fcntl.LOCK_EX)  # its process lives, parked
-    os.write(entry, b"2")
+    entry = _parked_entry(path)  # its process lives, parked
     for kind in ({}, {"shared": True}):
         tx, got = _in_thread(lambda: timing.GpuLock(path, **kind))
         tx.join(timeout=0.5)
@@ -460,9 +470,7 @@ def test_no_taker_takes_the_lock_while_a_measurement_is_parked(tmp_path):
             tx.join(timeout=5)
             assert got
             os.close(got[0].fd)
-            entry = os.open(os.path.join(folder, "cafe"), os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(entry, fcntl.LOCK_EX)
-            os.write(entry, b"2")
+            entry = _parked_entry(path)
     os.close(entry)
     tx.join(timeout=5)
     assert got
@@ -533,11 +541,7 @@ def test_gpu_hold_takes_the_lock_as_a_measurement_alone_and_gives_it_back(tmp_pa
     import sys
 
     path = str(tmp_path / "gpu0.lock")
-    folder = path + ".parked"
-    os.makedirs(folder)
-    entry = os.open(os.path.join(folder, "cafe"), os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(entry, fcntl.LOCK_EX)  # a parked measurement, alive
-    os.write(entry, b"2")
+    entry = _parked_entry(path)  # a parked measurement, alive
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(timing.__file__)))
     argv = [sys.executable, "-m", "anvil.gpu_hold", path]
     t0 = time.monotonic()
