@@ -456,7 +456,6 @@ def test_no_taker_takes_the_lock_while_a_measurement_is_parked(tmp_path):
     a second try alone, a vetting, a warm-up) takes the lock only once no measurement is listed
     as parked, so that none that parked without the gate loses the GPU to it. Here the lock is
     free and one measurement is listed (as in the moment a parked one gives up its shared hold)."""
-    import fcntl
     import os
 
     path = str(tmp_path / "gpu0.lock")
