@@ -6,7 +6,8 @@ once, the server killed with SIGKILL part-way and restarted on the same state, a
 - each GPU's utilization (nvidia-smi, every 0.5 s) and the share of time each lane's device was held
   by an evaluation, while work was queued; and, with `--overlap` above 1, the share of that time
   each GPU's lock was held exclusive (an evaluation's candidate loaded, verified or timed with the
-  GPU to itself), as the kernel's /proc/locks shows it every 50 ms: observed, not reported;
+  GPU to itself) and held at all (shared: a wave preparing), as the kernel's /proc/locks shows it
+  every 50 ms: observed, not reported;
 - throughput against the same evaluations run one after another with `anvil eval`, and (--bench
   COPIES) against `anvil bench` over the same candidates (COPIES of each pair, the server's
   --overlap and --gpus) run after the load on the same host;
@@ -91,9 +92,11 @@ def cache_root():
 
 
 class LockSampler(threading.Thread):
-    """Every 50 ms, which GPUs' locks (CACHE/locks/gpuN.lock, the GPU's lock of docs/runner-protocol.md)
-    some process holds exclusive, read from the kernel's /proc/locks (no lock taken, nothing asked
-    of anvil): (time, {GPU index: held exclusive}) samples."""
+    """Every 50 ms, how each GPU's lock (CACHE/locks/gpuN.lock, the GPU's lock of docs/runner-protocol.md)
+    is held, read from the kernel's /proc/locks (no lock taken, nothing asked of anvil): (time, {GPU
+    index: "exclusive", "shared" or None}) samples. Exclusive: an evaluation's candidate loaded,
+    verified or timed, or a process's CUDA context ended, with the GPU to itself; shared: a wave
+    preparing (CUDA started in the judge's and the candidate's processes, the reference placed)."""
 
     def __init__(self, cache):
         super().__init__(daemon=True)
@@ -117,14 +120,18 @@ class LockSampler(threading.Thread):
             now = time.time()
             if now - looked > 1.0:
                 files, looked = self.files(), now
-            held = {g: False for g in files.values()}
+            held = {g: None for g in files.values()}
             try:
                 with open("/proc/locks") as f:
                     for line in f:
                         parts = line.split()
-                        # "N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF"; a waiter's has "->" after N:
-                        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[3] == "WRITE" and parts[5] in files:
-                            held[files[parts[5]]] = True
+                        # "N: FLOCK ADVISORY WRITE|READ PID MAJ:MIN:INODE 0 EOF"; a waiter's has "->" after N:
+                        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] in files:
+                            g = files[parts[5]]
+                            if parts[3] == "WRITE":
+                                held[g] = "exclusive"
+                            elif parts[3] == "READ" and held[g] is None:
+                                held[g] = "shared"
             except OSError:
                 return
             self.samples.append((now, held))
@@ -457,11 +464,12 @@ def main():
 
     if "--overlap 1" not in " ".join(a.server_args.split()) and not any(h for _, h in locks.samples):
         print("no GPU lock file seen under %s: the exclusive share is not measured" % locks.dir, file=sys.stderr)
-    exclusive = {}
+    exclusive, taken = {}, {}
     for t, held_now in locks.samples:
         if queued(t):
             for g, h in held_now.items():
-                exclusive.setdefault(g, []).append(h)
+                exclusive.setdefault(g, []).append(h == "exclusive")
+                taken.setdefault(g, []).append(h is not None)
     span_s = sum(t1 - t0 for t0, t1 in spans)
     done_queued = sum(1 for e in done if queued(e["done_at"]))
     doc["load"] = {
@@ -478,6 +486,7 @@ def main():
         "device_held_while_queued": {k: round(v / wall, 3) for k, v in sorted(held.items())} if wall else None,
         "gpu_exclusive_while_queued": {str(g): round(sum(v) / len(v), 3) for g, v in sorted(exclusive.items()) if v},
         "gpu_exclusive_samples": {str(g): len(v) for g, v in sorted(exclusive.items())},
+        "gpu_lock_held_while_queued": {str(g): round(sum(v) / len(v), 3) for g, v in sorted(taken.items()) if v},
         "per_minute_while_queued": round(60 * done_queued / span_s, 2) if span_s else None,
         "queued_seconds": round(wall, 1),
     }
@@ -511,10 +520,11 @@ def main():
         print("sequential: %s/min" % doc["sequential"]["per_minute"], file=sys.stderr)
     print("load: %d done of %d submitted (%d errors, %d keys with two ids, %d run again after the kill), %s/min, "
           "p50 %s s p99 %s s; GPU utilization while queued %s%% (by index); device held by an evaluation %s of "
-          "that time (by lane); GPU lock held exclusive %s of it" % (ld["done"], ld["submitted"], ld["error_count"], len(ld["keys_with_two_ids"]),
-                                   ld["rerun_after_kill"], ld["per_minute"], ld["latency_p50_s"],
-                                   ld["latency_p99_s"], ld["gpu_util_while_queued_mean"],
-                                   ld["device_held_while_queued"], ld["gpu_exclusive_while_queued"]), file=sys.stderr)
+          "that time (by lane); GPU lock held exclusive %s of it, held at all (a wave preparing, shared) %s" % (
+              ld["done"], ld["submitted"], ld["error_count"], len(ld["keys_with_two_ids"]), ld["rerun_after_kill"],
+              ld["per_minute"], ld["latency_p50_s"], ld["latency_p99_s"], ld["gpu_util_while_queued_mean"],
+              ld["device_held_while_queued"], ld["gpu_exclusive_while_queued"], ld["gpu_lock_held_while_queued"]),
+          file=sys.stderr)
     if "bench" in doc:
         print("anvil bench on the same candidates: %s; the load while queued %s/min (%s of bench)" % (
             doc["bench"], ld["per_minute_while_queued"], ld.get("vs_bench")), file=sys.stderr)
