@@ -3,7 +3,7 @@
 # on both at once (throughput per GPU, a candidate's time with the other GPU busy against alone on the
 # same GPU), then `anvil serve --gpus 0,1` under 64 concurrent scripted sessions with a kill -9
 # part-way (both GPUs held, nothing lost or answered twice).
-#   bash bench/gpu_multi_check.sh [prefill|alone0|both|alone1|compare|serve|all]   (default all)
+#   bash bench/gpu_multi_check.sh [prefill|alone0|both|alone1|compare|serve|serve-evals|all]   (default all)
 # A stage's name may carry a suffix (alone0-o1, both-o1, compare-o1) to keep runs of other settings
 # apart, OVERLAP=N setting bench's --overlap for the runs.
 # prefill measures the suite's baselines ahead (level 1 on GPU 0 and level 2 on GPU 1 at once, each
@@ -94,6 +94,14 @@ serve() {
   tail -3 "$res/serve.err"
 }
 
+serve_evals() {
+  # 64 clients submitting the bundled candidates' evaluations over both GPUs for DURATION s.
+  timeout 250 python3 bench/serve_load.py --device cuda --server-args "--gpus 0,1" --clients "${CLIENTS:-64}" \
+    --duration "${DURATION:-80}" --overhead-runs 0 --no-sequential --out "$res/serve-evals.json" \
+    2> "$res/serve-evals.err" | tail -c 200
+  tail -1 "$res/serve-evals.err"
+}
+
 status=0
 case $stage in
   prefill) prefill || status=1 ;;
@@ -102,6 +110,7 @@ case $stage in
   alone1*) suite && bench "$stage" 1 || status=1 ;;
   compare*) compare "${stage#compare}" || status=1 ;;
   serve) serve || status=1 ;;
+  serve-evals) serve_evals || status=1 ;;
   all)
     prefill || status=1
     bench alone0 0 || status=1
@@ -110,6 +119,6 @@ case $stage in
     compare || status=1
     serve || status=1
     ;;
-  *) echo "usage: $0 [prefill|alone0[SUFFIX]|both[SUFFIX]|alone1[SUFFIX]|compare[SUFFIX]|serve|all]"; exit 2 ;;
+  *) echo "usage: $0 [prefill|alone0[SUFFIX]|both[SUFFIX]|alone1[SUFFIX]|compare[SUFFIX]|serve|serve-evals|all]"; exit 2 ;;
 esac
 exit $status

@@ -114,6 +114,22 @@ TEST(ServeStore, ClaimsInOrderAndRecoversOnceThenFails) {
   EXPECT_FALSE(s->claim());
 }
 
+TEST(ServeStore, ClaimsTheJobsNamedFirstThenTheOldest) {
+  std::string err;
+  auto s = Store::open(fresh_dir("store-first") / "store.db", &err);
+  ASSERT_TRUE(s) << err;
+  int64_t a = s->accept("", {{"n", 1}}, 10).id;
+  int64_t b = s->accept("", {{"n", 2}}, 10).id;
+  int64_t c = s->accept("", {{"n", 3}}, 10).id;
+  EXPECT_EQ(s->queued_ids(), (std::vector<int64_t>{a, b, c}));
+  EXPECT_EQ(s->claim({c, b})->id, b);  // the oldest of those named (built ahead)
+  EXPECT_EQ(s->claim({b, 12345})->id, a);  // none named is queued: the oldest
+  EXPECT_EQ(s->queued_ids(), (std::vector<int64_t>{c}));
+  EXPECT_EQ(s->claim({c})->attempts, 1);
+  EXPECT_FALSE(s->claim({a, b, c}));
+  EXPECT_TRUE(s->queued_ids().empty());
+}
+
 TEST(ServeStore, ARequeueCountsTheAttemptOrGivesItBack) {
   std::string err;
   auto s = Store::open(fresh_dir("store-requeue") / "store.db", &err);

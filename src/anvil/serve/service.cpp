@@ -97,6 +97,15 @@ bool Service::start(std::string* error) {
     // The workers build and judge on their nodes: no lane or builder of this host's.
     for (size_t i = 0; i < ray_->lanes(); ++i) threads_.emplace_back([this, i] { ray_lane(i); });
   } else {
+    builds_ahead_ = builders > 0;
+    if (builds_ahead_) {  // a previous server's queue too
+      try {
+        for (int64_t id : store_->queued_ids()) to_build_.push_back(id);
+      } catch (const std::exception& e) {
+        *error = e.what();
+        return false;
+      }
+    }
     for (size_t i = 0; i < gpu_slots_->size(); ++i) threads_.emplace_back([this] { lane(); });
     for (unsigned i = 0; i < builders; ++i) threads_.emplace_back([this] { builder(); });
   }
@@ -161,7 +170,7 @@ ServeReply Service::accept(const std::vector<std::pair<std::string, Json>>& requ
   {
     std::lock_guard<std::mutex> g(mu_);
     for (const auto& a : *out) {
-      if (!a.existed) to_build_.push_back(a.id);
+      if (!a.existed && builds_ahead_) to_build_.push_back(a.id);
     }
   }
   work_.notify_all();
@@ -517,9 +526,17 @@ void Service::builder() {
     if (!j || j->state != JobState::kQueued) continue;
     fs::path candidate;
     std::string error;
-    fs::path task = materialize(*j, &candidate, &error);
-    if (task.empty()) continue;  // the lane says why
-    prebuild(env_, candidate.string(), opts_.defaults.build);  // fills the build cache; the evaluation reports the build
+    fs::path task = materialize(*j, &candidate, &error);  // where it cannot be: the lane says why
+    if (!task.empty()) prebuild(env_, candidate.string(), opts_.defaults.build);  // the evaluation reports the build
+    std::optional<JobState> now;
+    try {
+      now = store_->state_of(id);
+    } catch (const std::exception&) {
+    }
+    if (now == JobState::kQueued) {
+      std::lock_guard<std::mutex> g(mu_);
+      built_.insert(id);
+    }
   }
 }
 
@@ -554,9 +571,18 @@ void Service::lane() {
     int slot = gpu_slots_->acquire(0);
     Slots::Hold hold{gpu_slots_.get(), slot};
     if (stopping_) break;
+    std::vector<int64_t> built;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      built.assign(built_.begin(), built_.end());
+    }
     std::optional<Job> j;
     try {
-      j = store_->claim();
+      j = store_->claim(built);
+      if (j) {
+        std::lock_guard<std::mutex> g(mu_);
+        built_.erase(j->id);
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "anvil serve: the store: %s\n", e.what());
     }
@@ -588,6 +614,7 @@ void Service::finished(const Job& job, const Json& result, const std::string& la
   }
   {
     std::lock_guard<std::mutex> g(mu_);
+    built_.erase(job.id);  // a builder that finished after its lane claimed it
     busy_[lane] -= 1;
     std::string outcome = result["outcome"].is_string() ? result["outcome"].get<std::string>() : "error";
     outcomes_[outcome] += 1;
@@ -616,9 +643,18 @@ void Service::ray_lane(size_t lane) {
       std::lock_guard<std::mutex> g(mu_);
       if (!ray_down_.empty()) return;
     }
+    std::vector<int64_t> built;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      built.assign(built_.begin(), built_.end());
+    }
     std::optional<Job> j;
     try {
-      j = store_->claim();
+      j = store_->claim(built);
+      if (j) {
+        std::lock_guard<std::mutex> g(mu_);
+        built_.erase(j->id);
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "anvil serve: the store: %s\n", e.what());
     }

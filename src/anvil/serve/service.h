@@ -8,7 +8,8 @@
 //     candidate built into the build cache ahead of its evaluation, one at a time on a quarter of
 //     the cores (the lanes' timing shares the host); on the CPU none (each evaluation builds);
 //   - lanes: `overlap` per GPU (one for the CPU), each takes a GPU slot, claims the oldest queued
-//     job and evaluates it (`anvil eval`'s path); with one slot a GPU runs one evaluation at a time,
+//     job a builder is done with, else the oldest queued (built in the lane), and evaluates it
+//     (`anvil eval`'s path): a lane's own build is then the exception, not a wave-mate's neighbour; with one slot a GPU runs one evaluation at a time,
 //     with more they take the GPU's lock, so a device still times one at a time; sessions' tool
 //     calls (sessions.h) take the same slots ahead of them.
 // The queue is bounded (a full one answers 429 with Retry-After); an idempotency key maps a retry
@@ -24,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,7 +121,9 @@ class Service {
   std::mutex mu_;
   std::condition_variable work_;   // a job was queued (lanes, builders)
   std::condition_variable done_;   // a job finished (long polls)
+  bool builds_ahead_ = false;  // builders run (a GPU's, not Ray's): to_build_ is theirs
   std::deque<int64_t> to_build_;
+  std::set<int64_t> built_;  // queued jobs a builder is done with (built, or found unbuildable): claimed first
   // Metrics (under mu_).
   std::map<std::string, int64_t> outcomes_;
   std::map<std::string, int> busy_;              // lane name -> evaluations under way

@@ -182,16 +182,28 @@ std::vector<Store::Accepted> Store::accept_all(const std::vector<std::pair<std::
   }
 }
 
-std::optional<Job> Store::claim() {
+std::optional<Job> Store::claim(const std::vector<int64_t>& first) {
   std::lock_guard<std::mutex> g(mu_);
   exec("BEGIN IMMEDIATE");
   try {
-    Stmt q(db_, (std::string("SELECT ") + kColumns + " FROM jobs WHERE state = 0 ORDER BY id LIMIT 1").c_str());
-    if (!q.row()) {
-      exec("COMMIT");
-      return std::nullopt;
+    std::string among;
+    for (int64_t id : first) among += (among.empty() ? "" : ",") + std::to_string(id);
+    std::string select = std::string("SELECT ") + kColumns + " FROM jobs WHERE state = 0";
+    std::optional<Stmt> q;
+    if (!among.empty()) {
+      q.emplace(db_, (select + " AND id IN (" + among + ") ORDER BY id LIMIT 1").c_str());
+      if (!q->row()) q.reset();
     }
-    Job j = read_job(q);
+    if (!q) {
+      q.emplace(db_, (select + " ORDER BY id LIMIT 1").c_str());
+      if (!q->row()) {
+        q.reset();
+        exec("COMMIT");
+        return std::nullopt;
+      }
+    }
+    Job j = read_job(*q);
+    q.reset();
     j.state = JobState::kRunning;
     j.attempts += 1;
     j.started_at = unix_seconds();
@@ -228,6 +240,14 @@ void Store::finish(int64_t id, const nlohmann::json& result) {
   std::lock_guard<std::mutex> g(mu_);
   Stmt u(db_, "UPDATE jobs SET state = 2, result = ?, finished_at = ? WHERE id = ?");
   u.bind(1, text_of(result)).bind(2, unix_seconds()).bind(3, id).row();
+}
+
+std::vector<int64_t> Store::queued_ids() {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<int64_t> out;
+  Stmt q(db_, "SELECT id FROM jobs WHERE state = 0 ORDER BY id");
+  while (q.row()) out.push_back(q.i64(0));
+  return out;
 }
 
 std::optional<JobState> Store::state_of(int64_t id) {

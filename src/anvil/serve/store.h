@@ -63,8 +63,10 @@ class Store {
   // and that one's answer says why.
   std::vector<Accepted> accept_all(const std::vector<std::pair<std::string, nlohmann::json>>& requests,
                                    size_t max_queued);
-  // The oldest queued job, now running (attempts + 1); nullopt when none is queued.
-  std::optional<Job> claim();
+  // The oldest queued job among `first` where one of them is queued, else the oldest queued; now
+  // running (attempts + 1); nullopt when none is queued.
+  std::optional<Job> claim(const std::vector<int64_t>& first = {});
+  std::vector<int64_t> queued_ids();  // oldest first
   // A running job's result; it is done.
   void finish(int64_t id, const nlohmann::json& result);
   // A job accepted already done with `result` (nothing to run: a session's workdir that cannot be
