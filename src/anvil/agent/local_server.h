@@ -1,6 +1,7 @@
 // local_server.h: `anvil agent --endpoint local`: a small real model served on
-// loopback by llama.cpp's OpenAI-compatible server (llama-cpp-python), for
-// running the harness against real model output without a GPU or an API key.
+// loopback by anvil.local_model (llama-cpp-python; vLLM's endpoints, token ids and
+// log-probabilities included), for running the harness against real model output
+// without a GPU or an API key.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,7 @@ struct LocalServerOptions {
   int threads = 0;        // n_threads; 0: the server's default (half the cores)
   int startup_timeout_s = 120;  // measured: ~2-3 s on two cores
   std::string alias = "gemma-3-270m";   // the model name the server answers to
-  std::string chat_format = "chatml-function-calling";  // llama-cpp-python's; see local_server.cpp
+  std::string chat_template;  // a Jinja file; empty: the GGUF's, else anvil's for its architecture
 };
 
 // A running server; stopped (its process group killed) on destruction.

@@ -48,7 +48,7 @@ fs::path fake_python(const fs::path& dir, bool gemma, const std::string& server_
                      "        sys.exit(0 if " + std::string(gemma ? "True" : "False") + " else 3)\n"
                      "    sys.exit(0)\n"
                      "port = int(a[a.index('--port') + 1])\n"
-                     "alias = a[a.index('--model_alias') + 1]\n" +
+                     "alias = a[a.index('--alias') + 1]\n" +
                      server_body;
   fs::path p = dir / "python";
   std::string e;
@@ -227,8 +227,7 @@ TEST(LocalServer, GemmaAnswersAChatCompletionWithTools) {
   Json j = Json::parse(r.body);
   const Json& msg = j["choices"][0]["message"];
   EXPECT_EQ(msg["role"], "assistant") << r.body;
-  // chatml-function-calling answers with tool_calls, or with content (empty
-  // when the model picks "message:"; see local_server.cpp).
+  // tool_calls where the model wrote <tool_call> blocks, else its text.
   if (msg.contains("tool_calls") && msg["tool_calls"].is_array() && !msg["tool_calls"].empty()) {
     std::string name = msg["tool_calls"][0]["function"]["name"];
     EXPECT_TRUE(name == "bash" || name == "finish") << r.body;
@@ -237,6 +236,23 @@ TEST(LocalServer, GemmaAnswersAChatCompletionWithTools) {
     EXPECT_TRUE(msg["content"].is_string()) << r.body;
   }
   EXPECT_GT(j["usage"]["total_tokens"].get<int>(), 0) << r.body;
+  // Token-in/token-out: the sampled ids, each with its log-probability, and the prompt's ids, which
+  // are what /tokenize makes of the same messages and tools (the model's own chat template).
+  const Json& ids = j["choices"][0]["token_ids"];
+  ASSERT_TRUE(ids.is_array() && !ids.empty()) << r.body;
+  const Json& lps = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(lps.size(), ids.size()) << r.body;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(lps[i]["token_id"], ids[i]) << r.body;
+    EXPECT_LE(lps[i]["logprob"].get<double>(), 0.0) << r.body;
+  }
+  HttpRequest tok;
+  tok.url = s.base_url().substr(0, s.base_url().size() - 3) + "/tokenize";
+  tok.headers = {"Content-Type: application/json"};
+  tok.body = Json{{"messages", body["messages"]}, {"tools", body["tools"]}, {"add_generation_prompt", true}}.dump();
+  HttpResponse t = http->send(tok);
+  ASSERT_EQ(t.status, 200) << t.body;
+  EXPECT_EQ(Json::parse(t.body)["tokens"], j["prompt_token_ids"]) << t.body;
   std::printf("start-up %.1f s, one turn %.1f s: %s\n", startup, r.seconds, msg.dump().c_str());
 
   int pid = s.pid();
