@@ -157,6 +157,66 @@ std::vector<std::string> auth_headers(const Endpoint& e, std::vector<std::string
   return h;
 }
 
+std::vector<int64_t> ids_of_json(const Json& a) {
+  std::vector<int64_t> out;
+  if (!a.is_array()) return out;
+  for (const auto& x : a) {
+    if (x.is_number_integer()) out.push_back(x.get<int64_t>());
+  }
+  return out;
+}
+
+bool all_ids(const Json& a) {
+  return a.is_array() && std::all_of(a.begin(), a.end(), [](const Json& x) { return x.is_number_integer(); });
+}
+
+// A text completion (POST /completions with a prompt of token ids): the text as the assistant's
+// content, the sampled ids (required: token-in/token-out has no other source of them) and their
+// log-probabilities ({"tokens", "token_logprobs"}, OpenAI's legacy form) as [{"token", "logprob", "token_id"}].
+std::string parse_text_completion(const std::string& body, ChatResponse& res) {
+  Json j = Json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "200 with a body that is not JSON: " + excerpt(body, 120);
+  if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty() || !j["choices"][0].is_object() ||
+      !j["choices"][0].contains("text") || !j["choices"][0]["text"].is_string()) {
+    return "200 without choices[0].text: " + excerpt(body, 200);
+  }
+  const Json& c = j["choices"][0];
+  if (!all_ids(c.value("token_ids", Json()))) {
+    return "200 without choices[0].token_ids (token-in/token-out needs the server to return the sampled ids: "
+           "vLLM's return_token_ids): " + excerpt(body, 200);
+  }
+  res.message = {{"role", "assistant"}, {"content", c["text"]}};
+  res.finish_reason = c.contains("finish_reason") && c["finish_reason"].is_string() ? c["finish_reason"].get<std::string>() : "";
+  res.usage = j.contains("usage") && j["usage"].is_object() ? j["usage"] : Json(nullptr);
+  res.token_ids = c["token_ids"];
+  res.prompt_token_ids = j.contains("prompt_token_ids") && all_ids(j["prompt_token_ids"]) ? j["prompt_token_ids"] : Json(nullptr);
+  res.logprobs = nullptr;
+  const Json lp = c.value("logprobs", Json());
+  if (lp.is_object() && lp.value("token_logprobs", Json()).is_array()) {
+    const Json& values = lp["token_logprobs"];
+    const Json tokens = lp.value("tokens", Json::array());
+    if (values.size() == res.token_ids.size()) {
+      res.logprobs = Json::array();
+      for (size_t i = 0; i < values.size(); ++i) {
+        res.logprobs.push_back({{"token", i < tokens.size() ? tokens[i] : Json("")},
+                                {"logprob", values[i].is_number() ? values[i] : Json(nullptr)},
+                                {"token_id", res.token_ids[i]}});
+      }
+    }
+  }
+  return "";
+}
+
+// POST /tokenize's answer: {"tokens": [ids]} into res.token_ids.
+std::string parse_tokens(const std::string& body, ChatResponse& res) {
+  Json j = Json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !all_ids(j.value("tokens", Json()))) {
+    return "200 without tokens (a list of ids): " + excerpt(body, 200);
+  }
+  res.token_ids = j["tokens"];
+  return "";
+}
+
 }  // namespace
 
 Json SamplingOptions::to_json() const {
@@ -193,8 +253,6 @@ ModelClient::ModelClient(Endpoint endpoint, HttpClient& http, RetryPolicy retry,
 }
 
 ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const SamplingOptions& s) {
-  ChatResponse res;
-  auto t0 = std::chrono::steady_clock::now();
   auto body_for = [&](bool drop_optional) {
     Json b = {{"model", endpoint_.model}, {"messages", messages}};
     if (tools.is_array() && !tools.empty()) {
@@ -218,8 +276,49 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
     }
     return b;
   };
+  return post(endpoint_.base_url + "/chat/completions", body_for, parse_completion, /*optional_fields=*/true);
+}
+
+ChatResponse ModelClient::complete(const std::vector<int64_t>& prompt, const SamplingOptions& s) {
+  auto body_for = [&](bool) {
+    Json b = {{"model", endpoint_.model}, {"prompt", prompt}, {"logprobs", 0}, {"return_token_ids", true}};
+    if (s.temperature) b["temperature"] = *s.temperature;
+    if (s.top_p) b["top_p"] = *s.top_p;
+    if (s.top_k) b["top_k"] = *s.top_k;
+    if (s.max_tokens) b["max_tokens"] = *s.max_tokens;
+    if (s.seed) b["seed"] = *s.seed;
+    if (s.extra.is_object()) {
+      for (auto it = s.extra.begin(); it != s.extra.end(); ++it) b[it.key()] = it.value();
+    }
+    return b;
+  };
+  return post(endpoint_.base_url + "/completions", body_for, parse_text_completion, /*optional_fields=*/false);
+}
+
+TokenizeResult ModelClient::tokenize_chat(const Json& messages, const Json& tools, bool add_generation_prompt) {
+  auto body_for = [&](bool) {
+    Json b = {{"model", endpoint_.model}, {"messages", messages}, {"add_generation_prompt", add_generation_prompt}};
+    if (tools.is_array() && !tools.empty()) b["tools"] = tools;
+    return b;
+  };
+  // vLLM serves /tokenize beside /v1, not under it.
+  std::string root = endpoint_.base_url.substr(0, endpoint_.base_url.size() - 3);
+  ChatResponse r = post(root + "/tokenize", body_for, parse_tokens, /*optional_fields=*/false);
+  TokenizeResult out;
+  out.ok = r.status == ChatResponse::Status::ok;
+  out.http_status = r.http_status;
+  out.error = r.error;
+  if (out.ok) out.tokens = ids_of_json(r.token_ids);
+  return out;
+}
+
+ChatResponse ModelClient::post(const std::string& url, const std::function<Json(bool)>& body_for,
+                               const std::function<std::string(const std::string&, ChatResponse&)>& parse,
+                               bool optional_fields) {
+  ChatResponse res;
+  auto t0 = std::chrono::steady_clock::now();
   HttpRequest req;
-  req.url = endpoint_.base_url + "/chat/completions";
+  req.url = url;
   req.headers = auth_headers(endpoint_, {"Content-Type: application/json", "Accept: application/json"});
   req.timeout = retry_.request_timeout;
   const std::string what = "POST " + req.url + " (model " + endpoint_.model + ")";
@@ -229,7 +328,7 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
   bool dropping = false;  // this call leaves the optional fields out, on trial (see below)
   while (true) {
     bool drop = dropping;
-    {
+    if (optional_fields) {
       std::lock_guard<std::mutex> lock(mu_);
       drop = drop || drop_optional_;
     }
@@ -243,7 +342,7 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
     if (!r.transport_ok) {
       problem = "no answer: " + r.error;
     } else if (r.status == 200) {
-      problem = parse_completion(r.body, res);
+      problem = parse(r.body, res);
       if (problem.empty()) {
         if (dropping) {
           // Accepted without them: the server does not take them; later requests leave them out.
@@ -261,7 +360,7 @@ ChatResponse ModelClient::chat(const Json& messages, const Json& tools, const Sa
                   excerpt(r.body);
       res.seconds = seconds_since(t0);
       return res;
-    } else if (r.status == 400 && !drop && refuses_optional(r.body, body)) {
+    } else if (optional_fields && r.status == 400 && !drop && refuses_optional(r.body, body)) {
       // Only remembered for the client once a request without them is
       // accepted: a 400 that merely echoes our body (field names and all)
       // must not cost every later request its token ids.

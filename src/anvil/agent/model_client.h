@@ -79,6 +79,13 @@ struct ChatResponse {
   double seconds = 0;        // wall time, retries and back-off included
 };
 
+struct TokenizeResult {
+  bool ok = false;
+  std::string error;
+  long http_status = 0;
+  std::vector<int64_t> tokens;
+};
+
 // Thread-safe: one client serves many concurrent episodes (the HttpClient
 // must be thread-safe too, as make_http_client()'s is).
 class ModelClient {
@@ -88,6 +95,15 @@ class ModelClient {
               std::function<void(std::chrono::milliseconds)> sleep = {});
 
   ChatResponse chat(const nlohmann::json& messages, const nlohmann::json& tools, const SamplingOptions& sampling);
+
+  // Token-in/token-out (vLLM's endpoints; anvil.local_model's): one turn sampled after `prompt`
+  // (POST {base}/completions with the ids, logprobs 0, return_token_ids): message.content is the
+  // text, token_ids the sampled ids (a server that returns none fails the call), logprobs
+  // [{"token", "logprob", "token_id"}] where it returns them. Retried as chat() is.
+  ChatResponse complete(const std::vector<int64_t>& prompt, const SamplingOptions& sampling);
+  // The model's own chat template over `messages` and `tools`, as token ids (POST /tokenize beside
+  // {base}, vLLM's), with the generation prompt or without.
+  TokenizeResult tokenize_chat(const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt);
 
   // Checks, before any episode, that the endpoint answers and serves the
   // model: GET {base}/models (3 attempts over about 3 s). Returns "" when it
@@ -101,6 +117,12 @@ class ModelClient {
   const Endpoint& endpoint() const { return endpoint_; }
 
  private:
+  // One request with the retry policy: body_for(drop_optional) is what is sent, parse fills the
+  // answer from a 200's body ("" or what is wrong with it, then retried). optional_fields: a
+  // server that refuses the optional fields is asked again without them (chat's).
+  ChatResponse post(const std::string& url, const std::function<nlohmann::json(bool)>& body_for,
+                    const std::function<std::string(const std::string&, ChatResponse&)>& parse, bool optional_fields);
+
   Endpoint endpoint_;
   HttpClient& http_;
   RetryPolicy retry_;
