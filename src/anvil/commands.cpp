@@ -697,9 +697,11 @@ bool setup_model(const char* cmd, const AgentArgs& a, RunOptions* run, ModelSetu
       return false;
     }
     ep.base_url = m->local.base_url();
+    run->episode.token_level = a.tokens >= 0;  // its server returns token ids and renders its template
     if (ep.model.empty()) ep.model = m->local.model();
     std::fprintf(stderr, "local model server at %s serving %s\n", ep.base_url.c_str(), ep.model.c_str());
   } else {
+    run->episode.token_level = a.tokens > 0;
     ep.base_url = a.endpoint;
     if (ep.model.empty()) {
       std::fprintf(stderr, "anvil %s: --model NAME is required (the name the server at %s serves)\n", cmd,

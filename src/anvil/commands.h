@@ -124,6 +124,7 @@ struct AgentArgs {
   RunOptions run;                 // episode template: limits, sampling, tools' eval options
   std::string local_model;        // --local-model GGUF (with --endpoint local)
   int local_context = 8192;
+  int tokens = 0;                 // --tokens 1, --no-tokens -1; 0: token-level with --endpoint local only
   bool json = false;              // print the summary as JSON
 };
 // Runs the episodes and prints a summary. 0: every episode finished (whatever

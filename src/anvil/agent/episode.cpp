@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "anvil/agent/token_turns.h"
 #include "anvil/agent/trajectory.h"
 #include "anvil/env/confine.h"
 #include "anvil/env/reward.h"
@@ -304,6 +305,7 @@ Json initial_record(const EpisodeOptions& opts, const Task& task, const std::fil
       {"skill", skill.string()},
       {"protocol", opts.tools.eval.protocol},
       {"tool_results_as_user", opts.tool_results_as_user},
+      {"token_level", opts.token_level},
       {"tools", tools.schemas()},
       {"messages",
        Json::array({{{"role", "system"}, {"content", opening.system_prompt}},
@@ -545,6 +547,59 @@ std::string play_turn(const ChatResponse& r, int turn_index, Clock::time_point t
   return answered.finished ? "finish" : "";
 }
 
+// A token-level turn (EpisodeOptions::token_level): its prompt is the sequence so far followed by
+// what the chat template renders after the last model turn (the tool results, a nudge, the next
+// generation prompt; the opening messages for the first turn), and its tool calls are parsed from
+// the sampled text. The prompt's kind ("opening", "tool", "user") into *kind. A failure is a
+// failed ChatResponse naming it; *seam_error is set instead when the template cannot continue the
+// sequence token for token (the episode ends: token_seam).
+ChatResponse ask_tokens(ModelClient& model, const Json& record, const Json& tools, const EpisodeOptions& opts,
+                        const std::vector<int64_t>& sequence, int turn_index, std::string* kind,
+                        std::string* seam_error) {
+  ChatResponse failed;
+  failed.status = ChatResponse::Status::failed;
+  Json messages = request_messages(record, opts.tool_results_as_user);
+  std::vector<int64_t> prompt;
+  if (sequence.empty()) {
+    TokenizeResult t = model.tokenize_chat(messages, tools, true);
+    if (!t.ok) {
+      failed.error = "token-in/token-out needs the server's chat template (POST /tokenize with messages, "
+                     "vLLM's): " + t.error;
+      return failed;
+    }
+    prompt = t.tokens;
+    *kind = "opening";
+  } else {
+    size_t last_model = 0;
+    for (size_t i = 0; i < messages.size(); ++i) {
+      if (messages[i].value("role", std::string()) == "assistant") last_model = i;
+    }
+    Json closed_messages(messages.begin(), messages.begin() + static_cast<long>(last_model) + 1);
+    TokenizeResult closed = model.tokenize_chat(closed_messages, tools, false);
+    TokenizeResult appended = closed.ok ? model.tokenize_chat(messages, tools, true) : closed;
+    if (!appended.ok) {
+      failed.error = "tokenizing the conversation for the next turn: " + appended.error;
+      return failed;
+    }
+    auto after = tokens_after_turn(closed.tokens, appended.tokens, sequence.back(), seam_error);
+    if (!after) return failed;
+    prompt = sequence;
+    prompt.insert(prompt.end(), after->begin(), after->end());
+    *kind = messages.back().value("role", std::string()) == "tool" ? "tool" : "user";
+  }
+  ChatResponse r = model.complete(prompt, opts.sampling);
+  if (r.status != ChatResponse::Status::ok) return r;
+  r.prompt_token_ids = prompt;
+  std::string text = r.message["content"].is_string() ? r.message["content"].get<std::string>() : "";
+  ParsedCalls parsed = parse_tool_call_blocks(text, "call_" + std::to_string(turn_index));
+  r.message = {{"role", "assistant"}, {"content", parsed.content}};
+  if (!parsed.tool_calls.empty()) {
+    r.message["tool_calls"] = parsed.tool_calls;
+    if (r.finish_reason == "stop") r.finish_reason = "tool_calls";
+  }
+  return r;
+}
+
 // The final, independent evaluation of the workdir as it is now, into the record.
 void final_evaluation(const Environment& env, const EpisodeOptions& opts, const std::filesystem::path& workdir,
                       Json& record) {
@@ -711,7 +766,15 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     if (room == ContextBudget::Room::kShortened) continue;
 
     auto t_turn = Clock::now();
-    ChatResponse r = model.chat(request_messages(record, opts.tool_results_as_user), tools.schemas(), opts.sampling);
+    std::string prompt_kind, seam_error;
+    ChatResponse r = opts.token_level
+                         ? ask_tokens(model, record, tools.schemas(), opts, sequence, turn_index, &prompt_kind, &seam_error)
+                         : model.chat(request_messages(record, opts.tool_results_as_user), tools.schemas(), opts.sampling);
+    if (!seam_error.empty()) {
+      end_reason = "token_seam";
+      record["token_seam_error"] = seam_error;
+      break;
+    }
     record["counters"]["retries"] = record["counters"].value("retries", 0) + std::max(0, r.attempts - 1);
     if (r.status == ChatResponse::Status::context_overflow) {
       if (!budget.overflowed(record)) {
@@ -732,6 +795,11 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     }
 
     std::string ended = play_turn(r, turn_index, t_turn, tools, record, budget, sequence);
+    if (opts.token_level) {
+      record["turns"].back()["prompt_kind"] = prompt_kind;
+      // The sequence goes on only after a turn the model ended itself (its end token sampled).
+      if (ended.empty() && r.finish_reason == "length") ended = "turn_cut";
+    }
     save();
     if (!ended.empty()) {
       end_reason = ended;

@@ -41,6 +41,13 @@ struct EpisodeOptions {
   bool resume = false;              // continue dir/trajectory.json
   bool evaluate = true;             // the final, independent evaluation
   bool tool_results_as_user = false;  // send tool results as user messages (see request_messages)
+  // Token-in/token-out turns (issue 19): each turn is sampled after the previous turn's prompt and
+  // sampled ids, token for token, followed by what the model's own chat template renders for the
+  // new messages (ModelClient::complete, tokenize_chat; token_turns.h); the model's tool calls are
+  // parsed from its text (<tool_call> blocks). Needs a server with vLLM's /tokenize and
+  // /v1/completions returning token ids (vLLM; --endpoint local). A turn cut at max_tokens ends
+  // the episode (end_reason "turn_cut"), as veRL's loop ends at its response length.
+  bool token_level = false;
   // Called after every saved turn and at the end (progress displays).
   std::function<void(const nlohmann::json& record)> on_turn;
 };
@@ -51,6 +58,7 @@ struct EpisodeResult {
   nlohmann::json record;       // the trajectory
   std::string status;          // finished | interrupted
   std::string end_reason;      // finish | no_tool_calls | max_turns | max_context | wall_clock | model_error
+                               // | turn_cut | token_seam (token_level)
   int reward = -1;
 };
 

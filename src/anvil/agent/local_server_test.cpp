@@ -25,6 +25,8 @@
 #include <thread>
 
 #include "anvil/agent/http.h"
+#include "anvil/agent/model_client.h"
+#include "anvil/agent/token_turns.h"
 #include "anvil/agent/trajectory.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
@@ -260,6 +262,70 @@ TEST(LocalServer, GemmaAnswersAChatCompletionWithTools) {
   EXPECT_TRUE(gone(pid));
 }
 
+// Gemma's own tokenizer and anvil's template for it: a sampled turn continued token for token. The
+// sequence after a turn is the prompt, the sampled ids, and the template's rendering from the
+// turn's end token on; where the model wrote its call as the template renders the parsed call (its
+// arguments as parse_tool_call_blocks serialises them), that is the whole conversation rendered
+// afresh; where it wrote it otherwise, what it wrote stays as written.
+TEST(LocalServer, ATurnIsContinuedTokenForTokenByTheModelsOwnTemplate) {
+  std::string why;
+  std::string python = installed_python(&why);
+  if (python.empty()) GTEST_SKIP() << why;
+  LocalServer s;
+  LocalServerOptions o;
+  o.python = python;
+  o.context = 2048;
+  std::string err;
+  ASSERT_TRUE(s.start(o, &err)) << err;
+  auto http = make_http_client();
+  ModelClient model({s.base_url(), s.model(), ""}, *http);
+  auto tokenize_text = [&](const std::string& text) {
+    HttpRequest q;
+    q.url = s.base_url().substr(0, s.base_url().size() - 3) + "/tokenize";
+    q.headers = {"Content-Type: application/json"};
+    q.body = Json{{"prompt", text}, {"add_special_tokens", false}}.dump();
+    HttpResponse a = http->send(q);
+    EXPECT_EQ(a.status, 200) << a.body;
+    return Json::parse(a.body)["tokens"].get<std::vector<int64_t>>();
+  };
+  Json tools = Json::array({{{"type", "function"},
+                             {"function", {{"name", "bash"}, {"description", "Run a command."},
+                                           {"parameters", {{"type", "object"},
+                                                           {"properties", {{"command", {{"type", "string"}}}}}}}}}}});
+  Json opening = Json::array({{{"role", "system"}, {"content", "You write kernels."}},
+                              {{"role", "user"}, {"content", "List the files."}}});
+  TokenizeResult prompt = model.tokenize_chat(opening, tools, true);
+  ASSERT_TRUE(prompt.ok) << prompt.error;
+  std::vector<int64_t> end = tokenize_text("<end_of_turn>");
+  ASSERT_EQ(end.size(), 1u);
+
+  for (std::string sampled : {std::string("I will look.<tool_call>{\"name\": \"bash\", \"arguments\": {\"command\":\"ls\"}}</tool_call>"),
+                              std::string("I will look.\n<tool_call>{ \"name\":\"bash\",\"arguments\":{ \"command\":\"ls\" } }</tool_call>")}) {
+    std::vector<int64_t> ids = tokenize_text(sampled);
+    ids.push_back(end[0]);  // the model ended its turn
+    ParsedCalls parsed = parse_tool_call_blocks(sampled, "call_0");
+    ASSERT_EQ(parsed.tool_calls.size(), 1u) << sampled;
+    Json messages = opening;
+    messages.push_back({{"role", "assistant"}, {"content", parsed.content}, {"tool_calls", parsed.tool_calls}});
+    TokenizeResult closed = model.tokenize_chat(messages, tools, false);
+    messages.push_back({{"role", "tool"}, {"tool_call_id", "call_0_0"}, {"content", "model.py\nkernels/"}});
+    TokenizeResult appended = model.tokenize_chat(messages, tools, true);
+    ASSERT_TRUE(closed.ok && appended.ok) << closed.error << appended.error;
+    auto after = tokens_after_turn(closed.tokens, appended.tokens, end[0], &err);
+    ASSERT_TRUE(after) << err;
+    std::vector<int64_t> seq = prompt.tokens;
+    seq.insert(seq.end(), ids.begin(), ids.end());
+    seq.insert(seq.end(), after->begin(), after->end());
+    EXPECT_EQ(tokenize_text("\n<start_of_turn>user\n<tool_response>\nmodel.py\nkernels/\n</tool_response><end_of_turn>\n"
+                            "<start_of_turn>model\n"),
+              *after);
+    bool as_rendered = sampled.find("{ ") == std::string::npos;
+    EXPECT_EQ(seq == appended.tokens, as_rendered) << sampled;
+    // What the model wrote is in the sequence as it wrote it, in both cases.
+    EXPECT_TRUE(std::search(seq.begin(), seq.end(), ids.begin(), ids.end()) == seq.begin() + static_cast<long>(prompt.tokens.size()));
+  }
+}
+
 TEST(LocalServer, ARealModelRunsARealEpisode) {
   std::string venv_python = std::string(ANVIL_SOURCE_DIR) + "/.venv-llm/bin/python";
   const char* override_python = std::getenv("ANVIL_LLM_PYTHON");
@@ -292,6 +358,48 @@ TEST(LocalServer, ARealModelRunsARealEpisode) {
   for (const auto& t : (*rec)["turns"]) EXPECT_GT(t["usage"]["completion_tokens"].get<int>(), 0) << t.dump();
   ASSERT_TRUE((*rec)["evaluation"].is_object());
   EXPECT_EQ((*rec)["reward"], -1) << (*rec)["evaluation"].dump();  // a 270M model does not write kernels
+
+  // Token-in/token-out (the local endpoint's default): every turn's prompt is the previous turn's
+  // prompt and sampled ids, token for token, and then the template's rendering of what followed;
+  // re-decoded, the sampled ids are the model's message and the opening prompt is the template's.
+  EXPECT_EQ((*rec)["token_level"], true);
+  LocalServer server;
+  LocalServerOptions o;
+  o.context = 8192;
+  ASSERT_TRUE(server.start(o, &err)) << err;
+  auto http = make_http_client();
+  auto post = [&](const std::string& path, const Json& body) {
+    HttpRequest q;
+    q.url = server.base_url().substr(0, server.base_url().size() - 3) + path;
+    q.headers = {"Content-Type: application/json"};
+    q.body = body.dump();
+    q.timeout = std::chrono::seconds(60);
+    HttpResponse a = http->send(q);
+    EXPECT_EQ(a.status, 200) << a.body;
+    return Json::parse(a.body, nullptr, false);
+  };
+  Json opening = Json::array({(*rec)["messages"][0], (*rec)["messages"][1]});
+  std::vector<int64_t> seq;
+  const Json& turns = (*rec)["turns"];
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const Json& t = turns[i];
+    ASSERT_TRUE(t.contains("prompt_token_ids")) << t.dump();
+    EXPECT_EQ(t["prompt_token_ids"]["prefix"].get<size_t>(), seq.size()) << "turn " << i << " re-rendered the past";
+    std::vector<int64_t> prompt = expand_prompt_ids(seq, t["prompt_token_ids"]);
+    if (i == 0) {
+      EXPECT_EQ(t["prompt_kind"], "opening");
+      EXPECT_EQ(Json(prompt), post("/tokenize", {{"messages", opening}, {"tools", (*rec)["tools"]}})["tokens"]);
+    }
+    std::vector<int64_t> ids = t["token_ids"].get<std::vector<int64_t>>();
+    EXPECT_EQ(t["logprobs"].size(), ids.size());
+    const Json& msg = (*rec)["messages"][t["message_index"].get<size_t>()];
+    if (t["finish_reason"] == "stop") ids.pop_back();  // its end token
+    if (!msg.contains("tool_calls")) {
+      EXPECT_EQ(post("/detokenize", {{"tokens", ids}})["prompt"], msg["content"]) << "turn " << i;
+    }
+    seq = prompt;
+    for (const auto& id : t["token_ids"]) seq.push_back(id.get<int64_t>());
+  }
 }
 
 }  // namespace
