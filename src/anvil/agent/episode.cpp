@@ -758,7 +758,14 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
       end_reason = "wall_clock";
       break;
     }
-    ContextBudget::Room room = budget.make_room(record, opts);  // the context budget, before asking
+    // The context budget, before asking. Token-level turns cannot shorten what the model saw: a
+    // sequence (with a turn's room) over the budget ends the episode.
+    if (opts.token_level && !sequence.empty() &&
+        static_cast<long>(sequence.size()) + opts.sampling.max_tokens.value_or(4096) > opts.max_context) {
+      end_reason = "max_context";
+      break;
+    }
+    ContextBudget::Room room = opts.token_level ? ContextBudget::Room::kEnough : budget.make_room(record, opts);
     if (room == ContextBudget::Room::kFull) {
       end_reason = "max_context";
       break;
@@ -777,7 +784,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     }
     record["counters"]["retries"] = record["counters"].value("retries", 0) + std::max(0, r.attempts - 1);
     if (r.status == ChatResponse::Status::context_overflow) {
-      if (!budget.overflowed(record)) {
+      if (opts.token_level || !budget.overflowed(record)) {
         end_reason = "max_context";
         break;
       }
