@@ -40,6 +40,18 @@ choice "token_ids" (the UTF-8 bytes of the content and the tool-call arguments, 
 "logprobs": true, choices[0].logprobs.content holds one {"token", "logprob": -0.1, "bytes"} per token
 id. "usage" is always present (prompt_tokens = len(json.dumps(messages)) // 4).
 
+Token-in/token-out (vLLM's endpoints, for `anvil agent --tokens`), with a toy tokenizer: the UTF-8
+bytes of the text, and ids from 256 on for the markers <bos> <|system|> <|user|> <|assistant|>
+<|tool|> <|end|>. The template: <bos>, then each message as <|ROLE|>, its content (an assistant's
+tool calls after it as <tool_call>{"name": N, "arguments": A}</tool_call>, A as sent), <|end|> and
+a newline; the generation prompt is <|assistant|>.
+    POST /tokenize {"messages", "add_generation_prompt"} or {"prompt"} -> {"tokens", "count"}
+    POST /detokenize {"tokens"} -> {"prompt"}
+    POST /v1/completions {"prompt": [ids]}: the turn is the number of <|assistant|> ids in the
+         prompt less one; its text (the content, then its tool calls as the template writes them)
+         as token_ids followed by <|end|> (finish_reason "stop"; "length" as scripted: no <|end|>),
+         logprobs {"tokens", "token_logprobs": -0.1 each}
+
 Every request, GET included, is appended to --log as one JSON line
 {"turn": int|null, "path": str, "body": object|null, "authorization": str|null, "answered": int|str}
 ("answered": the HTTP status sent, or "drop").
@@ -104,6 +116,67 @@ def answer_for(script, turn, body):
     return resp
 
 
+MARKERS = ["<bos>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|end|>"]
+MARKER_ID = {m: 256 + i for i, m in enumerate(MARKERS)}
+
+
+def toy_tokens(text):
+    """The toy tokenizer: markers to their ids, everything else byte by byte."""
+    ids, i = [], 0
+    while i < len(text):
+        for m in MARKERS:
+            if text.startswith(m, i):
+                ids.append(MARKER_ID[m])
+                i += len(m)
+                break
+        else:
+            ids.extend(text[i].encode("utf-8"))
+            i += 1
+    return ids
+
+
+def toy_text(ids):
+    out, pending = [], bytearray()
+    for t in ids:
+        if t >= 256:
+            out.append(pending.decode("utf-8", "replace"))
+            pending = bytearray()
+            out.append(MARKERS[t - 256] if t - 256 < len(MARKERS) else "<?>")
+        else:
+            pending.append(t)
+    out.append(pending.decode("utf-8", "replace"))
+    return "".join(out)
+
+
+def calls_text(calls):
+    return "".join('<tool_call>{"name": %s, "arguments": %s}</tool_call>' % (
+        json.dumps(c["function"]["name"]), c["function"]["arguments"]) for c in calls)
+
+
+def toy_render(messages, add_generation_prompt):
+    parts = ["<bos>"]
+    for m in messages:
+        parts.append("<|%s|>%s%s<|end|>\n" % (m.get("role"), m.get("content") or "", calls_text(m.get("tool_calls") or [])))
+    if add_generation_prompt:
+        parts.append("<|assistant|>")
+    return "".join(parts)
+
+
+def completion_for(script, body):
+    prompt = body.get("prompt") or []
+    turn = max(0, sum(1 for t in prompt if t == MARKER_ID["<|assistant|>"]) - 1)
+    chat = answer_for(script, turn, {})
+    c = chat["choices"][0]
+    text = (c["message"]["content"] or "") + calls_text(c["message"].get("tool_calls") or [])
+    finish = "length" if c["finish_reason"] == "length" else "stop"
+    ids = toy_tokens(text) + ([MARKER_ID["<|end|>"]] if finish == "stop" else [])
+    choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": finish,
+              "logprobs": {"tokens": [toy_text([t]) for t in ids], "token_logprobs": [-0.1] * len(ids)}}
+    return {"id": "replay-cmpl-%d" % turn, "object": "text_completion", "model": script.get("model", "replay"),
+            "choices": [choice], "prompt_token_ids": prompt,
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(ids), "total_tokens": len(prompt) + len(ids)}}
+
+
 def make_handler(state):
     script = state.script
 
@@ -147,13 +220,26 @@ def make_handler(state):
         def do_POST(self):
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            path = self.path.rstrip("/")
+            if path not in ("/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"):
                 self.not_found(self.entry())
                 return
             try:
                 body = json.loads(raw)
             except ValueError:
                 self.answer(self.entry(), 400, {"error": {"message": "the body is not JSON"}})
+                return
+            if path == "/tokenize":
+                text = toy_render(body.get("messages") or [], body.get("add_generation_prompt", True)) \
+                    if "messages" in body else body.get("prompt", "")
+                ids = toy_tokens(text)
+                self.answer(self.entry(None, body), 200, {"tokens": ids, "count": len(ids), "max_model_len": 1 << 20})
+                return
+            if path == "/detokenize":
+                self.answer(self.entry(None, body), 200, {"prompt": toy_text(body.get("tokens") or [])})
+                return
+            if path == "/v1/completions":
+                self.answer(self.entry(None, body), 200, completion_for(script, body))
                 return
             messages = body.get("messages") or []
             turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")

@@ -156,6 +156,65 @@ TEST_F(EpisodeTest, AScriptedEpisodeSolvesItsTaskAndIsJudgedAfresh) {
   EXPECT_EQ(system, "You optimise PyTorch modules with CUDA kernels. (test prompt)\nRULES OF cuda-agent\n");
 }
 
+// Token-in/token-out over the replay server's toy tokenizer: the same scripted episode, each turn
+// continuing the last one's prompt and sampled ids exactly, then the template's rendering of the
+// tool results after the model's end token; the calls parsed from the sampled text.
+TEST_F(EpisodeTest, TokenLevelTurnsContinueTheSequenceTokenForToken) {
+  ReplayServer server({{"turns", solving_turns()}}, dir_ / "server");
+  ASSERT_GT(server.port(), 0);
+  auto http = make_http_client();
+  ModelClient model({server.url(), "replay", ""}, *http, fast_retry());
+  EpisodeOptions o = options();
+  o.token_level = true;
+  EpisodeResult r = run_episode(env(), model, o);
+  ASSERT_TRUE(r.ran) << r.error;
+  const Json& rec = r.record;
+  EXPECT_EQ(r.end_reason, "finish") << rec.dump(1).substr(0, 4000);
+  EXPECT_EQ(rec["token_level"], true);
+  EXPECT_EQ(rec["counters"]["tool_calls"], 9);
+  EXPECT_EQ(rec["counters"]["malformed_total"], 0);
+  expect_answered(rec);
+  ASSERT_TRUE(rec["evaluation"].is_object());
+  EXPECT_EQ(rec["evaluation"]["outcome"], "ok");
+
+  auto post = [&](const std::string& path, const Json& body) {
+    HttpRequest q;
+    q.url = "http://127.0.0.1:" + std::to_string(server.port()) + path;
+    q.headers = {"Content-Type: application/json"};
+    q.body = body.dump();
+    return Json::parse(http->send(q).body);
+  };
+  std::vector<int64_t> seq;
+  const Json& turns = rec["turns"];
+  ASSERT_EQ(turns.size(), 5u);
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const Json& t = turns[i];
+    EXPECT_EQ(t["prompt_token_ids"]["prefix"].get<size_t>(), seq.size()) << "turn " << i << " re-rendered the past";
+    std::vector<int64_t> prompt = expand_prompt_ids(seq, t["prompt_token_ids"]);
+    std::string added = post("/detokenize", {{"tokens", t["prompt_token_ids"]["ids"]}})["prompt"];
+    if (i == 0) {
+      EXPECT_EQ(t["prompt_kind"], "opening");
+      EXPECT_EQ(added, "<bos><|system|>" + rec["messages"][0]["content"].get<std::string>() + "<|end|>\n<|user|>" +
+                           rec["messages"][1]["content"].get<std::string>() + "<|end|>\n<|assistant|>");
+    } else {
+      // After the model's <|end|>: the template's newline, the tool results, the generation prompt.
+      EXPECT_EQ(t["prompt_kind"], "tool");
+      EXPECT_EQ(added.rfind("\n<|tool|>", 0), 0u) << added.substr(0, 80);
+      EXPECT_EQ(added.substr(added.size() - 13), "<|assistant|>");
+    }
+    // The sampled text, as the model wrote it, is in the sequence; its calls are the message's.
+    std::string sampled = post("/detokenize", {{"tokens", t["token_ids"]}})["prompt"];
+    const Json& msg = rec["messages"][t["message_index"].get<size_t>()];
+    EXPECT_EQ(sampled.substr(sampled.size() - 7), "<|end|>");
+    EXPECT_EQ(msg["tool_calls"].size(), t["tool_calls"].size());
+    EXPECT_NE(sampled.find("<tool_call>{\"name\": \"" + msg["tool_calls"][0]["function"]["name"].get<std::string>()),
+              std::string::npos);
+    seq = prompt;
+    for (const auto& id : t["token_ids"]) seq.push_back(id.get<int64_t>());
+  }
+  EXPECT_EQ(turns[0]["logprobs"].size(), turns[0]["token_ids"].size());
+}
+
 // The shipped SKILL.md renders for every protocol anvil knows, each with its own rules only.
 TEST(SkillForProtocol, TheShippedPromptStatesEachProtocolsRules) {
   auto text = read_file(kSource + "/share/agent/SKILL.md");
