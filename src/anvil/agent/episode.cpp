@@ -23,6 +23,7 @@
 #include <functional>
 
 #include "anvil/agent/token_turns.h"
+#include "anvil/util/hash.h"
 #include "anvil/agent/trajectory.h"
 #include "anvil/env/confine.h"
 #include "anvil/env/reward.h"
@@ -748,6 +749,20 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     if (opts.on_turn) opts.on_turn(record);
   };
 
+  if (opts.token_level && !record.contains("tokenizer")) {
+    // Which template and tokenizer made the ids: a fixed conversation through the server's
+    // template, its ids and their hash (a server that changes either changes the hash).
+    Json probe = Json::array({{{"role", "system"}, {"content", "anvil probe"}},
+                              {{"role", "user"}, {"content", "What is 2 + 2?"}},
+                              {{"role", "assistant"}, {"content", "4"}},
+                              {{"role", "user"}, {"content", "{\"ok\": true} <tag> & \u00e9"}}});
+    TokenizeResult t = model.tokenize_chat(probe, Json::array(), true);
+    if (t.ok) {
+      std::string joined;
+      for (auto id : t.tokens) joined += std::to_string(id) + ",";
+      record["tokenizer"] = {{"probe", probe}, {"probe_ids", t.tokens}, {"sha256", sha256_hex(joined)}};
+    }
+  }
   while (true) {
     int turn_index = static_cast<int>(record["turns"].size());
     if (turn_index >= opts.max_turns) {

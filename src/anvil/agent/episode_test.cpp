@@ -213,6 +213,9 @@ TEST_F(EpisodeTest, TokenLevelTurnsContinueTheSequenceTokenForToken) {
     for (const auto& id : t["token_ids"]) seq.push_back(id.get<int64_t>());
   }
   EXPECT_EQ(turns[0]["logprobs"].size(), turns[0]["token_ids"].size());
+  // The template and tokenizer that made the ids, by a fixed conversation's ids.
+  EXPECT_EQ(rec["tokenizer"]["probe_ids"], post("/tokenize", {{"messages", rec["tokenizer"]["probe"]}})["tokens"]);
+  EXPECT_EQ(rec["tokenizer"]["sha256"].get<std::string>().size(), 64u);
 }
 
 // The shipped SKILL.md renders for every protocol anvil knows, each with its own rules only.
