@@ -15,14 +15,17 @@ vLLM's OpenAI-compatible server so that one client speaks to both:
                              OpenAI tool_calls; prompt_token_ids, choices[0].token_ids, and
                              choices[0].logprobs.content [{"token", "logprob", "token_id"}]
 
-Sampling is plain: temperature (1.0 unless given; 0: greedy), then top-k and top-p only where the
-request sets them; no min-p, no repetition penalty. A log-probability is the model's, before the
+Sampling is plain: temperature (1.0 unless given; 0: greedy), top-k and top-p only where the
+request sets them (llama.cpp applies them before the temperature, vLLM after: the same only at
+temperature 1 or without them); no min-p, no repetition penalty. A log-probability is the model's, before the
 temperature (vLLM's default), of the token that was sampled. A request's seed makes it
 reproducible; without one each request draws its own.
 
 The chat template is the GGUF's (tokenizer.chat_template) where it has one, else
 chat_templates/<family>.jinja beside this file (the Gemma 3 270M GGUF anvil installs carries none).
-It renders with Jinja2's sandbox, no HTML escaping. Tools reach the model as a system section that
+It renders with Jinja2's sandbox, no HTML escaping. A message's text is tokenized as the template's
+is, special tokens included (as vLLM and Hugging Face do): a tool result that prints a turn marker
+gives the model that marker. Tools reach the model as a system section that
 lists their schemas and asks for <tool_call> blocks (templates without a tools section of their own,
 as Gemma's). One request at a time holds the model.
 
@@ -124,13 +127,32 @@ class Model:
             source = open(self.template_from, encoding="utf-8").read()
         self.template = template_of(source)
         self.template_knows_tools = "tools" in source
-        vocab = self.llm._model.vocab if hasattr(self.llm._model, "vocab") else None
-        self._vocab = vocab
+        self._vocab = self.llm._model.vocab
         self.bos = self.piece(self.llm.token_bos())
         self.eos = self.piece(self.llm.token_eos())
 
+    def _bytes(self, tokens):
+        """The tokens' text, special ones written out, each piece read whole (llama-cpp-python's own
+        detokenize reads at most 32 bytes a piece, and some of Gemma's are longer)."""
+        import ctypes
+
+        llama_cpp, buf, out = self.llama_cpp, ctypes.create_string_buffer(64), []
+        for t in tokens:
+            n = llama_cpp.llama_token_to_piece(self._vocab, llama_cpp.llama_token(t), buf, len(buf), 0, True)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = llama_cpp.llama_token_to_piece(self._vocab, llama_cpp.llama_token(t), buf, len(buf), 0, True)
+            out.append(buf.raw[:n])
+        return out
+
     def piece(self, token):
-        return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+        return self._bytes([token])[0].decode("utf-8", errors="replace")
+
+    def check_ids(self, ids, field):
+        n = self.llm.n_vocab()
+        if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < n
+                                                for t in ids):
+            raise BadRequest("%s: token ids, each from 0 to %d" % (field, n - 1))
 
     def is_end(self, token):
         if token == self.llm.token_eos():
@@ -157,7 +179,7 @@ class Model:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=add_special, special=True)
 
     def detokenize(self, ids):
-        return self.llm.detokenize(list(ids), special=True).decode("utf-8", errors="replace")
+        return b"".join(self._bytes(ids)).decode("utf-8", errors="replace")
 
     def generate(self, prompt_ids, max_tokens, temperature=1.0, top_p=None, top_k=None, seed=None, stop=()):
         """(token_ids, logprobs, finish_reason): sampled after prompt_ids until an end-of-generation
@@ -215,8 +237,10 @@ def template_of(source):
     nothing HTML-escaped (tojson included), raise_exception for the template's own refusals."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, autoescape=False,
+                                        extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
     env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
     return env.from_string(source)
 
@@ -242,8 +266,11 @@ def sampling_of(body):
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
         raise BadRequest("stop: a string or a list of strings")
     max_tokens = number("max_tokens", int, 1) or number("max_completion_tokens", int, 1) or 1024
+    seed = number("seed", int, 0)
+    if seed is not None and seed >= 0xFFFFFFFF:  # llama.cpp reads 0xFFFFFFFF as "random"
+        raise BadRequest("seed: below %d" % 0xFFFFFFFF)
     return dict(max_tokens=max_tokens, temperature=number("temperature", float, 0), top_p=number("top_p", float, 0),
-                top_k=number("top_k", int), seed=number("seed", int), stop=tuple(stop))
+                top_k=number("top_k", int), seed=seed, stop=tuple(stop))
 
 
 def usage(prompt, completion):
@@ -256,7 +283,8 @@ def serve_completion(model, body):
     s = sampling_of(body)
     if isinstance(prompt, str):
         ids = model.tokenize(prompt, add_special=True)
-    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+    elif isinstance(prompt, list) and prompt:
+        model.check_ids(prompt, "prompt")
         ids = prompt
     else:
         raise BadRequest("prompt: a string or a non-empty list of token ids")
@@ -315,8 +343,7 @@ def serve_tokenize(model, body):
 
 def serve_detokenize(model, body):
     tokens = body.get("tokens")
-    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-        raise BadRequest("tokens: a list of token ids")
+    model.check_ids(tokens, "tokens")
     return {"prompt": model.detokenize(tokens)}
 
 

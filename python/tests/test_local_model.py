@@ -174,3 +174,13 @@ def test_bad_requests_are_answered_400_naming_what_is_wrong(server):
     assert status == 400 and "a message of role critic" in e["error"]["message"]
     status, e = post(server + "/tokenize", {"tokens": [1]})
     assert status == 400 and e["error"]["message"] == "a prompt (a string) or messages"
+    for path, body in (("/detokenize", {"tokens": [-1]}), ("/v1/completions", {"prompt": [2, 10 ** 7]})):
+        status, e = post(server + path, body)
+        assert status == 400 and "token ids, each from 0 to 262" in e["error"]["message"], e
+    assert post(server + "/v1/completions", {"prompt": [2], "seed": 2 ** 32 - 1})[0] == 400
+
+
+def test_a_piece_longer_than_32_bytes_is_read_whole(server):
+    word = "\u092a\u094d\u0930\u0927\u093e\u0928\u092e\u0902\u0924\u094d\u0930\u0940"  # 36 bytes in UTF-8
+    ids = post(server + "/tokenize", {"prompt": " " + word, "add_special_tokens": False})[1]["tokens"]
+    assert post(server + "/detokenize", {"tokens": ids})[1]["prompt"] == " " + word

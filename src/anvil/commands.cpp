@@ -698,6 +698,8 @@ bool setup_model(const char* cmd, const AgentArgs& a, RunOptions* run, ModelSetu
     }
     ep.base_url = m->local.base_url();
     run->episode.token_level = a.tokens >= 0;  // its server returns token ids and renders its template
+    // The server's context is the episode's: a turn it cut for want of room is not a turn too long.
+    run->episode.max_context = std::min<long>(run->episode.max_context, a.local_context);
     if (ep.model.empty()) ep.model = m->local.model();
     std::fprintf(stderr, "local model server at %s serving %s\n", ep.base_url.c_str(), ep.model.c_str());
   } else {

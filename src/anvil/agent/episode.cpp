@@ -575,14 +575,16 @@ ChatResponse ask_tokens(ModelClient& model, const Json& record, const Json& tool
     for (size_t i = 0; i < messages.size(); ++i) {
       if (messages[i].value("role", std::string()) == "assistant") last_model = i;
     }
+    Json opened_messages(messages.begin(), messages.begin() + static_cast<long>(last_model));
     Json closed_messages(messages.begin(), messages.begin() + static_cast<long>(last_model) + 1);
-    TokenizeResult closed = model.tokenize_chat(closed_messages, tools, false);
+    TokenizeResult opened = model.tokenize_chat(opened_messages, tools, true);
+    TokenizeResult closed = opened.ok ? model.tokenize_chat(closed_messages, tools, false) : opened;
     TokenizeResult appended = closed.ok ? model.tokenize_chat(messages, tools, true) : closed;
     if (!appended.ok) {
       failed.error = "tokenizing the conversation for the next turn: " + appended.error;
       return failed;
     }
-    auto after = tokens_after_turn(closed.tokens, appended.tokens, sequence.back(), seam_error);
+    auto after = tokens_after_turn(opened.tokens, closed.tokens, appended.tokens, sequence.back(), seam_error);
     if (!after) return failed;
     prompt = sequence;
     prompt.insert(prompt.end(), after->begin(), after->end());
@@ -679,6 +681,7 @@ std::optional<Json> resume_record(const std::filesystem::path& traj_path, Episod
     *err = "cannot resume: the episode's workdir " + workdir.string() + " is gone";
     return std::nullopt;
   }
+  opts.token_level = record.value("token_level", false);  // the record's turns decide how it goes on
   record["resumes"].push_back({{"at", utc_now()}, {"after_turns", record["turns"].size()}});
   record["status"] = "running";
   return record;
@@ -749,7 +752,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     if (opts.on_turn) opts.on_turn(record);
   };
 
-  if (opts.token_level && !record.contains("tokenizer")) {
+  if (opts.token_level) {
     // Which template and tokenizer made the ids: a fixed conversation through the server's
     // template, its ids and their hash (a server that changes either changes the hash).
     Json probe = Json::array({{{"role", "system"}, {"content", "anvil probe"}},
@@ -760,7 +763,14 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     if (t.ok) {
       std::string joined;
       for (auto id : t.tokens) joined += std::to_string(id) + ",";
-      record["tokenizer"] = {{"probe", probe}, {"probe_ids", t.tokens}, {"sha256", sha256_hex(joined)}};
+      std::string sha = sha256_hex(joined);
+      if (record.contains("tokenizer") && record["tokenizer"].value("sha256", sha) != sha) {
+        res.error = "cannot resume " + dir.string() + ": the server's chat template or tokenizer is not the one the "
+                    "episode's ids were made with (its probe's ids hash " + sha + ", the record's " +
+                    record["tokenizer"].value("sha256", std::string()) + ")";
+        return res;
+      }
+      record["tokenizer"] = {{"probe", probe}, {"probe_ids", t.tokens}, {"sha256", sha}};
     }
   }
   while (true) {
@@ -820,7 +830,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     if (opts.token_level) {
       record["turns"].back()["prompt_kind"] = prompt_kind;
       // The sequence goes on only after a turn the model ended itself (its end token sampled).
-      if (ended.empty() && r.finish_reason == "length") ended = "turn_cut";
+      if (ended.empty() && r.finish_reason != "stop" && r.finish_reason != "tool_calls") ended = "turn_cut";
     }
     save();
     if (!ended.empty()) {

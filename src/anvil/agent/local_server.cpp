@@ -238,16 +238,17 @@ LocalServer::Start LocalServer::start_once(const LocalServerOptions& opts, const
   log_dir_ = make_temp_dir(fs::temp_directory_path(), "anvil-llm");
   const std::string log = (log_dir_ / "server.log").string();
   const std::string port_s = std::to_string(port);
-  std::vector<std::string> argv = {python, "-m", "anvil.local_model", "--model", model, "--host", "127.0.0.1",
+  // -I, anvil's package first (as the runner's bootstrap): nothing of the working directory imported.
+  std::vector<std::string> argv = {python, "-I", "-c",
+                                   "import os, sys; sys.path[:0] = [os.environ['ANVIL_PYDIR']]; "
+                                   "from anvil import local_model; sys.exit(local_model.main())",
+                                   "--model", model, "--host", "127.0.0.1",
                                    "--port", port_s, "--n-ctx", std::to_string(opts.context), "--alias", opts.alias};
   if (opts.threads > 0) argv.insert(argv.end(), {"--n-threads", std::to_string(opts.threads)});
   if (!opts.chat_template.empty()) argv.insert(argv.end(), {"--chat-template", opts.chat_template});
-  // anvil's package first on the path; the rest of the environment as it is.
-  std::vector<std::string> envs;
-  const char* pp = std::getenv("PYTHONPATH");
-  envs.push_back("PYTHONPATH=" + pydir.string() + (pp && *pp ? ":" + std::string(pp) : ""));
+  std::vector<std::string> envs = {"ANVIL_PYDIR=" + pydir.string()};
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) envs.emplace_back(*e);
+    if (std::strncmp(*e, "ANVIL_PYDIR=", 12) != 0) envs.emplace_back(*e);
   }
 
   // Everything the child needs is made before fork(): between fork and exec a

@@ -311,7 +311,7 @@ TEST(LocalServer, ATurnIsContinuedTokenForTokenByTheModelsOwnTemplate) {
     messages.push_back({{"role", "tool"}, {"tool_call_id", "call_0_0"}, {"content", "model.py\nkernels/"}});
     TokenizeResult appended = model.tokenize_chat(messages, tools, true);
     ASSERT_TRUE(closed.ok && appended.ok) << closed.error << appended.error;
-    auto after = tokens_after_turn(closed.tokens, appended.tokens, end[0], &err);
+    auto after = tokens_after_turn(prompt.tokens, closed.tokens, appended.tokens, end[0], &err);
     ASSERT_TRUE(after) << err;
     std::vector<int64_t> seq = prompt.tokens;
     seq.insert(seq.end(), ids.begin(), ids.end());

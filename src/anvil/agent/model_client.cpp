@@ -157,6 +157,9 @@ std::vector<std::string> auth_headers(const Endpoint& e, std::vector<std::string
   return h;
 }
 
+// A parse problem the server will repeat: not retried.
+constexpr const char* kPermanent = "(not retried) ";
+
 std::vector<int64_t> ids_of_json(const Json& a) {
   std::vector<int64_t> out;
   if (!a.is_array()) return out;
@@ -182,7 +185,7 @@ std::string parse_text_completion(const std::string& body, ChatResponse& res) {
   }
   const Json& c = j["choices"][0];
   if (!all_ids(c.value("token_ids", Json()))) {
-    return "200 without choices[0].token_ids (token-in/token-out needs the server to return the sampled ids: "
+    return std::string(kPermanent) + "200 without choices[0].token_ids (token-in/token-out needs the server to return the sampled ids: "
            "vLLM's return_token_ids): " + excerpt(body, 200);
   }
   res.message = {{"role", "assistant"}, {"content", c["text"]}};
@@ -343,6 +346,13 @@ ChatResponse ModelClient::post(const std::string& url, const std::function<Json(
       problem = "no answer: " + r.error;
     } else if (r.status == 200) {
       problem = parse(r.body, res);
+      if (starts_with(problem, kPermanent)) {
+        res.status = ChatResponse::Status::failed;
+        res.error = what + ": " + problem.substr(std::string(kPermanent).size());
+        res.retry_log.push_back(problem);
+        res.seconds = seconds_since(t0);
+        return res;
+      }
       if (problem.empty()) {
         if (dropping) {
           // Accepted without them: the server does not take them; later requests leave them out.

@@ -120,6 +120,7 @@ class ModelClient {
   // One request with the retry policy: body_for(drop_optional) is what is sent, parse fills the
   // answer from a 200's body ("" or what is wrong with it, then retried). optional_fields: a
   // server that refuses the optional fields is asked again without them (chat's).
+  // A parse problem marked permanent (model_client.cpp kPermanent) is not retried.
   ChatResponse post(const std::string& url, const std::function<nlohmann::json(bool)>& body_for,
                     const std::function<std::string(const std::string&, ChatResponse&)>& parse, bool optional_fields);
 

@@ -40,21 +40,25 @@ ParsedCalls parse_tool_call_blocks(const std::string& text, const std::string& i
   return out;
 }
 
-std::optional<std::vector<int64_t>> tokens_after_turn(const std::vector<int64_t>& closed,
+std::optional<std::vector<int64_t>> tokens_after_turn(const std::vector<int64_t>& opened,
+                                                      const std::vector<int64_t>& closed,
                                                       const std::vector<int64_t>& appended, int64_t end_token,
                                                       std::string* err) {
-  if (appended.size() < closed.size() || !std::equal(closed.begin(), closed.end(), appended.begin())) {
+  auto extends = [](const std::vector<int64_t>& longer, const std::vector<int64_t>& prefix) {
+    return longer.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), longer.begin());
+  };
+  if (!extends(closed, opened) || !extends(appended, closed)) {
     *err = "the chat template renders the conversation with the new messages differently from without them "
            "(it does not extend it): the turn cannot be continued token for token";
     return std::nullopt;
   }
-  auto last = std::find(closed.rbegin(), closed.rend(), end_token);
-  if (last == closed.rend()) {
-    *err = "the chat template does not close the model's turn with the token it ended on (" +
-           std::to_string(end_token) + ")";
+  auto end = std::find(closed.begin() + static_cast<long>(opened.size()), closed.end(), end_token);
+  if (end == closed.end()) {
+    *err = "the model ended its turn on token " + std::to_string(end_token) +
+           ", which the chat template does not close the model's turn with";
     return std::nullopt;
   }
-  size_t after = static_cast<size_t>(closed.rend() - last);  // index just past that end token
+  size_t after = static_cast<size_t>(end - closed.begin()) + 1;
   return std::vector<int64_t>(appended.begin() + static_cast<long>(after), appended.end());
 }
 

@@ -23,12 +23,15 @@ struct ParsedCalls {
 ParsedCalls parse_tool_call_blocks(const std::string& text, const std::string& id_prefix);
 
 // The tokens that follow a model's turn in its own rendering, to append after the sampled ids:
-// `closed` is the conversation through the model's message rendered without a generation prompt,
-// `appended` the same conversation with the new messages and the generation prompt; the sampled
-// turn ended on `end_token`. They are `appended` after the last `end_token` of `closed` (the
-// template's own close of the turn, a newline say, then the new messages). nullopt with *err when
-// `appended` does not extend `closed` or `closed` has no `end_token`.
-std::optional<std::vector<int64_t>> tokens_after_turn(const std::vector<int64_t>& closed,
+// `opened` is the conversation before the model's message with the generation prompt, `closed`
+// the conversation through the model's message without one, `appended` the same with the new
+// messages and the generation prompt; the sampled turn ended on `end_token`. They are `appended`
+// after the first `end_token` of the model's turn as `closed` renders it (what follows `opened`):
+// the template's own close of the turn, a newline say, then the new messages. nullopt with *err
+// when the renderings do not extend one another or the template does not end the model's turn
+// with `end_token` (a model that stopped on another end token).
+std::optional<std::vector<int64_t>> tokens_after_turn(const std::vector<int64_t>& opened,
+                                                      const std::vector<int64_t>& closed,
                                                       const std::vector<int64_t>& appended, int64_t end_token,
                                                       std::string* err);
 

@@ -32,25 +32,27 @@ TEST(TokenTurns, ABlockThatDoesNotParseStaysInTheText) {
 }
 
 TEST(TokenTurns, WhatFollowsATurnComesAfterItsEndTokenInTheRendering) {
-  // closed: [bos, user..., model-open, content..., END, NL]; appended adds a tool turn and a prompt.
-  std::vector<int64_t> closed = {2, 10, 11, 12, 20, 21, 106, 107};
-  std::vector<int64_t> appended = {2, 10, 11, 12, 20, 21, 106, 107, 30, 31, 106, 107, 40};
+  // opened: [bos, user turn (ending 106 107), model-open]; closed adds the model's content, END, NL;
+  // appended adds a tool turn and the generation prompt.
+  std::vector<int64_t> opened = {2, 10, 106, 107, 12};
+  std::vector<int64_t> closed = {2, 10, 106, 107, 12, 20, 21, 106, 107};
+  std::vector<int64_t> appended = {2, 10, 106, 107, 12, 20, 21, 106, 107, 30, 31, 106, 107, 40};
   std::string err;
-  auto after = tokens_after_turn(closed, appended, 106, &err);
+  auto after = tokens_after_turn(opened, closed, appended, 106, &err);
   ASSERT_TRUE(after) << err;
   EXPECT_EQ(*after, (std::vector<int64_t>{107, 30, 31, 106, 107, 40}));
-  // The model's text differed from the rendering (only the part after its end token is taken).
-  auto same = tokens_after_turn({2, 10, 106, 5, 106, 107}, {2, 10, 106, 5, 106, 107, 9}, 106, &err);
-  ASSERT_TRUE(same) << err;
-  EXPECT_EQ(*same, (std::vector<int64_t>{107, 9}));
+  // The end token is looked for in the model's turn only: one in the user's turn (before) is not it.
+  EXPECT_FALSE(tokens_after_turn(opened, {2, 10, 106, 107, 12, 20, 107}, {2, 10, 106, 107, 12, 20, 107, 9}, 106, &err));
 }
 
 TEST(TokenTurns, ARenderingThatDoesNotExtendOrNeverEndsTheTurnIsRefused) {
   std::string err;
-  EXPECT_FALSE(tokens_after_turn({2, 10, 106}, {2, 11, 106, 9}, 106, &err));
+  EXPECT_FALSE(tokens_after_turn({2}, {2, 10, 106}, {2, 11, 106, 9}, 106, &err));
   EXPECT_NE(err.find("does not extend it"), std::string::npos) << err;
-  EXPECT_FALSE(tokens_after_turn({2, 10, 107}, {2, 10, 107, 9}, 106, &err));
-  EXPECT_NE(err.find("(106)"), std::string::npos) << err;
+  EXPECT_FALSE(tokens_after_turn({3}, {2, 10, 106}, {2, 10, 106, 9}, 106, &err));
+  EXPECT_NE(err.find("does not extend it"), std::string::npos) << err;
+  EXPECT_FALSE(tokens_after_turn({2}, {2, 10, 107}, {2, 10, 107, 9}, 1, &err));  // stopped on <eos>
+  EXPECT_NE(err.find("token 1, which the chat template does not close"), std::string::npos) << err;
 }
 
 }  // namespace

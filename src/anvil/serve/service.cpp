@@ -526,17 +526,20 @@ void Service::builder() {
     if (!j || j->state != JobState::kQueued) continue;
     fs::path candidate;
     std::string error;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      building_ = id;  // lanes leave it to this builder while another job is queued
+    }
     fs::path task = materialize(*j, &candidate, &error);  // where it cannot be: the lane says why
     if (!task.empty()) prebuild(env_, candidate.string(), opts_.defaults.build);  // the evaluation reports the build
+    std::lock_guard<std::mutex> g(mu_);  // the Store never takes mu_: this order is safe
+    building_ = -1;
     std::optional<JobState> now;
     try {
       now = store_->state_of(id);
     } catch (const std::exception&) {
     }
-    if (now == JobState::kQueued) {
-      std::lock_guard<std::mutex> g(mu_);
-      built_.insert(id);
-    }
+    if (now == JobState::kQueued) built_.insert(id);  // with mu_ held: no lane claims and finishes it between
   }
 }
 
@@ -572,13 +575,15 @@ void Service::lane() {
     Slots::Hold hold{gpu_slots_.get(), slot};
     if (stopping_) break;
     std::vector<int64_t> built;
+    int64_t building = -1;
     {
       std::lock_guard<std::mutex> g(mu_);
       built.assign(built_.begin(), built_.end());
+      building = building_;
     }
     std::optional<Job> j;
     try {
-      j = store_->claim(built);
+      j = store_->claim(built, building);
       if (j) {
         std::lock_guard<std::mutex> g(mu_);
         built_.erase(j->id);
@@ -644,13 +649,15 @@ void Service::ray_lane(size_t lane) {
       if (!ray_down_.empty()) return;
     }
     std::vector<int64_t> built;
+    int64_t building = -1;
     {
       std::lock_guard<std::mutex> g(mu_);
       built.assign(built_.begin(), built_.end());
+      building = building_;
     }
     std::optional<Job> j;
     try {
-      j = store_->claim(built);
+      j = store_->claim(built, building);
       if (j) {
         std::lock_guard<std::mutex> g(mu_);
         built_.erase(j->id);

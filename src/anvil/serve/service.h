@@ -124,6 +124,7 @@ class Service {
   bool builds_ahead_ = false;  // builders run (a GPU's, not Ray's): to_build_ is theirs
   std::deque<int64_t> to_build_;
   std::set<int64_t> built_;  // queued jobs a builder is done with (built, or found unbuildable): claimed first
+  int64_t building_ = -1;    // the job a builder is building: claimed last
   // Metrics (under mu_).
   std::map<std::string, int64_t> outcomes_;
   std::map<std::string, int> busy_;              // lane name -> evaluations under way

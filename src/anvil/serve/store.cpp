@@ -182,25 +182,26 @@ std::vector<Store::Accepted> Store::accept_all(const std::vector<std::pair<std::
   }
 }
 
-std::optional<Job> Store::claim(const std::vector<int64_t>& first) {
+std::optional<Job> Store::claim(const std::vector<int64_t>& first, int64_t last) {
   std::lock_guard<std::mutex> g(mu_);
   exec("BEGIN IMMEDIATE");
   try {
-    std::string among;
-    for (int64_t id : first) among += (among.empty() ? "" : ",") + std::to_string(id);
-    std::string select = std::string("SELECT ") + kColumns + " FROM jobs WHERE state = 0";
+    const std::string select = std::string("SELECT ") + kColumns + " FROM jobs WHERE state = 0";
     std::optional<Stmt> q;
-    if (!among.empty()) {
-      q.emplace(db_, (select + " AND id IN (" + among + ") ORDER BY id LIMIT 1").c_str());
-      if (!q->row()) q.reset();
-    }
-    if (!q) {
-      q.emplace(db_, (select + " ORDER BY id LIMIT 1").c_str());
-      if (!q->row()) {
-        q.reset();
-        exec("COMMIT");
-        return std::nullopt;
-      }
+    auto found = [&](const std::string& where, auto&&... bind) {
+      q.emplace(db_, (select + where + " ORDER BY id LIMIT 1").c_str());
+      int i = 0;
+      (q->bind(++i, bind), ...);
+      if (q->row()) return true;
+      q.reset();
+      return false;
+    };
+    std::string ids = nlohmann::json(first).dump();
+    bool any = (!first.empty() && found(" AND id IN (SELECT value FROM json_each(?))", ids)) ||
+               found(" AND id != ?", last) || found("");
+    if (!any) {
+      exec("COMMIT");
+      return std::nullopt;
     }
     Job j = read_job(*q);
     q.reset();

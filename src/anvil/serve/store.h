@@ -63,9 +63,10 @@ class Store {
   // and that one's answer says why.
   std::vector<Accepted> accept_all(const std::vector<std::pair<std::string, nlohmann::json>>& requests,
                                    size_t max_queued);
-  // The oldest queued job among `first` where one of them is queued, else the oldest queued; now
-  // running (attempts + 1); nullopt when none is queued.
-  std::optional<Job> claim(const std::vector<int64_t>& first = {});
+  // The oldest queued job among `first` where one of them is queued, else the oldest queued other
+  // than `last` (a builder's job under way), else `last`; now running (attempts + 1); nullopt when
+  // none is queued.
+  std::optional<Job> claim(const std::vector<int64_t>& first = {}, int64_t last = -1);
   std::vector<int64_t> queued_ids();  // oldest first
   // A running job's result; it is done.
   void finish(int64_t id, const nlohmann::json& result);
