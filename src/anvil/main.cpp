@@ -128,9 +128,10 @@ void add_agent_options(CLI::App* cmd, anvil::AgentArgs& ag, AgentFlags& f, const
   cmd->add_option("--skill", ag.run.episode.skill, "the system prompt file (default share/agent/SKILL.md)");
   cmd->add_option("--max-tool-output", ag.run.episode.tools.max_output, "characters of one tool answer (default 12000)");
   cmd->add_flag("--no-ncu", f.no_ncu, "do not offer the ncu_profile tool");
-  cmd->add_flag("--tokens,!--no-tokens", ag.tokens,
-                "token-in/token-out turns: each turn continues the last one's tokens exactly (needs vLLM's /tokenize "
-                "and /v1/completions with token ids; default on with --endpoint local)");
+  cmd->add_flag_callback("--tokens", [&ag] { ag.tokens = 1; },
+                         "token-in/token-out turns: each turn continues the last one's tokens exactly (needs vLLM's "
+                         "/tokenize and /v1/completions with token ids; the default with --endpoint local)");
+  cmd->add_flag_callback("--no-tokens", [&ag] { ag.tokens = -1; }, "turns as chat messages (with --endpoint local)");
   cmd->add_option("--local-model", ag.local_model, "with --endpoint local: a GGUF file (default: Gemma 3 270M)");
   cmd->add_option("--local-context", ag.local_context, "with --endpoint local: the server's context (default 8192)");
 }
