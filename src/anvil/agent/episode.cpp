@@ -603,6 +603,43 @@ ChatResponse ask_tokens(ModelClient& model, const Json& record, const Json& tool
   return r;
 }
 
+// Before a turn: why the episode ends here (max_turns, wall_clock, max_context), "" to ask, or
+// "shortened" (older outputs were cut: check again). Token-level turns cannot shorten what the
+// model saw: a sequence that with a turn's room passes the budget ends the episode.
+std::string before_turn(const EpisodeOptions& opts, int turn_index, double elapsed_s,
+                        const std::vector<int64_t>& sequence, ContextBudget& budget, Json& record) {
+  if (turn_index >= opts.max_turns) return "max_turns";
+  if (elapsed_s >= static_cast<double>(opts.wall_clock.count())) return "wall_clock";
+  if (opts.token_level) {
+    bool full = !sequence.empty() &&
+                static_cast<long>(sequence.size()) + opts.sampling.max_tokens.value_or(4096) > opts.max_context;
+    return full ? "max_context" : "";
+  }
+  ContextBudget::Room room = budget.make_room(record, opts);
+  return room == ContextBudget::Room::kFull ? "max_context" : room == ContextBudget::Room::kShortened ? "shortened" : "";
+}
+
+// Which chat template and tokenizer make a token-level episode's ids, into record["tokenizer"]: a
+// fixed conversation through the server's template, its ids and their hash (a server that changes
+// either changes the hash). "" or why the record's (a resumed episode's) is not the server's.
+std::string record_tokenizer(ModelClient& model, Json& record) {
+  Json probe = Json::array({{{"role", "system"}, {"content", "anvil probe"}},
+                            {{"role", "user"}, {"content", "What is 2 + 2?"}},
+                            {{"role", "assistant"}, {"content", "4"}},
+                            {{"role", "user"}, {"content", "{\"ok\": true} <tag> & \u00e9"}}});
+  TokenizeResult t = model.tokenize_chat(probe, Json::array(), true);
+  if (!t.ok) return "";  // the first turn says why the server cannot do it
+  std::string joined;
+  for (auto id : t.tokens) joined += std::to_string(id) + ",";
+  std::string sha = sha256_hex(joined);
+  if (record.contains("tokenizer") && record["tokenizer"].value("sha256", sha) != sha) {
+    return "the server's chat template or tokenizer is not the one the episode's ids were made with (its probe's "
+           "ids hash " + sha + ", the record's " + record["tokenizer"].value("sha256", std::string()) + ")";
+  }
+  record["tokenizer"] = {{"probe", probe}, {"probe_ids", t.tokens}, {"sha256", sha}};
+  return "";
+}
+
 // The final, independent evaluation of the workdir as it is now, into the record.
 void final_evaluation(const Environment& env, const EpisodeOptions& opts, const std::filesystem::path& workdir,
                       Json& record) {
@@ -753,49 +790,17 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
   };
 
   if (opts.token_level) {
-    // Which template and tokenizer made the ids: a fixed conversation through the server's
-    // template, its ids and their hash (a server that changes either changes the hash).
-    Json probe = Json::array({{{"role", "system"}, {"content", "anvil probe"}},
-                              {{"role", "user"}, {"content", "What is 2 + 2?"}},
-                              {{"role", "assistant"}, {"content", "4"}},
-                              {{"role", "user"}, {"content", "{\"ok\": true} <tag> & \u00e9"}}});
-    TokenizeResult t = model.tokenize_chat(probe, Json::array(), true);
-    if (t.ok) {
-      std::string joined;
-      for (auto id : t.tokens) joined += std::to_string(id) + ",";
-      std::string sha = sha256_hex(joined);
-      if (record.contains("tokenizer") && record["tokenizer"].value("sha256", sha) != sha) {
-        res.error = "cannot resume " + dir.string() + ": the server's chat template or tokenizer is not the one the "
-                    "episode's ids were made with (its probe's ids hash " + sha + ", the record's " +
-                    record["tokenizer"].value("sha256", std::string()) + ")";
-        return res;
-      }
-      record["tokenizer"] = {{"probe", probe}, {"probe_ids", t.tokens}, {"sha256", sha}};
+    std::string refused = record_tokenizer(model, record);
+    if (!refused.empty()) {
+      res.error = "cannot resume " + dir.string() + ": " + refused;
+      return res;
     }
   }
   while (true) {
     int turn_index = static_cast<int>(record["turns"].size());
-    if (turn_index >= opts.max_turns) {
-      end_reason = "max_turns";
-      break;
-    }
-    if (elapsed() >= static_cast<double>(opts.wall_clock.count())) {
-      end_reason = "wall_clock";
-      break;
-    }
-    // The context budget, before asking. Token-level turns cannot shorten what the model saw: a
-    // sequence (with a turn's room) over the budget ends the episode.
-    if (opts.token_level && !sequence.empty() &&
-        static_cast<long>(sequence.size()) + opts.sampling.max_tokens.value_or(4096) > opts.max_context) {
-      end_reason = "max_context";
-      break;
-    }
-    ContextBudget::Room room = opts.token_level ? ContextBudget::Room::kEnough : budget.make_room(record, opts);
-    if (room == ContextBudget::Room::kFull) {
-      end_reason = "max_context";
-      break;
-    }
-    if (room == ContextBudget::Room::kShortened) continue;
+    end_reason = before_turn(opts, turn_index, elapsed(), sequence, budget, record);
+    if (end_reason == "shortened") continue;
+    if (!end_reason.empty()) break;
 
     auto t_turn = Clock::now();
     std::string prompt_kind, seam_error;
@@ -818,11 +823,8 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     }
     if (r.status == ChatResponse::Status::failed) {
       end_reason = "model_error";
-      record["model_error"] = {{"error", r.error},
-                               {"http_status", r.http_status},
-                               {"attempts", r.attempts},
-                               {"retry_log", r.retry_log},
-                               {"at_turn", turn_index}};
+      record["model_error"] = {{"error", r.error}, {"http_status", r.http_status}, {"attempts", r.attempts},
+                               {"retry_log", r.retry_log}, {"at_turn", turn_index}};
       break;
     }
 
