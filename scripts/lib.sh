@@ -35,6 +35,14 @@ install_debian_packages() {
   fi
 }
 
+# anvil's own package importable from anywhere in .venv (`python -m anvil.rl.train`, veRL's workers):
+# a .pth file naming python/ (what an editable install of python/pyproject.toml amounts to, offline).
+install_anvil_package() {
+  local py=$1 site
+  site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  [ "$(cat "$site/anvil-checkout.pth" 2>/dev/null)" = "$ANVIL_ROOT/python" ] || echo "$ANVIL_ROOT/python" >"$site/anvil-checkout.pth"
+}
+
 pick_python() {
   if [ -n "${ANVIL_PYTHON:-}" ]; then
     return 0
@@ -45,6 +53,7 @@ pick_python() {
       say "python/requirements.txt changed since .venv was made: installing it"
       .venv/bin/pip install -q -r python/requirements.txt && cp python/requirements.txt .venv/.anvil-requirements
     fi
+    install_anvil_package .venv/bin/python
   elif python3 -c "import torch" 2>/dev/null; then
     ANVIL_PYTHON=$(python3 -c "import sys; print(sys.executable)")
   else
@@ -53,6 +62,7 @@ pick_python() {
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q -r python/requirements.txt
     cp python/requirements.txt .venv/.anvil-requirements
+    install_anvil_package .venv/bin/python
     ANVIL_PYTHON=$ANVIL_ROOT/.venv/bin/python
   fi
   export ANVIL_PYTHON

@@ -1,0 +1,404 @@
+"""veRL's agent loop over `anvil serve` sessions (issue 19; docs/rl.md).
+
+Registered as "anvil_agent" (a data set row's `agent_name`; python/anvil/rl/configs/agent_loops.yaml
+names it for `actor_rollout_ref.rollout.agent.agent_loop_config_path`). One trajectory is one
+session of the server (docs/service.md): its system prompt, task and tool schemas open the
+conversation, the model's turns are sampled token-in/token-out through veRL's server manager, its
+tool calls are parsed by veRL's tool parser (`rollout.multi_turn.format`, hermes by default) and run
+by the session, their results are appended as masked tokens, and the session's fresh final
+evaluation gives the milestone reward (-1, 1, 2, 3) as `reward_score`, with the evaluation and the
+episode's record in `extra_fields`.
+
+The sequence only grows: each turn's prompt is everything before it, token for token; what the
+model sampled is never re-rendered. The tokens added after a turn are the chat template's (veRL's
+Continuous Token builders; for a model without one of its own, anvil's seam below adds what the
+template writes after the model's end token, the newline of Gemma's `<end_of_turn>\\n`, as
+boundary tokens, mask 0). Limits as the paper's: 150 turns in training (`max_turns`; a row's
+`extra_info.anvil.max_turns` overrides it: the evaluation set's rows say 200) and the sequence
+within `rollout.prompt_length + rollout.response_length` (131,072 in the recipe). A turn may sample
+at most `max_tokens_per_turn` and what is left of `response_length`; a turn cut there ends the
+episode (`turn_cut`: its tool call is incomplete), as `anvil agent --tokens` does.
+
+Malformed calls are answered, never run, and counted (the record's `malformed`, which `anvil rft`
+drops on): a `<tool_call>` block the parser could not read is answered by a user message saying
+so; a call the session refuses (unknown tool, arguments that are not the schema's) is answered by
+the session's error text.
+
+When anvil cannot evaluate at all (the server unreachable after the client's retries, an evaluation
+whose outcome is `error`: anvil's environment, not the candidate), the loop raises AnvilUnavailable
+(`on_anvil_error: raise`, the default): a reward of -1 would punish the policy for anvil's fault.
+`on_anvil_error: zero` gives such a trajectory reward 0 with extra_fields.anvil.status "error".
+"""
+import asyncio
+import json
+import logging
+import os
+import time
+import uuid
+from typing import Any, Optional
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+from verl.experimental.agent_loop.tool_parser import ToolParser
+from verl.tools.schemas import OpenAIFunctionToolSchema
+from verl.utils.tokenizer.continuous_token import ContinuousTokenBuilder, MergeResult
+
+from anvil.client import Client, ServeError
+
+logger = logging.getLogger(__name__)
+
+TRAIN_TURNS = 150   # the paper's limits: turns in training and in evaluation,
+EVAL_TURNS = 200
+CONTEXT = 131072    # and tokens of context for agentic RL
+MARKUP = ("<tool_call>", "<function=", "[TOOL_CALLS]")
+REWARD_KEYS = ("anvil_reward", "anvil_correct", "anvil_faster_than_eager", "anvil_faster_than_compile",
+               "anvil_turns", "anvil_tool_calls", "anvil_malformed", "anvil_tool_errors")
+
+
+# What veRL's AgentLoopWorker passes every loop (the rest of the kwargs are the loop's own settings).
+_BASE_ARGS = {"trainer_config", "server_manager", "tokenizer", "processor", "dataset_cls", "data_config",
+              "hf_model_type", "tools"}
+
+
+class AnvilUnavailable(RuntimeError):
+    """anvil could not judge a trajectory (its server or its environment, not the policy)."""
+
+
+class TaskRowError(ValueError):
+    """A data set row that does not say what anvil should judge."""
+
+
+def task_of(extra_info, index=None):
+    """The row's anvil part: {"task": {"path"} | {"source", "name"}, "options"?, "max_turns"?}."""
+    where = "row %s" % index if index is not None else "a row"
+    anvil = (extra_info or {}).get("anvil")
+    if not isinstance(anvil, dict):
+        raise TaskRowError("%s: extra_info.anvil is missing (python -m anvil.rl.data makes rows with it)" % where)
+    task = anvil.get("task")
+    if not isinstance(task, dict) or not (isinstance(task.get("path"), str) or isinstance(task.get("source"), str)):
+        raise TaskRowError('%s: extra_info.anvil.task must be {"path": ...} or {"source": ..., "name": ...}' % where)
+    turns = anvil.get("max_turns")
+    if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int) or turns < 1):
+        raise TaskRowError("%s: extra_info.anvil.max_turns must be a positive integer, not %r" % (where, turns))
+    # Parquet gives a struct every field of the column's rows, None where a row has none
+    return {"task": {k: v for k, v in task.items() if v is not None},
+            "options": {k: v for k, v in (anvil.get("options") or {}).items() if v is not None},
+            "max_turns": turns}
+
+
+class TemplateSeam:
+    """What a chat template writes after the model's end token in an assistant turn (Gemma's
+    "\\n" after <end_of_turn>), found by rendering a short conversation as anvil's C++ agent does
+    (src/anvil/agent/token_turns.h): the assistant turn's tokens after its first end token."""
+
+    def __init__(self, builder, end_ids):
+        opened = builder._render_tokens(self._prefix(), add_generation_prompt=True)
+        closed = builder._render_tokens(self._prefix() + [{"role": "assistant", "content": "ok"}],
+                                        add_generation_prompt=False)
+        self.trailing = {}
+        if closed[:len(opened)] != opened:
+            return  # a template that rewrites the generation prompt: no seam to add
+        turn = closed[len(opened):]
+        for end in end_ids:
+            if end in turn:
+                self.trailing[end] = turn[turn.index(end) + 1:]
+
+    @staticmethod
+    def _prefix():
+        return [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+
+    def after(self, sequence):
+        """The boundary tokens to insert after `sequence` (ending on a model's turn), or []."""
+        if not sequence or sequence[-1] not in self.trailing:
+            return []
+        return list(self.trailing[sequence[-1]])
+
+
+class SeamBuilder(ContinuousTokenBuilder):
+    """veRL's default Continuous Token builder with the template's seam added between a model's
+    end token and what is appended after it (as MergeResult.inserted_token_ids: mask 0)."""
+
+    def __init__(self, tokenizer, end_ids, **kwargs):
+        super().__init__(tokenizer, **kwargs)
+        self.seam = TemplateSeam(self, end_ids)
+
+    def _merge_context_token_ids(self, runtime_token_ids, appended_token_ids, **kwargs):
+        inserted = self.seam.after(runtime_token_ids)
+        if inserted and appended_token_ids[:len(inserted)] == inserted:
+            inserted = []  # the appended tokens carry it already
+        return MergeResult(token_ids=list(runtime_token_ids) + inserted + list(appended_token_ids),
+                           appended_token_count=len(appended_token_ids), kind="context",
+                           inserted_token_ids=inserted)
+
+
+def end_token_ids(tokenizer, model_path=None):
+    """The ids a model's turn ends on: its generation config's (what vLLM stops on), else the
+    tokenizer's eos."""
+    ids = None
+    if model_path:
+        try:
+            from transformers import GenerationConfig
+            ids = GenerationConfig.from_pretrained(model_path).eos_token_id
+        except (OSError, ValueError):
+            ids = None
+    if ids is None:
+        ids = tokenizer.eos_token_id
+    return [int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids]) if i is not None]
+
+
+def summary_of(arguments):
+    """The finish call's summary, from its arguments as the model wrote them."""
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        return None
+    return args.get("summary") if isinstance(args, dict) else None
+
+
+class Episode:
+    """One trajectory's state: the sequence (prompt then response), the response's mask and the
+    sampler's log-probabilities, the messages for the builder, and what the record counts."""
+
+    def __init__(self, session, prompt_ids):
+        self.session = session
+        self.messages = list(session["messages"])  # veRL's view, for the Continuous Token builder
+        self.seen = list(session["messages"])      # the record's: each assistant turn as sampled
+        self.tools = session["tools"]
+        self.schemas = [OpenAIFunctionToolSchema.model_validate(t) for t in self.tools]
+        self.prompt_len = len(prompt_ids)
+        self.sequence = list(prompt_ids)
+        self.mask, self.logprobs = [], []
+        self.turns, self.answers, self.tool_calls, self.tool_errors, self.malformed = [], 0, 0, 0, []
+        self.end_reason, self.finish_summary = None, None
+        self.metrics = {"generate_sequences": 0.0, "tool_calls": 0.0, "num_preempted": -1}
+        self.engine = {}  # the rollout engine's extra fields (min/max_global_steps: the weights' versions)
+
+    def record(self):
+        return {"session": self.session["id"], "end_reason": self.end_reason, "turns": self.turns,
+                "messages": self.seen, "tools": self.tools,
+                "tool_calls": self.tool_calls, "tool_errors": self.tool_errors, "malformed": self.malformed,
+                "finish_summary": self.finish_summary, "prompt_tokens": self.prompt_len,
+                "response_tokens": len(self.mask), "model_tokens": sum(self.mask)}
+
+
+SETTINGS = {"url": None, "token_env": "ANVIL_SERVE_TOKEN", "max_turns": TRAIN_TURNS, "max_tokens_per_turn": 8192,
+            "options": None, "on_anvil_error": "raise", "log_dir": None, "connect_wait": 30}
+
+
+def settings_of(entry, section):
+    """The loop's settings: its defaults, then its entry in agent_loops.yaml (hydra's kwargs),
+    then the trainer config's `anvil:` section (a stage file's, or a command line's anvil.X=...)."""
+    from omegaconf import DictConfig, OmegaConf
+    if isinstance(section, DictConfig):
+        section = OmegaConf.to_container(section, resolve=True)
+    merged = dict(SETTINGS)
+    for where, values in (("agent_loops.yaml's anvil_agent entry", entry), ("the config's anvil section", section)):
+        unknown = sorted(set(values or {}) - set(SETTINGS))
+        if unknown:
+            raise ValueError("anvil_agent: %s has unknown settings %s (known: %s)"
+                             % (where, ", ".join(unknown), ", ".join(sorted(SETTINGS))))
+        merged.update({k: v for k, v in (values or {}).items() if v is not None})
+    if merged["on_anvil_error"] not in ("raise", "zero"):
+        raise ValueError("anvil_agent: on_anvil_error must be raise or zero, not %r" % merged["on_anvil_error"])
+    return merged
+
+
+@register("anvil_agent")
+class AnvilAgentLoop(AgentLoopBase):
+    """veRL's AgentLoopBase over one anvil serve session per trajectory.
+
+    Settings (SETTINGS; keys of the loop's entry in agent_loops.yaml, which hydra passes here, or
+    of the trainer config's `anvil:` section, which wins):
+      url                  anvil serve's address (default $ANVIL_SERVE_URL, else http://127.0.0.1:8571)
+      token_env            the variable holding its bearer token (default ANVIL_SERVE_TOKEN)
+      max_turns            model turns in a trajectory (default 150, the paper's for training)
+      max_tokens_per_turn  sampled tokens in one turn (default 8192)
+      options              the sessions' options (protocol, preset, ...; docs/service.md)
+      on_anvil_error       raise (default) or zero: see the module's docstring
+      log_dir              a directory for one JSON line per trajectory (anvil-rollouts-PID.jsonl)
+      connect_wait         seconds of refused connections a call rides out (a server restarting; 30)
+    """
+
+    def __init__(self, *args, **kwargs):
+        entry = {k: kwargs.pop(k) for k in list(kwargs) if k in SETTINGS or k not in _BASE_ARGS}
+        entry.pop("name", None)
+        super().__init__(*args, **kwargs)
+        s = settings_of(entry, self.config.get("anvil"))
+        self.url = s["url"] or os.environ.get("ANVIL_SERVE_URL") or "http://127.0.0.1:8571"
+        self.client = Client(self.url, token=os.environ.get(s["token_env"], ""))
+        self.client.refused_wait = s["connect_wait"]
+        self.max_turns, self.max_tokens_per_turn = int(s["max_turns"]), int(s["max_tokens_per_turn"])
+        self.options = dict(s["options"] or {})
+        self.on_anvil_error, self.log_dir = s["on_anvil_error"], s["log_dir"]
+        self.response_length = self.rollout_config.response_length
+        self.tool_parser = ToolParser.get_tool_parser(self.rollout_config.multi_turn.format, self.tokenizer)
+        self.end_ids = end_token_ids(self.tokenizer, self.config.actor_rollout_ref.model.get("path"))
+        if type(self.continuous_token_builder) is ContinuousTokenBuilder:  # no model-specific builder
+            self.continuous_token_builder = SeamBuilder(self.tokenizer, self.end_ids,
+                                                        chat_template_kwargs=self.apply_chat_template_kwargs)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+        extra = kwargs.get("extra_info") or {}
+        anvil = task_of(extra, extra.get("index"))
+        max_turns = anvil.get("max_turns") or self.max_turns
+        options = {**self.options, **(anvil.get("options") or {})}
+        session = await self._anvil(self.client.create_session(anvil["task"], options or None))
+        try:
+            ep = Episode(session, await self.ct_build_initial_tokens(session["messages"], tools=session["tools"]))
+            await self._turns(ep, sampling_params, max_turns)
+            result = await self._anvil(self.client.finalize(session["id"]))
+        finally:
+            try:
+                await self.client.end_session(session["id"])
+            except Exception as e:  # noqa: BLE001 - the session expires on its own (ttl)
+                logger.warning("anvil: ending session %s: %s", session["id"], e)
+        return self._output(ep, result)
+
+    async def _anvil(self, call):
+        try:
+            return await call
+        except (ServeError, OSError) as e:
+            if isinstance(e, ServeError) and 400 <= e.status < 500 and e.status not in (408, 429):
+                raise  # the request's fault (a task that does not import, say): say it as it is
+            raise AnvilUnavailable("anvil serve at %s: %s" % (self.url, e)) from e
+
+    async def _turns(self, ep, sampling_params, max_turns):
+        while True:
+            if len(ep.turns) >= max_turns:
+                ep.end_reason = "max_turns"
+                return
+            left = self.response_length - len(ep.mask)
+            if left <= 0:
+                ep.end_reason = "max_context"
+                return
+            out = await self._generate(ep, sampling_params, min(self.max_tokens_per_turn, left))
+            if ep.end_reason:
+                return
+            if not await self._act(ep, out):
+                return
+
+    async def _generate(self, ep, sampling_params, max_tokens):
+        params = dict(sampling_params, max_tokens=max_tokens)
+        if self.tool_parser.stop_token_ids:
+            params["stop_token_ids"] = sorted(set((params.get("stop_token_ids") or []) + self.tool_parser.stop_token_ids))
+        started = time.time()
+        out = await self.server_manager.generate(request_id=ep.session["id"], prompt_ids=list(ep.sequence),
+                                                 sampling_params=params)
+        ep.metrics["generate_sequences"] += time.time() - started
+        if out.num_preempted is not None:
+            ep.metrics["num_preempted"] = max(0, ep.metrics["num_preempted"]) + out.num_preempted
+        ids = list(out.token_ids)
+        engine = dict(out.extra_fields or {})
+        if not ep.engine:
+            ep.engine.update(engine)
+        elif engine.get("max_global_steps") is not None:
+            ep.engine["max_global_steps"] = engine["max_global_steps"]
+        logprobs = list(out.log_probs) if out.log_probs is not None else [0.0] * len(ids)
+        merge, ep.mask, ep.logprobs = await self.ct_merge_assistant_token(ep.sequence, ids, ep.mask, ep.logprobs,
+                                                                          assistant_logprobs=logprobs)
+        ep.sequence = merge.token_ids
+        ep.turns.append({"index": len(ep.turns), "started_at": started, "sampled": len(ids),
+                         "seconds": round(time.time() - started, 3), "calls": []})
+        ended = bool(ids) and ids[-1] in self.end_ids
+        ep.seen.append({"role": "assistant", "content": self.tokenizer.decode(ids[:-1] if ended else ids)})
+        if not ended and (not ids or len(ids) >= max_tokens or out.stop_reason == "aborted"):
+            ep.end_reason = "turn_cut"  # it did not stop itself: a call in it is incomplete
+        return ids
+
+    async def _act(self, ep, ids):
+        """Runs the turn's tool calls and appends their answers; False when the episode ends."""
+        content, calls = await self.tool_parser.extract_tool_calls(ids, ep.schemas)
+        text = self.tokenizer.decode(ids)
+        blocks = sum(text.count(m) for m in MARKUP)
+        turn = ep.turns[-1]
+        assistant = {"role": "assistant", "content": content or ""}
+        previous = list(ep.messages)
+        if calls:
+            assistant["tool_calls"] = [{"id": "call_%d_%d" % (turn["index"], i), "type": "function",
+                                        "function": {"name": c.name, "arguments": c.arguments}}
+                                       for i, c in enumerate(calls)]
+        ep.messages.append(assistant)
+        if calls:
+            ep.seen[-1]["tool_calls"] = assistant["tool_calls"]
+        appended = await self._run_calls(ep, assistant.get("tool_calls", []), turn)
+        if blocks > len(calls):
+            ep.malformed.append({"turn": turn["index"], "kind": "bad_call" if calls else "raw_markup",
+                                 "blocks": blocks, "parsed": len(calls)})
+            appended.append({"role": "user", "content": self._markup_note(blocks, len(calls))})
+        if ep.end_reason:  # finish (or the session's wall clock): nothing more to show the model
+            return False
+        if not appended:
+            ep.end_reason = "no_tool_calls"
+            return False
+        ep.messages.extend(appended)
+        ep.seen.extend(appended)
+        ep.answers += 1
+        merge, ep.mask, ep.logprobs = await self.ct_merge_context_msg(previous + [assistant], ep.messages,
+                                                                      ep.sequence, ep.mask, ep.logprobs,
+                                                                      tools=ep.tools)
+        ep.sequence = merge.token_ids
+        if len(ep.mask) >= self.response_length:
+            ep.end_reason = "max_context"
+            return False
+        return True
+
+    async def _run_calls(self, ep, calls, turn):
+        if not calls:
+            return []
+        started = time.time()
+        results = await self._anvil(self.client.call_tools(
+            ep.session["id"], [{"name": c["function"]["name"], "arguments": c["function"]["arguments"], "id": c["id"]}
+                               for c in calls]))
+        ep.metrics["tool_calls"] += time.time() - started
+        messages = []
+        for call, r in zip(calls, results):
+            ep.tool_calls += 1
+            ep.tool_errors += bool(r.get("error"))
+            turn["calls"].append({"name": call["function"]["name"], "error": bool(r.get("error")),
+                                  "error_kind": r.get("error_kind"), "seconds": r.get("seconds")})
+            messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"],
+                             "content": r.get("content", "")})
+            if r.get("finish"):
+                ep.end_reason = "finish"
+                ep.finish_summary = summary_of(call["function"]["arguments"])
+            elif r.get("out_of_time"):
+                ep.end_reason = "wall_clock"
+        return messages
+
+    @staticmethod
+    def _markup_note(blocks, parsed):
+        return ("%d of your %d tool-call blocks could not be read: each must be "
+                '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call> with valid JSON. '
+                "Nothing was run for them." % (blocks - parsed, blocks))
+
+    def _output(self, ep, result):
+        status = "ok"
+        if result.get("outcome") == "error" or result.get("reward") is None:
+            if self.on_anvil_error == "raise":
+                raise AnvilUnavailable("anvil could not evaluate session %s: %s"
+                                       % (ep.session["id"], result.get("message") or result.get("outcome")))
+            status = "error"
+        reward = float(result["reward"]) if status == "ok" else 0.0
+        record = dict(ep.record(), status=status, outcome=result.get("outcome"), reward=reward,
+                      evaluation_id=result.get("id"), evaluation=result.get("evaluation"))
+        self._log(record)
+        info = {"anvil_reward": reward, "anvil_correct": float(status == "ok" and reward >= 1),
+                "anvil_faster_than_eager": float(reward >= 2), "anvil_faster_than_compile": float(reward >= 3),
+                "anvil_turns": len(ep.turns), "anvil_tool_calls": ep.tool_calls,
+                "anvil_malformed": len(ep.malformed), "anvil_tool_errors": ep.tool_errors}
+        # The response ends on the model's last token (the reward's place): context appended after
+        # it, when a limit ended the episode there, is left out, as veRL's ToolAgentLoop does.
+        n = min(self.response_length, max((i + 1 for i, m in enumerate(ep.mask) if m), default=0))
+        return AgentLoopOutput(
+            prompt_ids=ep.sequence[:ep.prompt_len], response_ids=ep.sequence[ep.prompt_len:ep.prompt_len + n],
+            response_mask=ep.mask[:n], response_logprobs=ep.logprobs[:n],
+            reward_score=reward, num_turns=len(ep.turns) + ep.answers + 1,
+            metrics=AgentLoopMetrics(**ep.metrics),
+            extra_fields={**ep.engine, "anvil": record, "reward_extra_info": info, "turn_scores": [], "tool_rewards": []})
+
+    def _log(self, record):
+        if not self.log_dir:
+            return
+        os.makedirs(self.log_dir, exist_ok=True)
+        line = json.dumps({k: v for k, v in record.items() if k != "evaluation"}, default=str)
+        with open(os.path.join(self.log_dir, "anvil-rollouts-%d.jsonl" % os.getpid()), "a") as f:
+            f.write(line + "\n")
