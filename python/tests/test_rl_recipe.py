@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("verl")
+
 
 from anvil.rl import data, local_checkpoint, sft_data, train  # noqa: E402
 

@@ -27,7 +27,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-verl = pytest.importorskip("verl")  # noqa: E402 - python/requirements.txt installs it
+import verl  # noqa: E402 - python/requirements.txt installs it
 
 from anvil.rl import local_checkpoint, verl_loop  # noqa: E402
 
@@ -164,7 +164,7 @@ def test_a_scripted_episode_is_one_sequence_masked_and_rewarded_as_verl_expects(
                                                         for p, t in sorted(candidate_files().items()))
     script = [writes,
               '<tool_call>{"name": "compile", "arguments": {</tool_call>',  # malformed: answered, counted
-              call("compile") + call("verify"),
+              call("launch_missiles") + call("compile") + call("verify"),  # a tool there is not: answered
               call("finish", summary="done")]
     policy = ScriptedPolicy(tok, script, end)
     w.llm_client = policy
@@ -173,7 +173,11 @@ def test_a_scripted_episode_is_one_sequence_masked_and_rewarded_as_verl_expects(
     prompt, response, mask, logprobs, scores = unpadded(out, 0)
     record = out.non_tensor_batch["anvil"][0]
     assert record["end_reason"] == "finish" and len(record["turns"]) == 4, record
-    assert record["malformed"] == [{"turn": 1, "kind": "raw_markup", "blocks": 1, "parsed": 0}]
+    assert record["malformed"] == [{"turn": 1, "kind": "raw_markup", "blocks": 1, "parsed": 0},
+                                   {"turn": 2, "kind": "unknown_tool", "name": "launch_missiles"}]
+    assert [c["error_kind"] for c in record["turns"][2]["calls"]] == ["unknown_tool", None, None]
+    answer = [m for m in record["messages"] if m["role"] == "tool" and m["name"] == "launch_missiles"]
+    assert answer[0]["content"].startswith("error: no tool named 'launch_missiles' (the tools: bash,")
     assert record["status"] == "ok" and record["outcome"] == "ok" and record["reward"] >= 1, record
     assert out.non_tensor_batch["anvil_reward"][0] == record["reward"]
 
@@ -303,6 +307,14 @@ def test_a_row_without_an_anvil_task_is_refused_by_name(checkpoint, serve):
     batch.non_tensor_batch["extra_info"][0] = {"index": 3, "anvil": {"task": {"path": "x.py"}, "max_turns": 0}}
     with pytest.raises(verl_loop.TaskRowError, match=r"row 3: extra_info.anvil.max_turns must be a positive integer"):
         asyncio.run(w.generate_sequences(batch))
+
+
+def test_an_opening_over_the_prompt_length_is_refused_not_cut(checkpoint, serve, small_task):
+    w = worker(verl_config(checkpoint, serve, **{"actor_rollout_ref.rollout.prompt_length": 1024}),
+               ScriptedPolicy(None, [], 0))
+    with pytest.raises(verl_loop.TaskRowError, match=r"task 01_small: the session's opening \(SKILL.md, the task, "
+                                                     r"the tools\) is \d+ tokens, over rollout.prompt_length 1024"):
+        asyncio.run(w.generate_sequences(rows([{"path": small_task}])))
 
 
 def test_a_task_the_server_cannot_open_and_an_unreachable_server_are_said(checkpoint, serve, tmp_path):

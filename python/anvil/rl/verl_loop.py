@@ -243,7 +243,7 @@ class AnvilAgentLoop(AgentLoopBase):
         options = {**self.options, **(anvil.get("options") or {})}
         session = await self._anvil(self.client.create_session(anvil["task"], options or None))
         try:
-            ep = Episode(session, await self.ct_build_initial_tokens(session["messages"], tools=session["tools"]))
+            ep = Episode(session, await self._opening(session))
             await self._turns(ep, sampling_params, max_turns)
             result = await self._anvil(self.client.finalize(session["id"]))
         finally:
@@ -252,6 +252,18 @@ class AnvilAgentLoop(AgentLoopBase):
             except Exception as e:  # noqa: BLE001 - the session expires on its own (ttl)
                 logger.warning("anvil: ending session %s: %s", session["id"], e)
         return self._output(ep, result)
+
+    async def _opening(self, session):
+        """The session's opening as the model's template renders it; refused when over
+        rollout.prompt_length (veRL would cut its head: the system prompt)."""
+        ids = await self.loop.run_in_executor(None, lambda: self.continuous_token_builder.build_initial_tokens(
+            session["messages"], tools=session["tools"]))
+        ids = list(ids)
+        limit = self.rollout_config.prompt_length
+        if len(ids) > limit:
+            raise TaskRowError("task %s: the session's opening (SKILL.md, the task, the tools) is %d tokens, over "
+                               "rollout.prompt_length %d" % (session.get("task", {}).get("name"), len(ids), limit))
+        return ids
 
     async def _anvil(self, call):
         try:
@@ -345,9 +357,7 @@ class AnvilAgentLoop(AgentLoopBase):
         if not calls:
             return []
         started = time.time()
-        results = await self._anvil(self.client.call_tools(
-            ep.session["id"], [{"name": c["function"]["name"], "arguments": c["function"]["arguments"], "id": c["id"]}
-                               for c in calls]))
+        results = await self._session_calls(ep, calls, turn)
         ep.metrics["tool_calls"] += time.time() - started
         messages = []
         for call, r in zip(calls, results):
@@ -363,6 +373,32 @@ class AnvilAgentLoop(AgentLoopBase):
             elif r.get("out_of_time"):
                 ep.end_reason = "wall_clock"
         return messages
+
+    async def _session_calls(self, ep, calls, turn):
+        """One result per call: the session's, but for what the session would refuse as a whole
+        request (a tool it does not have, calls beyond its limit a request), answered here as the
+        agent answers a malformed call, and counted."""
+        names = {t["function"]["name"] for t in ep.tools}
+        limit = int(ep.session.get("limits", {}).get("max_calls_per_request") or len(calls))
+        results, sent = [None] * len(calls), []
+        for i, c in enumerate(calls):
+            name = c["function"]["name"]
+            if name not in names:
+                results[i] = {"name": name, "error": True, "error_kind": "unknown_tool",
+                              "content": "error: no tool named '%s' (the tools: %s)" % (name, ", ".join(sorted(names)))}
+                ep.malformed.append({"turn": turn["index"], "kind": "unknown_tool", "name": name})
+            elif len(sent) >= limit:
+                results[i] = {"name": name, "error": True, "error_kind": "too_many_calls",
+                              "content": "error: not run: at most %d tool calls a turn" % limit}
+            else:
+                sent.append(i)
+        if sent:
+            answers = await self._anvil(self.client.call_tools(
+                ep.session["id"], [{"name": calls[i]["function"]["name"], "arguments": calls[i]["function"]["arguments"],
+                                    "id": calls[i]["id"]} for i in sent]))
+            for i, r in zip(sent, answers):
+                results[i] = r
+        return results
 
     @staticmethod
     def _markup_note(blocks, parsed):
