@@ -46,3 +46,8 @@ def small_task(tmp_path_factory):
     path = tmp_path_factory.mktemp("task") / "01_small.py"
     path.write_text(text)
     return str(path)
+
+
+def pytest_configure(config):
+    # A label, not a skip: CI runs every test; `-m "not slow"` leaves these out while you work.
+    config.addinivalue_line("markers", "slow: a test of minutes (a real training run); CI runs it too")

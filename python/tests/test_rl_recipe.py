@@ -135,12 +135,13 @@ def rft_rows(path, rows):
 
 def test_the_sft_stage_reads_rft_rows_through_veRLs_loader(checkpoint, tmp_path):
     rows = [{"id": "a/sample-0", "input_ids": [2, 105, 2364, 107, 5, 6, 106], "loss_mask": [0, 0, 0, 0, 1, 1, 1]},
+            {"id": "c/sample-1", "input_ids": None, "messages": []},  # chat-mode: left out
             {"id": "b/sample-0", "input_ids": [2, 7, 8, 106], "loss_mask": [0, 1, 1, 1]}]
     path = rft_rows(tmp_path / "rft.jsonl", rows)
     cfg, lines = train.check("stage2_rft", ["model.path=%s" % checkpoint, "data.train_files=%s" % path])
     from verl.trainer.sft_trainer import create_sft_dataset
     ds = create_sft_dataset([path], cfg.data, None, None)
-    assert isinstance(ds, sft_data.TokenSFTDataset) and len(ds) == 2
+    assert isinstance(ds, sft_data.TokenSFTDataset) and len(ds) == 2 and ds.chat_rows == 1
     item = ds[0]
     assert item["input_ids"].tolist() == rows[0]["input_ids"] and item["loss_mask"].tolist() == rows[0]["loss_mask"]
     assert item["position_ids"].tolist() == list(range(7))
@@ -149,7 +150,7 @@ def test_the_sft_stage_reads_rft_rows_through_veRLs_loader(checkpoint, tmp_path)
 
 def test_rft_rows_that_cannot_train_are_refused_by_row(checkpoint, tmp_path):
     chat = rft_rows(tmp_path / "chat.jsonl", [{"id": "c/sample-1", "input_ids": None, "messages": []}])
-    with pytest.raises(train.RecipeError, match=r"chat.jsonl row 0 \(c/sample-1\): no input_ids"):
+    with pytest.raises(train.RecipeError, match=r"chat.jsonl: no row has token ids"):
         train.check("stage2_rft", ["model.path=%s" % checkpoint, "data.train_files=%s" % chat])
     off = rft_rows(tmp_path / "off.jsonl", [{"id": "d", "input_ids": [1, 2], "loss_mask": [1]}])
     with pytest.raises(train.RecipeError, match=r"off.jsonl row 0 \(d\): loss_mask must be one 0 or 1 per input id"):

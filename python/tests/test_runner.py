@@ -392,6 +392,42 @@ def test_constructor_signature_differs(make):
                                  "Model.__init__(self, n, scale=2.0): the constructor must take the same arguments")
 
 
+NO_ARGS_TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(16, 16)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_modelnew_without_a_constructor_of_its_own_is_judged(make):
+    """KernelBench's candidates for a Model that takes nothing often define no __init__: nn.Module's
+    (self, *args, **kwargs) is called as Model's is, and the candidate is judged, not refused."""
+    inherits = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+"""
+    run = evaluate(make(inherits, task=NO_ARGS_TASK))
+    assert run.report["outcome"] is None, run.report
+    wrong = inherits.replace("torch.relu(x)", "x")
+    assert failed(make(wrong, task=NO_ARGS_TASK), "wrong_answer")["message"].startswith("trial 0")
+
+
 def test_parameter_names_differ(make):
     renamed = CORRECT.replace("self.lin", "self.fc")
     report = failed(make(renamed), "load_error")

@@ -260,14 +260,19 @@ def test_the_checkpoint_tokenizes_as_llama_cpp_does(checkpoint, local_model):
         assert tok.encode(text, add_special_tokens=False) == want, text[:60]
 
 
-def test_the_real_model_continues_its_sequence_and_gets_anvils_reward(checkpoint, serve, small_task, local_model,
-                                                                      tmp_path):
+@pytest.fixture(scope="module")
+def real_batch(checkpoint, serve, small_task, local_model, tmp_path_factory):
+    """One trajectory of the real model (llama.cpp) as veRL's worker batches it."""
     from anvil.rl.completions import CompletionsServer
     config = verl_config(checkpoint, serve, **{"actor_rollout_ref.rollout.temperature": 1.0,
                                                "actor_rollout_ref.rollout.agent.agent_loop_config_path":
-                                               loops_file(tmp_path, max_tokens_per_turn=192)})
+                                               loops_file(tmp_path_factory.mktemp("loops"), max_tokens_per_turn=192)})
     w = worker(config, CompletionsServer(local_model, model="gemma-3-270m"))
-    out = asyncio.run(w.generate_sequences(rows([{"path": small_task}], max_turns=2)))
+    return asyncio.run(w.generate_sequences(rows([{"path": small_task}], max_turns=2)))
+
+
+def test_the_real_model_continues_its_sequence_and_gets_anvils_reward(real_batch, local_model):
+    out = real_batch
     prompt, response, mask, logprobs, scores = unpadded(out, 0)
     record = out.non_tensor_batch["anvil"][0]
     # veRL's tokenizer and Gemma's template made the prompt the server itself would make
@@ -327,3 +332,37 @@ def test_a_task_the_server_cannot_open_and_an_unreachable_server_are_said(checkp
                                                    loops_file(tmp_path, connect_wait=1)}), ScriptedPolicy(None, [], 0))
     with pytest.raises(verl_loop.AnvilUnavailable, match="anvil serve at http://127.0.0.1:"):
         asyncio.run(w.generate_sequences(rows([{"path": "x.py"}])))
+
+
+def test_the_samplers_log_probabilities_feed_veRLs_rollout_correction(real_batch, gguf):
+    """The trainer's log-probabilities of the sampled tokens (transformers, float32, the GGUF's
+    weights dequantized) against the sampler's (llama.cpp, Q4_K_M) that the loop returned: close
+    token by token (a mask or log-probability one token off would not be), and veRL's rollout
+    correction, as the recipe configures it, weighs them."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
+    from verl.trainer.config.algorithm import RolloutCorrectionConfig
+    from verl.utils.config import omega_conf_to_dataclass
+    from anvil.rl import train
+    out = real_batch
+    prompt, response, mask, logprobs, _ = unpadded(out, 0)
+    model = AutoModelForCausalLM.from_pretrained(local_checkpoint.make_checkpoint(gguf, weights=True),
+                                                 dtype=torch.float32)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + response])).logits[0].float()
+    mine = torch.log_softmax(logits[len(prompt) - 1:-1], dim=-1).gather(1, torch.tensor(response)[:, None])[:, 0]
+    sampled = torch.tensor(mask, dtype=torch.bool)
+    gap = (mine[sampled] - torch.tensor(logprobs)[sampled]).abs()
+    assert gap.median() < 0.1 and gap.mean() < 0.5, (gap.median(), gap.mean())
+    old = torch.zeros_like(out.batch["rollout_log_probs"])
+    old[0, :len(response)] = mine
+    out.batch["old_log_probs"] = old
+    cfg = train.compose("stage4_agentic")
+    corrected, metrics = compute_rollout_correction_and_add_to_batch(
+        out, omega_conf_to_dataclass(cfg.algorithm.rollout_correction, RolloutCorrectionConfig))
+    weights = corrected.batch["rollout_is_weights"][0, :len(response)]
+    assert weights[sampled].max() <= 2.0 and weights[sampled].min() > 0
+    assert "rollout_corr/rollout_is_mean" in metrics, sorted(metrics)
+    print("sampler vs trainer |log p| gap on %d sampled tokens: median %.4f, mean %.4f; IS weight mean %.4f"
+          % (int(sampled.sum()), gap.median(), gap.mean(), metrics["rollout_corr/rollout_is_mean"]))

@@ -9,9 +9,10 @@ In an SFT config (configs/stage2_rft.yaml):
       pad_mode: no_padding            # or right (then max_length pads and truncation applies)
 
 Items are veRL's MultiTurnSFTDataset's: input_ids, position_ids, loss_mask (and attention_mask with
-right padding). A row without token ids (a chat-mode trajectory) or whose mask does not match its
-ids is refused by file and row when the set is loaded, as is a sequence over max_length with
-truncation "error".
+right padding). Rows without token ids (chat-mode trajectories, which `anvil rft` keeps as messages
+and counts as no_tokens) are left out, and how many is said; a file with none left, a mask that does
+not match its ids, and a sequence over max_length with truncation "error" are refused by file and
+row when the set is loaded.
 """
 import json
 import os
@@ -43,10 +44,12 @@ def read_rows(path):
 
 
 def checked(row, where):
+    """(ids, mask) of a row, None for a chat-mode row (no ids)."""
     ids, mask = row.get("input_ids"), row.get("loss_mask")
+    if ids is None:
+        return None
     if not isinstance(ids, list) or not ids:
-        raise RftDataError("%s (%s): no input_ids: a chat-mode trajectory has none; record episodes with "
-                           "`anvil agent --tokens`" % (where, row.get("id")))
+        raise RftDataError("%s (%s): input_ids must be a non-empty list of token ids" % (where, row.get("id")))
     if not isinstance(mask, list) or len(mask) != len(ids) or any(m not in (0, 1) for m in mask):
         raise RftDataError("%s (%s): loss_mask must be one 0 or 1 per input id" % (where, row.get("id")))
     if not any(mask):
@@ -63,15 +66,24 @@ class TokenSFTDataset(Dataset):
         self.max_length = int(config.get("max_length", 1 << 30))
         self.truncation = str(config.get("truncation", "error"))
         self.pad_id = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0
-        self.items = []
+        self.items, self.chat_rows = [], 0
         for path in files:
             for i, row in enumerate(read_rows(os.path.expanduser(path))):
                 where = "%s row %d" % (path, i)
-                ids, mask = checked(row, where)
+                pair = checked(row, where)
+                if pair is None:
+                    self.chat_rows += 1
+                    continue
+                ids, mask = pair
                 if len(ids) > self.max_length and self.truncation == "error":
                     raise RftDataError("%s (%s): %d tokens, over data.max_length %d (truncation: error)"
                                        % (where, row.get("id"), len(ids), self.max_length))
                 self.items.append((ids, mask))
+        if self.chat_rows:
+            print("anvil.rl.sft_data: %d row(s) without token ids left out (chat-mode trajectories: record "
+                  "episodes with `anvil agent --tokens` to train on them)" % self.chat_rows)
+        if not self.items:
+            raise RftDataError("%s: no row has token ids" % ", ".join(files))
         if max_samples is not None and max_samples > 0:
             self.items = self.items[:max_samples]
 
