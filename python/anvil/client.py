@@ -36,6 +36,7 @@ class Client:
         self.timeout = timeout
         self.tool_timeout = tool_timeout  # a session's tool calls (a verify waits for a GPU, then runs)
         self.refused_wait = 30  # seconds of refused connections any call rides out (a server restarting)
+        self.session_wait = 600  # seconds a session's creation waits out a server at --max-sessions (429)
 
     async def __aenter__(self):
         return self
@@ -145,13 +146,18 @@ class Client:
         headers = {"Idempotency-Key": key or uuid.uuid4().hex}
         loop = asyncio.get_running_loop()
         end = loop.time() + max(60.0, self.timeout)  # a task's probe can be slow on a loaded host
+        full_until = loop.time() + self.session_wait
         while True:
             try:
                 return (await self.request("POST", "/v1/sessions", body, headers, transport_retries=10))[1]
-            except ServeError as e:  # 409 with Retry-After: the first try is still making it
-                if e.status != 409 or e.field != "idempotency_key" or loop.time() >= end:
+            except ServeError as e:
+                # 409 with Retry-After: the first try is still making it; 429: --max-sessions are open
+                # (a trainer's batch as large as the limit waits for sessions to end)
+                making = e.status == 409 and e.field == "idempotency_key" and loop.time() < end
+                full = e.status == 429 and loop.time() < full_until
+                if not (making or full):
                     raise
-                await asyncio.sleep(e.retry_after)
+                await asyncio.sleep(max(1.0, e.retry_after))
 
     async def call_tools(self, session_id, calls):
         """Runs `calls` ([{"name", "arguments" (an object, or the model's JSON text)}, "id"?]) in

@@ -44,7 +44,7 @@ def ppo_overrides(checkpoint, sets, **more):
     return ["%s=%s" % kv for kv in o.items()]
 
 
-PAPER = {"stage1_warmup": (150, 0, 32768, 1), "stage3_value": (20, 20, 131072, None),
+PAPER = {"stage1_warmup": (150, 0, 32768, 1), "stage3_value": (20, 21, 131072, None),
          "stage4_agentic": (170, 0, 131072, None), "ablation_no_rft": (150, 0, 131072, None),
          "ablation_no_value_pretraining": (150, 0, 131072, None)}
 
@@ -75,6 +75,31 @@ def test_the_ablations_differ_from_stage4_where_the_paper_says(checkpoint, sets)
     no_value, _ = train.check("ablation_no_value_pretraining", ppo_overrides(checkpoint, sets))
     assert full.trainer.resume_mode == "resume_path" and no_value.trainer.resume_mode == "auto"
     assert no_value.trainer.critic_warmup == 0
+
+
+def test_the_loops_settings_are_overridden_by_key_and_reach_rays_workers(checkpoint, sets, monkeypatch):
+    cfg, _ = train.check("stage4_agentic", ppo_overrides(checkpoint, sets, **{
+        "trainer.resume_from_path": "/tmp/stage3/global_step_20", "anvil.url": "http://judge:8571",
+        "anvil.token_env": "MY_TOKEN", "anvil.max_turns": 7}))
+    from anvil.rl import verl_loop
+    s = verl_loop.settings_of({"max_tokens_per_turn": 100}, cfg.anvil)
+    assert (s["url"], s["token_env"], s["max_turns"], s["max_tokens_per_turn"]) == ("http://judge:8571", "MY_TOKEN", 7, 100)
+    monkeypatch.setenv("ANVIL_SERVE_URL", "http://judge:8571")
+    monkeypatch.setenv("MY_TOKEN", "s3cret")
+    monkeypatch.delenv("ANVIL_SERVE_TOKEN", raising=False)
+    assert train.anvil_env(cfg) == {"ANVIL_SERVE_URL": "http://judge:8571", "MY_TOKEN": "s3cret"}
+    # on a real (local) Ray, as veRL's run_ppo would start it: the workers see them
+    import ray
+    cfg.ray_kwargs.ray_init.num_cpus = 1
+    train.init_ray(cfg)
+    try:
+        @ray.remote(num_cpus=0)
+        def seen():
+            import os
+            return os.environ.get("ANVIL_SERVE_URL"), os.environ.get("MY_TOKEN"), os.environ.get("TOKENIZERS_PARALLELISM")
+        assert ray.get(seen.remote()) == ("http://judge:8571", "s3cret", "true")
+    finally:
+        ray.shutdown()
 
 
 def test_the_data_rows_are_what_the_loop_reads(sets):

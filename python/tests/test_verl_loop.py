@@ -132,18 +132,22 @@ class ScriptedPolicy:
     """veRL's server-manager interface with scripted turns: each turn's text, tokenized by the
     model's tokenizer, then the end of turn; log-probabilities -0.001 * (position + 1)."""
 
-    def __init__(self, tokenizer, turns, end_id):
+    def __init__(self, tokenizer, turns, end_id, logprobs=True, abort_at=None):
         self.tokenizer, self.turns, self.end_id = tokenizer, list(turns), end_id
+        self.logprobs, self.abort_at = logprobs, abort_at
         self.prompts, self.sampled = [], []
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kw):
         from verl.workers.rollout.replica import TokenOutput
         self.prompts.append(list(prompt_ids))
+        if self.abort_at == len(self.prompts) - 1:
+            return TokenOutput(token_ids=[], stop_reason="aborted")
         text = self.turns.pop(0) if self.turns else "I am done."
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.end_id]
         ids = ids[:sampling_params["max_tokens"]]
         self.sampled.append(ids)
-        return TokenOutput(token_ids=ids, log_probs=[-0.001 * (k + 1) for k in range(len(ids))], stop_reason="completed")
+        lps = [-0.001 * (k + 1) for k in range(len(ids))] if self.logprobs else None
+        return TokenOutput(token_ids=ids, log_probs=lps, stop_reason="completed")
 
 
 def call(name, **arguments):
@@ -312,6 +316,45 @@ def test_a_row_without_an_anvil_task_is_refused_by_name(checkpoint, serve):
     batch.non_tensor_batch["extra_info"][0] = {"index": 3, "anvil": {"task": {"path": "x.py"}, "max_turns": 0}}
     with pytest.raises(verl_loop.TaskRowError, match=r"row 3: extra_info.anvil.max_turns must be a positive integer"):
         asyncio.run(w.generate_sequences(batch))
+
+
+def test_what_the_session_would_refuse_is_answered_to_the_model_never_raised(checkpoint, serve, small_task):
+    """A lone surrogate in a call's arguments (the server's JSON refuses the whole request), a call
+    after finish in the same turn: answered as errors, counted; the reward is the evaluation's."""
+    config = verl_config(checkpoint, serve)
+    w = worker(config, None)
+    end = w.tokenizer.convert_tokens_to_ids("<end_of_turn>")
+    script = ['<tool_call>{"name": "bash", "arguments": {"command": "echo \\ud800"}}</tool_call>',
+              call("finish", summary="x") + call("bash", command="touch late")]
+    w.llm_client = ScriptedPolicy(w.tokenizer, script, end, logprobs=False)
+    out = asyncio.run(w.generate_sequences(rows([{"path": small_task}])))
+    record = out.non_tensor_batch["anvil"][0]
+    assert record["end_reason"] == "finish" and record["reward"] == out.batch["rm_scores"][0].sum().item()
+    assert [(m["kind"], m["name"]) for m in record["malformed"]] == [("bad_arguments", "bash")]
+    assert [c["error_kind"] for c in record["turns"][1]["calls"]] == [None, "not_run"]
+    answers = [m["content"] for m in record["messages"] if m["role"] == "tool"]
+    assert answers[0].startswith("error: bash: the arguments are not UTF-8 text")
+    assert not any("not run" in a for a in answers)  # the finish turn's answers: the episode ended there
+    # a sampler without log-probabilities: veRL gets none, not zeros
+    assert "rollout_log_probs" not in out.batch.keys()
+
+
+def test_an_aborted_generation_is_the_engines_and_raises(checkpoint, serve, small_task):
+    w = worker(verl_config(checkpoint, serve), None)
+    w.llm_client = ScriptedPolicy(w.tokenizer, [call("bash", command="ls")], 106, abort_at=1)
+    with pytest.raises(verl_loop.RolloutAborted, match=r"the rollout engine aborted a generation of session \w+ \(turn 1\)"):
+        asyncio.run(w.generate_sequences(rows([{"path": small_task}])))
+
+
+def test_the_configs_turn_limit_wins_over_the_rows(checkpoint, serve, small_task):
+    w = worker(verl_config(checkpoint, serve, **{"+anvil.max_turns": 1}), None)
+    w.llm_client = ScriptedPolicy(w.tokenizer, [call("bash", command="ls")] * 3, 106)
+    out = asyncio.run(w.generate_sequences(rows([{"path": small_task}], max_turns=200)))
+    record = out.non_tensor_batch["anvil"][0]
+    assert record["end_reason"] == "max_turns" and len(record["turns"]) == 1
+    # the response ends on the model's last token: the bash answer appended after it is left out
+    prompt, response, mask, _, scores = unpadded(out, 0)
+    assert mask[-1] == 1 and scores[-1] == record["reward"]
 
 
 def test_an_opening_over_the_prompt_length_is_refused_not_cut(checkpoint, serve, small_task):

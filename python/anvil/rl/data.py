@@ -51,7 +51,7 @@ def tasks_of(path, by_path):
         try:
             n = ds.count_rows(path)
             rows = [(i, ds.read_row(path, i)) for i in range(n)]
-        except ds.DatasetError as e:
+        except (ds.DatasetError, OSError, UnicodeDecodeError) as e:
             raise DataError(str(e))
         base = os.path.splitext(os.path.basename(path))[0]
         return [("%s#%d" % (base, i), {"path": "%s#%d" % (os.path.abspath(path), i)} if by_path else
@@ -59,8 +59,11 @@ def tasks_of(path, by_path):
     name = os.path.basename(path)
     if by_path:
         return [(name, {"path": os.path.abspath(path)})]
-    with open(path, encoding="utf-8") as f:
-        return [(name, {"source": f.read(), "name": name})]
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [(name, {"source": f.read(), "name": name})]
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError("%s: cannot read: %s" % (path, e))
 
 
 def rows(paths, split="train", protocol=None, by_path=False, max_turns=None):
@@ -95,6 +98,12 @@ def write_parquet(records, out):
         raise
 
 
+def positive(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("a positive integer, not %r" % text)
+    return int(text)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m anvil.rl.data", description=__doc__.split("\n\n")[0])
     ap.add_argument("tasks", nargs="+", help="task files, folders of them, task data sets")
@@ -102,7 +111,7 @@ def main(argv=None):
     ap.add_argument("--split", choices=("train", "eval"), default="train")
     ap.add_argument("--protocol", choices=("cuda-agent", "kernelbench"), help="the sessions' rule set")
     ap.add_argument("--by-path", action="store_true", help="send each task's path, not its text")
-    ap.add_argument("--max-turns", type=int, help="model turns per trajectory (eval: 200)")
+    ap.add_argument("--max-turns", type=positive, help="model turns per trajectory (eval: 200)")
     args = ap.parse_args(argv)
     try:
         records = rows(args.tasks, args.split, args.protocol, args.by_path, args.max_turns)

@@ -164,6 +164,9 @@ def make_checkpoint(gguf_path=None, out=None, weights=True):
         with open(os.path.join(stage, MARKER), "w") as f:
             json.dump({"gguf": os.path.abspath(gguf_path), "sha256": digest, "weights": weights,
                        "chat_template": TEMPLATE}, f, indent=1)
+        if os.path.isfile(os.path.join(out, MARKER)):  # another process made it meanwhile
+            shutil.rmtree(stage)
+            return out
         if os.path.isdir(out):
             shutil.rmtree(out)  # an incomplete one (no marker)
         os.rename(stage, out)

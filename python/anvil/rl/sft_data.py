@@ -48,7 +48,8 @@ def checked(row, where):
     ids, mask = row.get("input_ids"), row.get("loss_mask")
     if ids is None:
         return None
-    if not isinstance(ids, list) or not ids:
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                       for i in ids):
         raise RftDataError("%s (%s): input_ids must be a non-empty list of token ids" % (where, row.get("id")))
     if not isinstance(mask, list) or len(mask) != len(ids) or any(m not in (0, 1) for m in mask):
         raise RftDataError("%s (%s): loss_mask must be one 0 or 1 per input id" % (where, row.get("id")))

@@ -184,11 +184,42 @@ def check(stage, overrides=()):
     return cfg, summary(cfg, stage)
 
 
+def anvil_env(cfg):
+    """The variables the agent loop reads on veRL's workers (anvil serve's address and token): a
+    node that `ray start` began has not the driver's environment."""
+    from anvil.rl import verl_loop
+    settings = verl_loop.settings_of({}, cfg.get("anvil"))
+    return {k: os.environ[k] for k in ("ANVIL_SERVE_URL", settings["token_env"]) if os.environ.get(k)}
+
+
+def init_ray(cfg):
+    """Ray started as veRL's run_ppo starts it (its runtime environment, the config's ray_init), with
+    anvil's variables added to the workers' environment; the token is not printed (run_ppo prints
+    its runtime environment)."""
+    import ray
+    from omegaconf import OmegaConf
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+    if ray.is_initialized():
+        return
+    runtime = get_ppo_ray_runtime_env(cfg)
+    if cfg.transfer_queue.enable:
+        runtime.setdefault("env_vars", {})["TRANSFER_QUEUE_ENABLE"] = "1"
+    extra = anvil_env(cfg)
+    runtime.setdefault("env_vars", {}).update(extra)
+    init = cfg.ray_kwargs.get("ray_init", {})
+    merged = OmegaConf.merge(runtime, init.get("runtime_env", {}))
+    kwargs = OmegaConf.to_container(OmegaConf.create({**init, "runtime_env": merged}))
+    print("anvil.rl.train: ray.init with veRL's runtime environment and %s"
+          % (", ".join(sorted(extra)) or "no anvil variable (the loop's defaults)"))
+    ray.init(**kwargs)
+
+
 def run(cfg):
     if is_ppo(cfg):
         from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
         from verl.utils.device import auto_set_device
         auto_set_device(cfg)
+        init_ray(cfg)
         run_ppo(cfg, task_runner_class=TaskRunnerV1)
     else:
         from verl.trainer.sft_trainer import run_sft

@@ -24,18 +24,22 @@ drops on): a `<tool_call>` block the parser could not read is answered by a user
 so; a call the session refuses (unknown tool, arguments that are not the schema's) is answered by
 the session's error text.
 
-When anvil cannot evaluate at all (the server unreachable after the client's retries, an evaluation
-whose outcome is `error`: anvil's environment, not the candidate), the loop raises AnvilUnavailable
-(`on_anvil_error: raise`, the default): a reward of -1 would punish the policy for anvil's fault.
-`on_anvil_error: zero` gives such a trajectory reward 0 with extra_fields.anvil.status "error".
+When anvil cannot judge (the server unreachable after the client's retries, an evaluation whose
+outcome is `error` or `task_error`: anvil's environment or the task, not the candidate), the loop
+raises AnvilUnavailable (`on_anvil_error: raise`, the default): a reward of -1 would punish the
+policy for what it did not do. `on_anvil_error: zero` gives a trajectory whose evaluation anvil
+could not make reward 0 instead, with extra_fields.anvil.status "error" (a server it cannot reach
+still raises). A generation the rollout engine aborted raises RolloutAborted: not the policy's doing
+either. Nothing the policy writes makes the loop raise: a call the session refuses is answered to
+the model as an error and counted as malformed.
 """
-import asyncio
+import functools
 import json
 import logging
 import os
+import re
 import time
-import uuid
-from typing import Any, Optional
+from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_parser import ToolParser
@@ -50,6 +54,11 @@ TRAIN_TURNS = 150   # the paper's limits: turns in training and in evaluation,
 EVAL_TURNS = 200
 CONTEXT = 131072    # and tokens of context for agentic RL
 MARKUP = ("<tool_call>", "<function=", "[TOOL_CALLS]")
+# The error kinds of a call the model wrote wrong: the session's tools' (bad_arguments, bad_json) and
+# this loop's own answers to what the session would refuse (unknown_tool, too_many_calls, refused).
+MALFORMED_KINDS = ("bad_arguments", "bad_json", "unknown_tool", "too_many_calls", "refused")
+HERMES_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)  # veRL's hermes parser's blocks
+FINALIZE_WAIT = 6 * 3600  # seconds a final evaluation may take, its queue's wait included
 REWARD_KEYS = ("anvil_reward", "anvil_correct", "anvil_faster_than_eager", "anvil_faster_than_compile",
                "anvil_turns", "anvil_tool_calls", "anvil_malformed", "anvil_tool_errors")
 
@@ -65,6 +74,10 @@ class AnvilUnavailable(RuntimeError):
 
 class TaskRowError(ValueError):
     """A data set row that does not say what anvil should judge."""
+
+
+class RolloutAborted(RuntimeError):
+    """The rollout engine aborted a generation (not the policy's doing)."""
 
 
 def task_of(extra_info, index=None):
@@ -86,25 +99,28 @@ def task_of(extra_info, index=None):
 
 
 class TemplateSeam:
-    """What a chat template writes after the model's end token in an assistant turn (Gemma's
-    "\\n" after <end_of_turn>), found by rendering a short conversation as anvil's C++ agent does
-    (src/anvil/agent/token_turns.h): the assistant turn's tokens after its first end token."""
+    """What a chat template writes after the model's end token in an assistant turn, before the next
+    message (Gemma's "\\n" after <end_of_turn>), found by rendering a short conversation as anvil's
+    C++ agent does (src/anvil/agent/token_turns.h): the tokens between the assistant turn's first end
+    token and the next message's own (what veRL's builder appends). The next message is there so that
+    a template that closes only the conversation's last turn otherwise (an <eos> after it) is not
+    taken at its word. No seam where the renderings do not extend one another (logged)."""
 
     def __init__(self, builder, end_ids):
-        opened = builder._render_tokens(self._prefix(), add_generation_prompt=True)
-        closed = builder._render_tokens(self._prefix() + [{"role": "assistant", "content": "ok"}],
-                                        add_generation_prompt=False)
+        prefix = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+        turn, after = [{"role": "assistant", "content": "ok"}], [{"role": "user", "content": "next"}]
+        opened = builder._render_tokens(prefix, add_generation_prompt=True)
+        full = builder._render_tokens(prefix + turn + after, add_generation_prompt=False)
+        appended = builder._tokenize_single_non_tool(after[0], add_generation_prompt=False)
         self.trailing = {}
-        if closed[:len(opened)] != opened:
-            return  # a template that rewrites the generation prompt: no seam to add
-        turn = closed[len(opened):]
+        if full[:len(opened)] != opened or not appended or full[len(full) - len(appended):] != appended:
+            logger.warning("anvil_agent: the chat template's renderings do not extend one another: no seam "
+                           "is added after the model's end token")
+            return
+        between = full[len(opened):len(full) - len(appended)]
         for end in end_ids:
-            if end in turn:
-                self.trailing[end] = turn[turn.index(end) + 1:]
-
-    @staticmethod
-    def _prefix():
-        return [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+            if end in between:
+                self.trailing[end] = between[between.index(end) + 1:]
 
     def after(self, sequence):
         """The boundary tokens to insert after `sequence` (ending on a model's turn), or []."""
@@ -130,19 +146,27 @@ class SeamBuilder(ContinuousTokenBuilder):
                            inserted_token_ids=inserted)
 
 
+@functools.lru_cache(maxsize=8)
+def generation_end_ids(model_path):
+    """The generation config's eos ids of the model at `model_path` (veRL's copy of it, as its
+    workers read it: an hdfs:// path too), once per process; None when it has none."""
+    try:
+        from transformers import GenerationConfig
+        from verl.utils.fs import copy_to_local
+        ids = GenerationConfig.from_pretrained(copy_to_local(model_path)).eos_token_id
+    except Exception as e:  # noqa: BLE001 - no generation config, or a path this node cannot read
+        logger.warning("anvil_agent: no generation config at %s (%s): the tokenizer's eos ends a turn", model_path, e)
+        return None
+    return tuple(ids) if isinstance(ids, (list, tuple)) else (ids,) if ids is not None else None
+
+
 def end_token_ids(tokenizer, model_path=None):
     """The ids a model's turn ends on: its generation config's (what vLLM stops on), else the
     tokenizer's eos."""
-    ids = None
-    if model_path:
-        try:
-            from transformers import GenerationConfig
-            ids = GenerationConfig.from_pretrained(model_path).eos_token_id
-        except (OSError, ValueError):
-            ids = None
+    ids = generation_end_ids(model_path) if model_path else None
     if ids is None:
-        ids = tokenizer.eos_token_id
-    return [int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids]) if i is not None]
+        ids = (tokenizer.eos_token_id,)
+    return [int(i) for i in ids if i is not None]
 
 
 def summary_of(arguments):
@@ -167,6 +191,7 @@ class Episode:
         self.prompt_len = len(prompt_ids)
         self.sequence = list(prompt_ids)
         self.mask, self.logprobs = [], []
+        self.logprobs_complete = True  # every turn's log-probabilities came with it
         self.turns, self.answers, self.tool_calls, self.tool_errors, self.malformed = [], 0, 0, 0, []
         self.end_reason, self.finish_summary = None, None
         self.metrics = {"generate_sequences": 0.0, "tool_calls": 0.0, "num_preempted": -1}
@@ -222,7 +247,9 @@ class AnvilAgentLoop(AgentLoopBase):
         entry = {k: kwargs.pop(k) for k in list(kwargs) if k in SETTINGS or k not in _BASE_ARGS}
         entry.pop("name", None)
         super().__init__(*args, **kwargs)
-        s = settings_of(entry, self.config.get("anvil"))
+        section = self.config.get("anvil")
+        s = settings_of(entry, section)
+        self.config_turns = (section or {}).get("max_turns")  # set in the config: wins over the rows
         self.url = s["url"] or os.environ.get("ANVIL_SERVE_URL") or "http://127.0.0.1:8571"
         self.client = Client(self.url, token=os.environ.get(s["token_env"], ""))
         self.client.refused_wait = s["connect_wait"]
@@ -239,13 +266,16 @@ class AnvilAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra = kwargs.get("extra_info") or {}
         anvil = task_of(extra, extra.get("index"))
-        max_turns = anvil.get("max_turns") or self.max_turns
+        max_turns = self.config_turns or anvil.get("max_turns") or self.max_turns
         options = {**self.options, **(anvil.get("options") or {})}
         session = await self._anvil(self.client.create_session(anvil["task"], options or None))
         try:
             ep = Episode(session, await self._opening(session))
             await self._turns(ep, sampling_params, max_turns)
-            result = await self._anvil(self.client.finalize(session["id"]))
+            result = await self._anvil(self.client.finalize(session["id"], limit=FINALIZE_WAIT))
+            if result.get("status") != "done":
+                raise AnvilUnavailable("anvil serve at %s: session %s's final evaluation %s not done after %d s"
+                                       % (self.url, session["id"], result.get("id"), FINALIZE_WAIT))
         finally:
             try:
                 await self.client.end_session(session["id"])
@@ -268,7 +298,7 @@ class AnvilAgentLoop(AgentLoopBase):
     async def _anvil(self, call):
         try:
             return await call
-        except (ServeError, OSError) as e:
+        except (ServeError, OSError, ValueError) as e:  # ValueError: an answer that is not JSON
             if isinstance(e, ServeError) and 400 <= e.status < 500 and e.status not in (408, 429):
                 raise  # the request's fault (a task that does not import, say): say it as it is
             raise AnvilUnavailable("anvil serve at %s: %s" % (self.url, e)) from e
@@ -304,7 +334,13 @@ class AnvilAgentLoop(AgentLoopBase):
             ep.engine.update(engine)
         elif engine.get("max_global_steps") is not None:
             ep.engine["max_global_steps"] = engine["max_global_steps"]
-        logprobs = list(out.log_probs) if out.log_probs is not None else [0.0] * len(ids)
+        if out.stop_reason == "aborted" or not ids:
+            raise RolloutAborted("the rollout engine %s a generation of session %s (turn %d)"
+                                 % ("aborted" if out.stop_reason == "aborted" else "returned no tokens for",
+                                    ep.session["id"], len(ep.turns)))
+        logprobs = list(out.log_probs) if out.log_probs is not None else []
+        if len(logprobs) != len(ids):
+            ep.logprobs_complete, logprobs = False, [0.0] * len(ids)  # kept aligned; given to veRL as None
         merge, ep.mask, ep.logprobs = await self.ct_merge_assistant_token(ep.sequence, ids, ep.mask, ep.logprobs,
                                                                           assistant_logprobs=logprobs)
         ep.sequence = merge.token_ids
@@ -312,7 +348,7 @@ class AnvilAgentLoop(AgentLoopBase):
                          "seconds": round(time.time() - started, 3), "calls": []})
         ended = bool(ids) and ids[-1] in self.end_ids
         ep.seen.append({"role": "assistant", "content": self.tokenizer.decode(ids[:-1] if ended else ids)})
-        if not ended and (not ids or len(ids) >= max_tokens or out.stop_reason == "aborted"):
+        if not ended and len(ids) >= max_tokens:
             ep.end_reason = "turn_cut"  # it did not stop itself: a call in it is incomplete
         return ids
 
@@ -320,7 +356,7 @@ class AnvilAgentLoop(AgentLoopBase):
         """Runs the turn's tool calls and appends their answers; False when the episode ends."""
         content, calls = await self.tool_parser.extract_tool_calls(ids, ep.schemas)
         text = self.tokenizer.decode(ids)
-        blocks = sum(text.count(m) for m in MARKUP)
+        blocks = self._blocks(text, len(calls))
         turn = ep.turns[-1]
         assistant = {"role": "assistant", "content": content or ""}
         previous = list(ep.messages)
@@ -353,16 +389,25 @@ class AnvilAgentLoop(AgentLoopBase):
             return False
         return True
 
+    def _blocks(self, text, parsed):
+        """How many tool calls the text tried: the hermes blocks (a block inside a call's string
+        argument is part of that call), else, with no call parsed, whether any tool-call markup shows."""
+        if self.rollout_config.multi_turn.format == "hermes":
+            return max(parsed, len(HERMES_BLOCK.findall(text)) or (1 if "<tool_call>" in text and not parsed else 0))
+        return parsed if parsed else (1 if any(m in text for m in MARKUP) else 0)
+
     async def _run_calls(self, ep, calls, turn):
         if not calls:
             return []
         started = time.time()
-        results = await self._session_calls(ep, calls, turn)
+        results = await self._session_calls(ep, calls)
         ep.metrics["tool_calls"] += time.time() - started
         messages = []
         for call, r in zip(calls, results):
             ep.tool_calls += 1
             ep.tool_errors += bool(r.get("error"))
+            if r.get("error_kind") in MALFORMED_KINDS:
+                ep.malformed.append({"turn": turn["index"], "kind": r["error_kind"], "name": call["function"]["name"]})
             turn["calls"].append({"name": call["function"]["name"], "error": bool(r.get("error")),
                                   "error_kind": r.get("error_kind"), "seconds": r.get("seconds")})
             messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"],
@@ -374,31 +419,48 @@ class AnvilAgentLoop(AgentLoopBase):
                 ep.end_reason = "wall_clock"
         return messages
 
-    async def _session_calls(self, ep, calls, turn):
-        """One result per call: the session's, but for what the session would refuse as a whole
-        request (a tool it does not have, calls beyond its limit a request), answered here as the
-        agent answers a malformed call, and counted."""
+    async def _session_calls(self, ep, calls):
+        """One result per call, in order. The session runs them one request each (a request's
+        client timeout then bounds one call, not the policy's choice of many); what the session would
+        refuse (a tool it has not, arguments that are not UTF-8 text, a call beyond the turn's limit,
+        a request it answers 4xx) is answered here as the agent answers a malformed call, and
+        counted; after a call that ends the episode (finish, the wall clock) the rest are not run."""
         names = {t["function"]["name"] for t in ep.tools}
-        limit = int(ep.session.get("limits", {}).get("max_calls_per_request") or len(calls))
-        results, sent = [None] * len(calls), []
+        limit = int(ep.session.get("limits", {}).get("max_calls_per_request") or 32)
+        results, ended = [], None
         for i, c in enumerate(calls):
-            name = c["function"]["name"]
-            if name not in names:
-                results[i] = {"name": name, "error": True, "error_kind": "unknown_tool",
-                              "content": "error: no tool named '%s' (the tools: %s)" % (name, ", ".join(sorted(names)))}
-                ep.malformed.append({"turn": turn["index"], "kind": "unknown_tool", "name": name})
-            elif len(sent) >= limit:
-                results[i] = {"name": name, "error": True, "error_kind": "too_many_calls",
-                              "content": "error: not run: at most %d tool calls a turn" % limit}
-            else:
-                sent.append(i)
-        if sent:
-            answers = await self._anvil(self.client.call_tools(
-                ep.session["id"], [{"name": calls[i]["function"]["name"], "arguments": calls[i]["function"]["arguments"],
-                                    "id": calls[i]["id"]} for i in sent]))
-            for i, r in zip(sent, answers):
-                results[i] = r
+            name, arguments = c["function"]["name"], c["function"]["arguments"]
+            refusal = self._refusal(name, arguments, names, i, limit, ended)
+            if refusal is None:
+                try:
+                    r = (await self._anvil(self.client.call_tools(
+                        ep.session["id"], [{"name": name, "arguments": arguments, "id": c["id"]}])))[0]
+                except ServeError as e:  # 4xx: the session refuses this call as sent
+                    if e.status in (404, 409):
+                        raise AnvilUnavailable("anvil serve at %s: session %s: %s" % (self.url, ep.session["id"], e))
+                    refusal = ("refused", "error: %s: the call was refused: %s" % (name, e.message))
+                else:
+                    ended = ended or ("finish" if r.get("finish") else "wall_clock" if r.get("out_of_time") else None)
+            if refusal is not None:
+                kind, text = refusal
+                r = {"name": name, "error": True, "error_kind": kind, "content": text}
+            results.append(r)
         return results
+
+    @staticmethod
+    def _refusal(name, arguments, names, index, limit, ended):
+        """(error_kind, answer) for a call not to send, or None."""
+        if ended:
+            return "not_run", "not run: the episode ended (%s) at an earlier call of this turn" % ended
+        if name not in names:
+            return "unknown_tool", "error: no tool named '%s' (the tools: %s)" % (name, ", ".join(sorted(names)))
+        if index >= limit:
+            return "too_many_calls", "error: not run: at most %d tool calls a turn" % limit
+        try:
+            (arguments if isinstance(arguments, str) else json.dumps(arguments)).encode("utf-8")
+        except UnicodeEncodeError:
+            return "bad_arguments", "error: %s: the arguments are not UTF-8 text (a lone surrogate?)" % name
+        return None
 
     @staticmethod
     def _markup_note(blocks, parsed):
@@ -408,7 +470,7 @@ class AnvilAgentLoop(AgentLoopBase):
 
     def _output(self, ep, result):
         status = "ok"
-        if result.get("outcome") == "error" or result.get("reward") is None:
+        if result.get("outcome") in ("error", "task_error") or result.get("reward") is None:
             if self.on_anvil_error == "raise":
                 raise AnvilUnavailable("anvil could not evaluate session %s: %s"
                                        % (ep.session["id"], result.get("message") or result.get("outcome")))
@@ -424,9 +486,10 @@ class AnvilAgentLoop(AgentLoopBase):
         # The response ends on the model's last token (the reward's place): context appended after
         # it, when a limit ended the episode there, is left out, as veRL's ToolAgentLoop does.
         n = min(self.response_length, max((i + 1 for i, m in enumerate(ep.mask) if m), default=0))
+        logprobs = ep.logprobs[:n] if ep.logprobs_complete else None  # never zeros for the sampler's
         return AgentLoopOutput(
             prompt_ids=ep.sequence[:ep.prompt_len], response_ids=ep.sequence[ep.prompt_len:ep.prompt_len + n],
-            response_mask=ep.mask[:n], response_logprobs=ep.logprobs[:n],
+            response_mask=ep.mask[:n], response_logprobs=logprobs,
             reward_score=reward, num_turns=len(ep.turns) + ep.answers + 1,
             metrics=AgentLoopMetrics(**ep.metrics),
             extra_fields={**ep.engine, "anvil": record, "reward_extra_info": info, "turn_scores": [], "tool_rewards": []})
