@@ -9,14 +9,14 @@ set -euo pipefail
 ANVIL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ANVIL_ROOT"
 
-DEB_PACKAGES="cmake ninja-build g++ libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev libssl-dev libcurl4-openssl-dev libsqlite3-dev libboost-dev bubblewrap python3-venv chromium"
+DEB_PACKAGES="cmake ninja-build g++ libgtest-dev libgmock-dev nlohmann-json3-dev rapidjson-dev libcli11-dev libssl-dev libcurl4-openssl-dev libsqlite3-dev libboost-dev bubblewrap python3-venv chromium"
 
 say() { printf '\033[1m[anvil]\033[0m %s\n' "$*"; }
 
 have_build_deps() {
   command -v cmake >/dev/null && command -v g++ >/dev/null &&
     [ -f /usr/include/nlohmann/json.hpp ] && [ -f /usr/include/CLI/CLI.hpp ] && [ -f /usr/include/openssl/evp.h ] && [ -f /usr/include/x86_64-linux-gnu/curl/curl.h -o -f /usr/include/curl/curl.h ] &&
-    [ -f /usr/include/sqlite3.h ] && [ -f /usr/include/boost/beast.hpp ]
+    [ -f /usr/include/sqlite3.h ] && [ -f /usr/include/boost/beast.hpp ] && [ -f /usr/include/rapidjson/reader.h ]
 }
 
 install_debian_packages() {

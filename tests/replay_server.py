@@ -22,7 +22,8 @@ Script (a JSON object):
     TURN  = {"content": str|null,
              "tool_calls": [{"name": str, "arguments": object|str}],
              "finish_reason": str,       default "tool_calls" when there are calls, else "stop"
-             "reasoning_content": str}   optional, copied into the message
+             "reasoning_content": str,   optional, copied into the message
+             "delay_s": float}           optional, seconds the answer waits (a slow model)
     FAULT = "503", "500", "429", ...     that HTTP status with a JSON error body; "429" carries
                                          "Retry-After: 0", "429:N" carries "Retry-After: N"
           | "drop"                       the connection is closed without an answer
@@ -60,6 +61,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -114,6 +116,13 @@ def answer_for(script, turn, body):
         choice["logprobs"] = {"content": [{"token": chr(b) if 32 <= b < 127 else "<0x%02x>" % b, "logprob": -0.1,
                                            "bytes": [b]} for b in ids]}
     return resp
+
+
+def delay_for(script, turn):
+    """Waits the turn's "delay_s", if any."""
+    turns = script.get("turns") or []
+    if turn < len(turns) and turns[turn].get("delay_s"):
+        time.sleep(float(turns[turn]["delay_s"]))
 
 
 MARKERS = ["<bos>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|end|>"]
@@ -239,6 +248,8 @@ def make_handler(state):
                 self.answer(self.entry(None, body), 200, {"prompt": toy_text(body.get("tokens") or [])})
                 return
             if path == "/v1/completions":
+                prompt = body.get("prompt") or []
+                delay_for(script, max(0, sum(1 for t in prompt if t == MARKER_ID["<|assistant|>"]) - 1))
                 self.answer(self.entry(None, body), 200, completion_for(script, body))
                 return
             messages = body.get("messages") or []
@@ -265,6 +276,7 @@ def make_handler(state):
                                                     "requested %d tokens in the messages. Please reduce the length of "
                                                     "the messages." % (limit // 4, size // 4)})
                 return
+            delay_for(script, turn)
             self.answer(entry, 200, answer_for(script, turn, body))
 
         def serve_fault(self, entry, fault):

@@ -603,6 +603,24 @@ int cmd_baselines(const BaselinesArgs& a) {
   return failed + counts["not_kept"] > 0 ? 1 : 0;
 }
 
+int cmd_rft(const RftArgs& a) {
+  RftResult r = run_rft(a.opts);
+  if (r.status != 0) {
+    std::fprintf(stderr, "anvil rft: %s\n", r.error.c_str());
+    return r.status;
+  }
+  for (const auto& bad : r.summary["unreadable_files"]) {
+    std::fprintf(stderr, "anvil rft: skipped %s: %s\n", bad["source"].get<std::string>().c_str(),
+                 bad["error"].get<std::string>().c_str());
+  }
+  if (a.json) {
+    std::printf("%s\n", r.summary.dump().c_str());
+  } else {
+    std::fputs(rft_table(r.summary).c_str(), stdout);
+  }
+  return 0;
+}
+
 int cmd_env(bool json, bool refresh) {
   Environment env;
   try {

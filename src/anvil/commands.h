@@ -14,6 +14,7 @@
 #include "anvil/env/eval.h"
 #include "anvil/env/vet.h"
 #include "anvil/serve/ray_pool.h"
+#include "anvil/train/rft.h"
 
 namespace anvil {
 
@@ -148,6 +149,16 @@ int cmd_bench_report(const std::string& out, bool json);
 // Two runs (directories or results.json files) side by side, as Markdown (or
 // JSON); --out also writes the Markdown to a file.
 int cmd_bench_compare(const std::string& a, const std::string& b, const std::string& out, bool json);
+
+struct RftArgs {
+  RftOptions opts;    // the inputs, --out, the filter's limits, --jobs, --skip-bad
+  bool json = false;  // print the summary as JSON instead of the table
+};
+// Recorded episodes as a rejection fine-tuning set (docs/rft.md): OUT (JSON lines) and
+// OUT.summary.json. 0: written (even with every episode dropped); 1: an input is at fault (a
+// file that is not a record rft can read: nothing is written); 2: could not run (usage, a path
+// that does not exist, an output that cannot be written).
+int cmd_rft(const RftArgs& a);
 
 int cmd_env(bool json, bool refresh);
 int cmd_cache(const std::string& action);

@@ -451,6 +451,35 @@ void add_bench(CLI::App& app, int& status) {
   });
 }
 
+void add_rft(CLI::App& app, int& status) {
+  static anvil::RftArgs rft;
+  static std::string out;
+  auto* cmd = app.add_subcommand(
+      "rft", "recorded episodes as a rejection fine-tuning set: the rewarded, clean ones kept, one SFT example (a "
+             "JSON line) each, the rest counted by why (docs/rft.md)");
+  cmd->add_option("inputs", rft.opts.inputs, "run directories of `anvil agent --out`, or trajectory.json files")
+      ->required();
+  cmd->add_option("--out", out, "the JSON Lines file to write; its summary is OUT.summary.json")->required();
+  cmd->add_option("--min-reward", rft.opts.filter.min_reward,
+                  "keep episodes with at least this reward (default 1: the paper's reward > 0)");
+  cmd->add_option("--max-repeats", rft.opts.filter.max_repeats,
+                  "drop an episode that makes one call (same name, same arguments) more times in a row (default 2)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--max-stalled-compiles", rft.opts.filter.max_stalled_compiles,
+                  "drop an episode with more failed compile/verify/profile calls in a row answering the same error "
+                  "line (default 3)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--jobs", rft.opts.jobs, "files parsed at once (default: every core)")->check(CLI::Range(1, 256));
+  cmd->add_flag("--skip-bad", rft.opts.skip_bad,
+                "count a file that is not a readable anvil.trajectory/1 record as unreadable and go on (default: "
+                "stop, write nothing)");
+  cmd->add_flag("--json", rft.json, "print the summary (anvil.rft-summary/1) as JSON");
+  cmd->callback([&] {
+    rft.opts.out = out;
+    status = anvil::cmd_rft(rft);
+  });
+}
+
 void add_env_and_cache(CLI::App& app, int& status) {
   static bool env_json = false, env_refresh = false;
   auto* env_cmd = app.add_subcommand("env", "show the build environment (compilers, torch, GPUs)");
@@ -487,6 +516,7 @@ int main(int argc, char** argv) {
   add_serve(app, status);
   add_agent(app, status);
   add_bench(app, status);
+  add_rft(app, status);
   add_env_and_cache(app, status);
 
   if (auto unknown = unknown_command(app, argc, argv)) {

@@ -410,10 +410,11 @@ struct ContextBudget {
   }
 };
 
-// A turn's record from the model's answer; `sequence` (the token ids so far) moves on by it.
-Json new_turn(const ChatResponse& r, int turn_index, std::vector<int64_t>& sequence) {
+// A turn's record from the model's answer, started_at the UTC time its request was sent;
+// `sequence` (the token ids so far) moves on by it.
+Json new_turn(const ChatResponse& r, int turn_index, const std::string& started_at, std::vector<int64_t>& sequence) {
   Json turn = {{"index", turn_index},
-               {"started_at", utc_now()},
+               {"started_at", started_at},
                {"finish_reason", r.finish_reason},
                {"usage", r.usage},
                {"attempts", r.attempts},
@@ -506,14 +507,20 @@ CallsAnswered answer_calls(const Json& calls, size_t msg_index, int turn_index, 
   return done;
 }
 
+// When a turn's request was sent: the clock its seconds are measured from and the UTC time recorded.
+struct TurnStart {
+  Clock::time_point clock;
+  std::string utc;
+};
+
 // One turn from the model's answer: its message recorded, its tool calls answered (or the model
 // nudged), the turn appended. Returns why the episode ends there ("finish", "no_tool_calls"), or "".
-std::string play_turn(const ChatResponse& r, int turn_index, Clock::time_point t_turn, ToolBox& tools, Json& record,
+std::string play_turn(const ChatResponse& r, int turn_index, const TurnStart& start, ToolBox& tools, Json& record,
                       ContextBudget& budget, std::vector<int64_t>& sequence) {
   Json msg = r.message.is_object() ? r.message : Json::object();
   msg["role"] = "assistant";
   if (!msg.contains("content")) msg["content"] = nullptr;
-  Json turn = new_turn(r, turn_index, sequence);
+  Json turn = new_turn(r, turn_index, start.utc, sequence);
   if (r.usage.is_object()) {
     record["counters"]["prompt_tokens"] = record["counters"].value("prompt_tokens", 0L) + r.usage.value("prompt_tokens", 0L);
     record["counters"]["completion_tokens"] =
@@ -526,7 +533,7 @@ std::string play_turn(const ChatResponse& r, int turn_index, Clock::time_point t
   bool cut_by_length = r.finish_reason == "length";
   if (cut_by_length) record["counters"]["truncated_turns"] = record["counters"].value("truncated_turns", 0) + 1;
   auto append = [&](double tool_seconds) {
-    turn["seconds"] = {{"model", r.seconds}, {"tools", tool_seconds}, {"turn", since(t_turn)}};
+    turn["seconds"] = {{"model", r.seconds}, {"tools", tool_seconds}, {"turn", since(start.clock)}};
     record["turns"].push_back(turn);
     record["counters"]["turns"] = record["turns"].size();
   };
@@ -802,7 +809,7 @@ EpisodeResult run_episode(const Environment& env, ModelClient& model, const Epis
     if (end_reason == "shortened") continue;
     if (!end_reason.empty()) break;
 
-    auto t_turn = Clock::now();
+    const TurnStart t_turn{Clock::now(), utc_now()};  // before the request: the turn's started_at
     std::string prompt_kind, seam_error;
     ChatResponse r = opts.token_level
                          ? ask_tokens(model, record, tools.schemas(), opts, sequence, turn_index, &prompt_kind, &seam_error)

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <thread>
 
 #include "anvil/agent/replay_fixture.h"
@@ -316,6 +317,31 @@ TEST_F(EpisodeTest, AContextOverflowShortensOlderOutputsAndGoesOn) {
   EXPECT_EQ(last["answered"], 200);
   EXPECT_LE(last["body"]["messages"].dump().size(), 9000u);
   EXPECT_NE(last["body"]["messages"].dump().find("cut by anvil to fit the context"), std::string::npos);
+}
+
+// A turn's started_at is when its request was sent, not when the model answered: a model that takes
+// 2.5 s over turn 0 makes turn 1 start >= 2 s after turn 0 (both stamped after the answer: ~0 s).
+TEST_F(EpisodeTest, ATurnIsStampedWhenItsRequestIsSent) {
+  Json slow = turn({call("todo_write", {{"todos", Json::array()}})});
+  slow["delay_s"] = 2.5;
+  ReplayServer server({{"turns", {slow, turn({call("finish", Json::object())})}}}, dir_ / "server");
+  auto http = make_http_client();
+  ModelClient model({server.url(), "replay", ""}, *http, fast_retry());
+  EpisodeOptions o = options();
+  o.evaluate = false;
+  EpisodeResult r = run_episode(env(), model, o);
+  ASSERT_TRUE(r.ran) << r.error;
+  auto epoch = [](const Json& utc) {
+    std::tm tm{};
+    EXPECT_NE(strptime(utc.get<std::string>().c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm), nullptr) << utc;
+    return static_cast<long>(timegm(&tm));
+  };
+  const Json& turns = r.record["turns"];
+  ASSERT_EQ(turns.size(), 2u);
+  EXPECT_GE(turns[0]["seconds"]["model"].get<double>(), 2.4);
+  EXPECT_GE(epoch(turns[1]["started_at"]) - epoch(turns[0]["started_at"]), 2)
+      << turns[0]["started_at"] << " " << turns[1]["started_at"];
+  EXPECT_LE(epoch(r.record["started_at"]), epoch(turns[0]["started_at"]));
 }
 
 TEST_F(EpisodeTest, ServerErrorsAreRetriedWithBackOff) {

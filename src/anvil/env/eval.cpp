@@ -469,7 +469,9 @@ End build(Evaluation& e) {
     e.j()["build"] = {{"ok", b.ok},           {"mode", b.mode},         {"device", b.device}, {"arch", b.arch},
                       {"seconds", b.seconds}, {"compiled", b.compiled()}, {"units", b.units.size()},
                       {"diagnostics", b.diagnostics}};
-    e.j()["candidate"]["mode"] = b.mode;
+    // The binding mode, once the scan found one (a workdir it refused, with no kernels/ say, has none:
+    // the schema allows only fast and compat).
+    if (!b.mode.empty()) e.j()["candidate"]["mode"] = b.mode;
     if (!b.ok) {
       e.j()["candidate"]["kind"] = e.kind;
       if (b.error_kind == "environment_error") return e.fail(b.error);

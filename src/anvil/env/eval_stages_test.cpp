@@ -328,6 +328,21 @@ TEST_F(EvalStages, MessagesNameTheUsersFilesAndThePrivateCopyIsGone) {
   }
 }
 
+// A workdir the build cannot scan (no kernels/) is a compile_error with no binding mode: the
+// result's candidate.mode is fast or compat when present (schemas/anvil.eval-1.schema.json), never "".
+TEST_F(EvalStages, AWorkdirWithoutKernelsHasNoBindingMode) {
+  std::string err;
+  ASSERT_TRUE(write_file_atomic(dir_ / "wd" / "model_new.py", "class ModelNew: pass\n", &err)) << err;
+  opts_.candidate = (dir_ / "wd").string();
+  CannedRunner* runner = nullptr;
+  EvalResult res = evaluate_with(reported(correct(1, 1, 1)), &runner);
+  ASSERT_TRUE(res.evaluated) << res.error;
+  EXPECT_EQ(res.json["outcome"], "compile_error");
+  EXPECT_EQ(res.json["candidate"]["kind"], "workdir");
+  EXPECT_FALSE(res.json["candidate"].contains("mode")) << res.json["candidate"].dump();
+  EXPECT_TRUE(runner->requests.empty());
+}
+
 TEST_F(EvalStages, AMissingCandidateIsNotEvaluated) {
   opts_.candidate = (dir_ / "missing.py").string();
   CannedRunner* runner = nullptr;

@@ -69,13 +69,22 @@ bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string*
     }
   }
   if (ec) {
-    *err = "cannot list " + src.string() + ": " + ec.message();
+    // A folder of the candidate's it cannot read (its own chmod, when anvil is not root) is the
+    // candidate's doing, as a file too large is: refused, so a policy cannot trade its reward for
+    // no answer. Anything else (the copy's source gone) is anvil's.
+    std::string why = "cannot list " + src.string() + ": " + ec.message();
+    if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted) return refuse(why);
+    *err = why;
     return false;
   }
   fs::create_directories(dst, ec);
   for (const auto& rel : files) {
-    // Bounded again while copying: a file that became something else is refused, not read.
-    if (!copy_regular_atomic(src / rel, dst / rel, kMaxCandidateFileBytes, err)) return false;
+    // Bounded again while copying: a file that became something else is refused, not read; one the
+    // candidate made unreadable, or changed meanwhile, is the candidate's doing too.
+    bool from_failed = false;
+    if (!copy_regular_atomic(src / rel, dst / rel, kMaxCandidateFileBytes, err, &from_failed)) {
+      return from_failed ? refuse("the candidate's " + rel.generic_string() + " cannot be copied: " + *err) : false;
+    }
   }
   return true;
 }

@@ -142,6 +142,42 @@ TEST_F(WorkdirTest, ACopyRefusesAHugeFileWithoutReadingIt) {
   EXPECT_EQ(scan_error(), "kernels/blob.bin is 3.0 GB; a candidate's files may be at most 64 MiB each");
 }
 
+// A candidate that made its own files unreadable (chmod 000 in the session's bash, which runs as
+// anvil's own uid when anvil is not root): its copy is refused as the candidate's doing (judged,
+// load_error), never an I/O failure of anvil's (a session's finalize would answer 503, and the policy
+// would trade its reward for no answer). The copy runs in a child as uid 65534, as a non-root anvil
+// would, over files that uid owns.
+TEST_F(WorkdirTest, ACopyOfFilesTheCandidateMadeUnreadableIsTheCandidatesDoing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to drop to another uid";
+  write("model_new.py", "class ModelNew: pass\n");
+  write("kernels/k.cu", "// kernel\n");
+  fs::path copy = dir_.string() + "-copy";
+  for (const char* mode : {"file", "folder"}) {
+    remove_tree(copy);
+    fs::create_directories(copy);
+    for (const auto& p : {dir_, dir_ / "kernels", dir_ / "kernels" / "k.cu", dir_ / "model_new.py", copy}) {
+      ASSERT_EQ(::chown(p.c_str(), 65534, 65534), 0);
+    }
+    fs::path hidden = std::string(mode) == "file" ? dir_ / "kernels" / "k.cu" : dir_ / "kernels";
+    ASSERT_EQ(::chmod(hidden.c_str(), 0), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(4);
+      std::string err;
+      bool refused = false;
+      bool ok = copy_candidate_files(dir_, copy / "c", &err, &refused);
+      _exit(ok ? 1 : refused ? 0 : 2);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ::chmod(hidden.c_str(), std::string(mode) == "file" ? 0644 : 0755);
+    ASSERT_TRUE(WIFEXITED(st)) << mode;
+    EXPECT_EQ(WEXITSTATUS(st), 0) << mode << ": copied (1), an I/O failure of anvil's (2), could not drop (4)";
+  }
+  remove_tree(copy);
+}
+
 TEST_F(WorkdirTest, ACopyTakesRegularFilesOnlyAndBoundsTheTree) {
   write("model_new.py", "class ModelNew: pass\n");
   write("kernels/k.cu", "// kernel\n");

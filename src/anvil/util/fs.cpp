@@ -84,6 +84,59 @@ bool write_file_atomic(const fs::path& path, std::string_view data, std::string*
   return true;
 }
 
+AtomicFile::AtomicFile(const fs::path& path, int mode) : path_(path), mode_(mode) {
+  std::error_code ec;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  tmp_ = path;
+  tmp_ += ".tmp." + unique_suffix();
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd_ < 0) error_ = "cannot create " + tmp_.string() + ": " + std::strerror(errno);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+bool AtomicFile::flush() {
+  const char* p = buffer_.data();
+  size_t left = buffer_.size();
+  while (left > 0 && ok()) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error_ = "cannot write " + tmp_.string() + ": " + std::strerror(errno);
+      break;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  buffer_.clear();
+  return ok();
+}
+
+void AtomicFile::write(std::string_view data) {
+  if (!ok()) return;
+  buffer_.append(data);
+  if (buffer_.size() >= (1u << 20)) flush();
+}
+
+bool AtomicFile::commit(std::string* err) {
+  if (ok() && flush()) {
+    ::fchmod(fd_, static_cast<mode_t>(mode_));
+    if (::close(fd_) != 0) error_ = "cannot write " + tmp_.string() + ": " + std::strerror(errno);
+    fd_ = -1;
+    if (ok() && ::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      error_ = "cannot rename into " + path_.string() + ": " + std::strerror(errno);
+    }
+    if (!ok()) ::unlink(tmp_.c_str());
+  }
+  if (!ok() && err) *err = error_;
+  return ok();
+}
+
 bool copy_file_atomic(const fs::path& from, const fs::path& to, std::string* err) {
   auto data = read_file(from);
   if (!data) {
@@ -191,7 +244,11 @@ bool write_all(int fd, const char* p, size_t n) {
 
 }  // namespace
 
-bool copy_regular_atomic(const fs::path& from, const fs::path& to, uint64_t max_bytes, std::string* err) {
+bool copy_regular_atomic(const fs::path& from, const fs::path& to, uint64_t max_bytes, std::string* err,
+                         bool* from_failed) {
+  bool source = false;  // the failure is from's: set before each of its returns
+  if (!from_failed) from_failed = &source;
+  *from_failed = true;
   struct stat st;
   std::string why;
   int in = open_regular(from, &st, &why);
@@ -204,6 +261,7 @@ bool copy_regular_atomic(const fs::path& from, const fs::path& to, uint64_t max_
     ::close(in);
     return false;
   }
+  *from_failed = false;
   std::error_code ec;
   if (to.has_parent_path()) fs::create_directories(to.parent_path(), ec);
   fs::path tmp = to;
@@ -223,11 +281,13 @@ bool copy_regular_atomic(const fs::path& from, const fs::path& to, uint64_t max_
     if (n <= 0) {
       ok = n == 0;
       if (!ok) *err = "cannot read " + from.string() + ": " + std::strerror(errno);
+      *from_failed = !ok;
       break;
     }
     copied += static_cast<uint64_t>(n);
     if (copied > max_bytes) {
       *err = from.string() + " grew past " + human_size(max_bytes) + " while being copied";
+      *from_failed = true;
       ok = false;
     } else if (!write_all(out, buf, static_cast<size_t>(n))) {
       *err = "cannot write " + tmp.string() + ": " + std::strerror(errno);

@@ -22,6 +22,30 @@ std::optional<std::string> read_file(const fs::path& path);
 // fills *err on failure.
 bool write_file_atomic(const fs::path& path, std::string_view data, std::string* err, int mode = 0644);
 
+// A file written in parts and put in place only by commit() (ccache's AtomicFile): the parts go to
+// a temporary file beside `path` (O_EXCL|O_NOFOLLOW), commit() renames it into place. Destroyed
+// without a commit, or after a failed write, the temporary file is removed and `path` is untouched.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const fs::path& path, int mode = 0644);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  // False once the file could not be created or a write failed (error() says why).
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  void write(std::string_view data);
+  // Puts the file in place; false with *err (and nothing in place) when any step failed.
+  bool commit(std::string* err);
+
+ private:
+  bool flush();
+  fs::path path_, tmp_;
+  int fd_ = -1;
+  int mode_;
+  std::string buffer_, error_;
+};
+
 // Copies `from` to `to` through a temporary file and a rename.
 bool copy_file_atomic(const fs::path& from, const fs::path& to, std::string* err);
 
@@ -44,8 +68,11 @@ int open_regular(const fs::path& path, struct stat* st, std::string* why);
 std::optional<std::string> read_regular(const fs::path& path, uint64_t max_bytes, std::string* why);
 
 // Copies a regular file (at most max_bytes) in bounded chunks through a temporary file and a
-// rename, keeping its permission bits; false with *err otherwise.
-bool copy_regular_atomic(const fs::path& from, const fs::path& to, uint64_t max_bytes, std::string* err);
+// rename, keeping its permission bits; false with *err otherwise, and *from_failed true when it was
+// `from` that failed (it cannot be opened or read, is not a regular file, is or grew too large), not
+// the copy's side (the destination, the disk).
+bool copy_regular_atomic(const fs::path& from, const fs::path& to, uint64_t max_bytes, std::string* err,
+                         bool* from_failed = nullptr);
 
 // Gives a path (and, for a directory, everything under it) to uid:gid; symlinks themselves are
 // re-owned, never followed. Errors are ignored (best effort).

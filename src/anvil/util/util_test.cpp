@@ -175,6 +175,32 @@ TEST(Files, AtomicWriteAndLock) {
   remove_tree(dir);
 }
 
+// AtomicFile: nothing at the path until commit(); destroyed uncommitted, no file and no temp file.
+TEST(Files, AtomicFileAppearsOnlyOnCommit) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "files");
+  std::string err;
+  {
+    AtomicFile f(dir / "out.jsonl");
+    ASSERT_TRUE(f.ok()) << f.error();
+    f.write("one\n");
+    f.write(std::string(3u << 20, 'x'));  // past the buffer: some of it is on disk already
+    EXPECT_FALSE(fs::exists(dir / "out.jsonl"));
+  }
+  EXPECT_TRUE(list_files(dir).empty());
+  {
+    AtomicFile f(dir / "out.jsonl");
+    f.write("one\n");
+    f.write("two\n");
+    ASSERT_TRUE(f.commit(&err)) << err;
+  }
+  EXPECT_EQ(*read_file(dir / "out.jsonl"), "one\ntwo\n");
+  EXPECT_EQ(list_files(dir), (std::vector<fs::path>{"out.jsonl"}));
+  AtomicFile nowhere(dir / "out.jsonl" / "x");  // a file as a directory: cannot be created
+  EXPECT_FALSE(nowhere.ok());
+  EXPECT_FALSE(nowhere.commit(&err));
+  EXPECT_NE(err.find("cannot create"), std::string::npos) << err;
+  remove_tree(dir);
+}
 
 // run_packed: the running jobs' weights never exceed the capacity, a job heavier than it runs
 // alone and is not overtaken, and as many run at once as fit.
