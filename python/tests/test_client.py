@@ -5,8 +5,6 @@ import asyncio
 import json
 import os
 import re
-import signal
-import subprocess
 
 import jsonschema
 import pytest
@@ -55,17 +53,8 @@ class Recording(Client):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    state = tmp_path_factory.mktemp("serve")
-    proc = subprocess.Popen([ANVIL, "serve", "--port", "0", "--device", "cpu", "--state", str(state),
-                             "--compile-mode", "none", "--calls", "5", "--warmup", "1", "--trials", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    line = proc.stdout.readline()
-    m = re.match(r"anvil serve: (http://127\.0\.0\.1:\d+) ", line)
-    assert m, "no address in %r; stderr: %s" % (line, proc.stderr.read() if proc.poll() is not None else "")
-    yield m.group(1)
-    os.killpg(proc.pid, signal.SIGTERM)  # a graceful stop: nothing is under way by now
-    assert proc.wait(timeout=60) == 0
+def server(cpu_serve):
+    return cpu_serve
 
 
 def test_a_kernelbench_single_file_sent_as_text_is_judged_with_its_protocol(server):

