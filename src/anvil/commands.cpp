@@ -621,6 +621,25 @@ int cmd_rft(const RftArgs& a) {
   return 0;
 }
 
+int cmd_synth(const SynthArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  SynthResult r = run_synth(env, a.opts);
+  if (r.status == 2) {
+    std::fprintf(stderr, "anvil synth: %s\n", r.error.c_str());
+    return 2;
+  }
+  if (a.json) {
+    std::printf("%s\n", r.summary.dump().c_str());
+  } else {
+    std::fputs(synth_table(r.summary).c_str(), stdout);
+    std::printf("wrote %s (and its .summary.json, .html; the journal %s)\n", a.opts.out.string().c_str(),
+                r.summary["run"].value("journal", "").c_str());
+  }
+  if (r.status == 1) std::fprintf(stderr, "anvil synth: %s\n", r.error.c_str());
+  return r.status;
+}
+
 int cmd_env(bool json, bool refresh) {
   Environment env;
   try {

@@ -14,6 +14,7 @@
 #include "anvil/env/eval.h"
 #include "anvil/env/vet.h"
 #include "anvil/serve/ray_pool.h"
+#include "anvil/synth/synth.h"
 #include "anvil/train/rft.h"
 
 namespace anvil {
@@ -159,6 +160,16 @@ struct RftArgs {
 // file that is not a record rft can read: nothing is written); 2: could not run (usage, a path
 // that does not exist, an output that cannot be written).
 int cmd_rft(const RftArgs& a);
+
+struct SynthArgs {
+  SynthOptions opts;  // --count, --out, --seed, --jobs, --timeout, --max-attempts, --max-similarity, ...
+  bool json = false;  // print the summary as JSON instead of the table
+};
+// Training tasks the CUDA-Agent-Ops-6K way (docs/synth.md): OUT (Parquet), OUT's journal, summary
+// and HTML page. 0: count tasks written; 1: fewer were accepted within --max-attempts (those are
+// written); 2: could not run (usage, a missing catalogue or index, a journal of another run, a
+// worker that cannot start).
+int cmd_synth(const SynthArgs& a);
 
 int cmd_env(bool json, bool refresh);
 int cmd_cache(const std::string& action);

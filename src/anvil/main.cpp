@@ -480,6 +480,42 @@ void add_rft(CLI::App& app, int& status) {
   });
 }
 
+void add_synth(CLI::App& app, int& status) {
+  static anvil::SynthArgs sy;
+  static std::string out, catalogue, index;
+  static int timeout_s = 120;
+  auto* cmd = app.add_subcommand(
+      "synth", "training tasks made the CUDA-Agent-Ops-6K way: operators composed into fused KernelBench-format "
+               "tasks, filtered (runs in eager and torch.compile, deterministic, not degenerate, runtime in range, "
+               "not a near-duplicate, not KernelBench's), written as Parquet (docs/synth.md)");
+  cmd->add_option("--count", sy.opts.count, "accepted tasks to write")->required()->check(CLI::Range(1L, 10000000L));
+  cmd->add_option("--out", out, "the Parquet file (tasks.parquet); beside it its journal, summary and HTML page")
+      ->required();
+  cmd->add_option("--seed", sy.opts.seed, "the run's seed: task i of seed s is the same on any machine (default 0)");
+  cmd->add_option("--jobs", sy.opts.jobs, "worker processes (default: every core)")->check(CLI::Range(1, 512));
+  cmd->add_option("--timeout", timeout_s, "one task's CPU stage, seconds; beyond it the task is dropped (default 120)")
+      ->check(CLI::Range(1, 86400));
+  cmd->add_option("--max-attempts", sy.opts.max_attempts, "tasks tried at most (default 20 x count + 100)")
+      ->check(CLI::Range(1L, 1000000000L));
+  cmd->add_option("--max-similarity", sy.opts.max_similarity,
+                  "drop a task more similar than this to a KernelBench problem (default 0.9, the paper's)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--catalogue", catalogue, "the operator catalogue (default share/synth/operators.json)");
+  cmd->add_option("--index", index,
+                  "the KernelBench index (default share/synth/kernelbench-index.json; python -m "
+                  "anvil.synth.decontam index --kernelbench DIR makes one)");
+  cmd->add_flag("--fresh", sy.opts.fresh, "start again when OUT's journal is of another run (default: refuse)");
+  cmd->add_flag("--no-progress", [](int64_t) { sy.opts.progress = false; }, "no progress line on stderr");
+  cmd->add_flag("--json", sy.json, "print the summary (anvil.synth-summary/1) as JSON");
+  cmd->callback([&] {
+    sy.opts.out = out;
+    sy.opts.catalogue = catalogue;
+    sy.opts.index = index;
+    sy.opts.timeout = std::chrono::seconds(timeout_s);
+    status = anvil::cmd_synth(sy);
+  });
+}
+
 void add_env_and_cache(CLI::App& app, int& status) {
   static bool env_json = false, env_refresh = false;
   auto* env_cmd = app.add_subcommand("env", "show the build environment (compilers, torch, GPUs)");
@@ -517,6 +553,7 @@ int main(int argc, char** argv) {
   add_agent(app, status);
   add_bench(app, status);
   add_rft(app, status);
+  add_synth(app, status);
   add_env_and_cache(app, status);
 
   if (auto unknown = unknown_command(app, argc, argv)) {

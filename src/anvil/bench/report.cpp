@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "anvil/bench/metrics.h"
+#include "anvil/util/strings.h"
 
 namespace anvil {
 namespace {
@@ -518,32 +519,7 @@ std::string md_items(const std::vector<Item>& items) {
 // ---------------------------------------------------------------------------
 // HTML
 
-std::string esc(std::string_view s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&#39;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
+std::string esc(std::string_view s) { return html_escape(s); }
 
 // A level's name as an HTML id: letters, digits, '-' and '_' kept, the rest '-'.
 std::string safe_id(std::string_view s) {

@@ -10,6 +10,8 @@ namespace anvil {
 std::vector<std::string> split(std::string_view s, char sep);
 std::vector<std::string> split_lines(std::string_view s);
 std::string trim(std::string_view s);
+// Text for HTML: & < > " ' as entities.
+std::string html_escape(std::string_view s);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 bool starts_with(std::string_view s, std::string_view prefix);
 bool ends_with(std::string_view s, std::string_view suffix);

@@ -1,0 +1,62 @@
+"""python -m anvil.synth.worker --catalogue F --index F [--threshold X]: one of `anvil synth`'s
+CPU-stage processes.
+
+It speaks JSON lines: first {"ready": true, "operators": N, "problems": M} (or {"ready": false,
+"error": ...} and exit status 2), then for each request line {"seed": S, "index": I} one line, the
+task's record (anvil.synth.filters). Whatever a task prints goes to stderr: the protocol has
+standard output to itself. Ends at the end of its input.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m anvil.synth.worker")
+    ap.add_argument("--catalogue", default=None)
+    ap.add_argument("--index", default=None)
+    ap.add_argument("--threshold", type=float, default=None)
+    args = ap.parse_args(argv)
+    protocol = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # a task's print() goes to stderr
+    sys.stdout = sys.stderr
+
+    def say(obj):
+        protocol.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        protocol.flush()
+
+    try:
+        import warnings
+
+        warnings.simplefilter("ignore")
+        from anvil.synth import catalog, decontam, filters
+
+        cat = catalog.load(args.catalogue)
+        index = decontam.Index.load(args.index)
+        threshold = decontam.THRESHOLD if args.threshold is None else args.threshold
+        scratch = tempfile.mkdtemp(prefix="anvil-synth-")
+        checker = filters.Checker(cat, index, threshold, scratch)
+    except Exception as e:  # noqa: BLE001 - said to the parent, which names it
+        say({"ready": False, "error": "%s: %s" % (type(e).__name__, e)})
+        return 2
+    say({"ready": True, "operators": len(cat["operators"]), "problems": len(index.problems),
+         "threshold": threshold, "pid": os.getpid()})
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            seed, task = int(req["seed"]), int(req["index"])
+        except (ValueError, KeyError, TypeError) as e:
+            say({"error": "bad request %r: %s" % (line[:200], e)})
+            continue
+        say(checker.run(seed, task))
+    os.rmdir(scratch) if not os.listdir(scratch) else None
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

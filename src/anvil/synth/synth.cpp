@@ -1,0 +1,425 @@
+// synth.cpp: `anvil synth`'s scheduler, journal and selection (synth.h); the summary is in
+// synth_summary.cpp.
+#include "anvil/synth/synth.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "anvil/env/toolchain.h"
+#include "anvil/util/fs.h"
+#include "anvil/util/hash.h"
+#include "anvil/util/line_child.h"
+#include "anvil/util/strings.h"
+#include "anvil/util/subprocess.h"
+
+namespace anvil {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+fs::path beside(const fs::path& out, const std::string& suffix) {
+  return out.parent_path() / (out.stem().string() + suffix);
+}
+
+std::string file_sha(const fs::path& p) {
+  auto text = read_file(p);
+  return text ? sha256_hex(*text) : "";
+}
+
+// The part of the header that must match for a journal to be resumed (count may grow).
+Json run_identity(const Json& h) {
+  Json o = Json::object();
+  for (const char* k : {"seed", "catalogue_sha256", "index_sha256", "max_similarity"})
+    if (h.contains(k)) o[k] = h[k];
+  return o;
+}
+
+// One worker process and the thread that feeds it; the monitor kills it past its deadline.
+struct Worker {
+  std::unique_ptr<LineChild> child;
+  std::atomic<long long> deadline_ms{0};  // steady clock, 0: none
+  std::atomic<bool> killed{false};
+};
+
+long long now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
+class Scheduler {
+ public:
+  Scheduler(const SynthOptions& o, std::vector<long> missing, long next, long have_unique, long tried,
+            std::set<std::string> keys)
+      : opts_(o), missing_(std::move(missing)), next_(next), unique_(have_unique), tried_(tried),
+        keys_(std::move(keys)) {}
+
+  // The next index to try, or -1 when the run has enough or may try no more.
+  long take() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (stop_ || unique_ >= opts_.count || tried_ + in_flight_ >= max_attempts()) return -1;
+    long i;
+    if (!missing_.empty()) {
+      i = missing_.front();
+      missing_.erase(missing_.begin());
+    } else {
+      i = next_++;
+    }
+    ++in_flight_;
+    return i;
+  }
+
+  void done(const Json& record) {
+    std::lock_guard<std::mutex> g(mu_);
+    --in_flight_;
+    ++tried_;
+    if (record.value("status", "") == "accepted") {
+      ++accepted_;
+      if (keys_.insert(record.value("key", std::to_string(record.value("index", -1L)))).second) ++unique_;
+    }
+  }
+
+  void fail(const std::string& why) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!stop_) error_ = why;
+    stop_ = true;
+  }
+
+  long max_attempts() const { return opts_.max_attempts > 0 ? opts_.max_attempts : 20 * opts_.count + 100; }
+  std::string progress_line(double seconds, long start_unique, long start_tried) {
+    std::lock_guard<std::mutex> g(mu_);
+    double rate = seconds > 0 ? (unique_ - start_unique) / seconds : 0;
+    std::string eta = rate > 0 && unique_ < opts_.count ? ", about " + short_duration((opts_.count - unique_) / rate) + " left" : "";
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "anvil synth: %ld/%ld tasks (%ld tried, %ld this run, %.1f tasks/s)%s", unique_,
+                  opts_.count, tried_, tried_ - start_tried, rate, eta.c_str());
+    return buf;
+  }
+  long unique() {
+    std::lock_guard<std::mutex> g(mu_);
+    return unique_;
+  }
+  long tried() {
+    std::lock_guard<std::mutex> g(mu_);
+    return tried_;
+  }
+  std::string error() {
+    std::lock_guard<std::mutex> g(mu_);
+    return error_;
+  }
+
+ private:
+  const SynthOptions& opts_;
+  std::mutex mu_;
+  std::vector<long> missing_;
+  long next_, unique_, tried_, accepted_ = 0, in_flight_ = 0;
+  std::set<std::string> keys_;
+  bool stop_ = false;
+  std::string error_;
+};
+
+// Appends whole lines to the journal, one write() each (O_APPEND): a kill leaves at most a torn last line.
+class JournalWriter {
+ public:
+  bool open(const fs::path& p, std::string* err) {
+    fd_ = ::open(p.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) *err = "cannot open the journal " + p.string() + ": " + std::strerror(errno);
+    return fd_ >= 0;
+  }
+  ~JournalWriter() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool append(const Json& j) {
+    std::string line = j.dump() + "\n";
+    std::lock_guard<std::mutex> g(mu_);
+    const char* p = line.data();
+    size_t left = line.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd_, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+ private:
+  int fd_ = -1;
+  std::mutex mu_;
+};
+
+bool write_text(const fs::path& p, const std::string& text, std::string* err) {
+  AtomicFile f(p);
+  f.write(text);
+  return f.commit(err);
+}
+
+}  // namespace
+
+bool read_journal(const fs::path& path, Journal* j, std::string* err) {
+  auto text = read_file(path);
+  if (!text) {
+    *err = "cannot read the journal " + path.string();
+    return false;
+  }
+  auto lines = split_lines(*text);
+  bool torn_end = !text->empty() && text->back() != '\n';
+  for (size_t n = 0; n < lines.size(); ++n) {
+    if (trim(lines[n]).empty()) continue;
+    Json v = Json::parse(lines[n], nullptr, false);
+    if (v.is_discarded() || !v.is_object()) {
+      if (n + 1 == lines.size() && torn_end) break;  // the last write, cut short by a kill
+      *err = path.string() + " line " + std::to_string(n + 1) + ": not a JSON object (a journal of anvil synth?)";
+      return false;
+    }
+    if (j->header.is_null()) {
+      if (v.value("journal", "") != kSynthJournal) {
+        *err = path.string() + " line 1: not an " + std::string(kSynthJournal) + " journal header";
+        return false;
+      }
+      j->header = v;
+      continue;
+    }
+    if (!v.contains("index") || !v["index"].is_number_integer()) {
+      *err = path.string() + " line " + std::to_string(n + 1) + ": a record without an integer index";
+      return false;
+    }
+    j->records[v["index"].get<long>()] = v;
+  }
+  if (j->header.is_null()) {
+    *err = path.string() + ": empty journal";
+    return false;
+  }
+  return true;
+}
+
+Selection select_tasks(const std::map<long, Json>& records, long count) {
+  Selection s;
+  std::map<std::string, long> kept;  // key -> index of the task kept
+  for (const auto& [index, rec] : records) {
+    if (static_cast<long>(s.accepted.size()) >= count) break;
+    Json r = rec;
+    if (r.value("status", "") == "accepted") {
+      std::string key = r.value("key", std::to_string(index));
+      auto it = kept.find(key);
+      if (it != kept.end()) {
+        r["status"] = "rejected";
+        r["reason"] = "duplicate";
+        r["detail"] = "the same operations and choices as task " + std::to_string(it->second);
+      } else {
+        kept[key] = index;
+        s.accepted.push_back(r);
+      }
+    }
+    s.considered.push_back(std::move(r));
+  }
+  return s;
+}
+
+SynthResult run_synth(const Environment& env, const SynthOptions& in) {
+  SynthResult res;
+  SynthOptions opts = in;
+  auto fail = [&](int status, const std::string& why) {
+    res.status = status;
+    res.error = why;
+    return res;
+  };
+  if (opts.count <= 0) return fail(2, "--count must be at least 1");
+  if (opts.out.empty() || opts.out.extension() != ".parquet") return fail(2, "--out must name a .parquet file");
+  if (opts.catalogue.empty()) opts.catalogue = env.share() / "synth" / "operators.json";
+  if (opts.index.empty()) opts.index = env.share() / "synth" / "kernelbench-index.json";
+  for (const auto& [what, p] : {std::pair<std::string, fs::path>{"operator catalogue", opts.catalogue},
+                                {"KernelBench index", opts.index}}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) return fail(2, "the " + what + " " + p.string() + " does not exist");
+  }
+  std::error_code ec;
+  if (!opts.out.parent_path().empty()) fs::create_directories(opts.out.parent_path(), ec);
+  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  fs::path journal_path = beside(opts.out, ".journal.jsonl");
+  fs::path log_path = beside(opts.out, ".workers.log");
+
+  Json header = {{"journal", kSynthJournal}, {"seed", opts.seed}, {"catalogue_sha256", file_sha(opts.catalogue)},
+                 {"index_sha256", file_sha(opts.index)}, {"max_similarity", opts.max_similarity},
+                 {"started_at", utc_now()}};
+  Journal journal;
+  if (fs::exists(journal_path, ec)) {
+    std::string err;
+    bool ok = read_journal(journal_path, &journal, &err);
+    bool same = ok && run_identity(journal.header) == run_identity(header);
+    if (!same && !opts.fresh)
+      return fail(2, (ok ? "the journal " + journal_path.string() + " is of another run (" +
+                               run_identity(journal.header).dump() + ", this one " + run_identity(header).dump() + ")"
+                         : err) +
+                         ": pass --fresh to start again, or another --out");
+    if (!same) {
+      fs::remove(journal_path, ec);
+      journal = Journal();
+    }
+  }
+  // Resume: the indexes below the highest done that are missing (in flight when the last run
+  // stopped) first, then new ones.
+  std::vector<long> missing;
+  long next = 0;
+  std::set<std::string> keys;
+  long unique = 0;
+  if (!journal.records.empty()) {
+    next = journal.records.rbegin()->first + 1;
+    for (long i = 0; i < next; ++i)
+      if (!journal.records.count(i)) missing.push_back(i);
+    for (const auto& [i, r] : journal.records)
+      if (r.value("status", "") == "accepted" && keys.insert(r.value("key", std::to_string(i))).second) ++unique;
+  }
+  JournalWriter writer;
+  std::string err;
+  if (!writer.open(journal_path, &err)) return fail(2, err);
+  if (journal.header.is_null() && !writer.append(header)) return fail(2, "cannot write the journal " + journal_path.string());
+
+  std::vector<std::string> argv = opts.worker;
+  if (argv.empty())
+    argv = {env.python.string(), "-c",
+            "import os, sys; sys.path.insert(0, os.environ['ANVIL_PYDIR']); from anvil.synth import worker; "
+            "sys.exit(worker.main())",
+            "--catalogue", opts.catalogue.string(), "--index", opts.index.string(), "--threshold",
+            std::to_string(opts.max_similarity)};
+  std::map<std::string, std::string> child_env = {{"ANVIL_PYDIR", (env.home / "python").string()},
+                                                  {"PYTHONUNBUFFERED", "1"}, {"OMP_NUM_THREADS", "1"}};
+
+  long start_tried = static_cast<long>(journal.records.size());
+  Scheduler sched(opts, missing, next, unique, start_tried, keys);
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (unsigned w = 0; w < jobs; ++w) workers.push_back(std::make_unique<Worker>());
+  std::atomic<bool> finished{false};
+  auto t0 = Clock::now();
+
+  auto start_worker = [&](Worker& w, std::string* why) {
+    w.child.reset();
+    w.killed = false;
+    w.deadline_ms = now_ms() + 600 * 1000;  // its imports and loading, bounded too
+    w.child = LineChild::start(argv, child_env, log_path, why);
+    if (!w.child) return false;
+    auto first = w.child->read_line();
+    w.deadline_ms = 0;
+    Json hello = first ? Json::parse(*first, nullptr, false) : Json();
+    if (!hello.is_object() || !hello.value("ready", false)) {
+      *why = hello.is_object() && hello.contains("error")
+                 ? "a worker could not start: " + hello["error"].dump()
+                 : "a worker (" + argv[0] + ") ended before it was ready; " + log_path.string() + " ends:\n" +
+                       tail_lines(read_file(log_path).value_or(""), 8);
+      return false;
+    }
+    return true;
+  };
+
+  auto work = [&](Worker& w) {
+    std::string why;
+    if (!start_worker(w, &why)) return sched.fail(why);
+    for (long index; (index = sched.take()) >= 0;) {
+      Json record;
+      w.deadline_ms = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout).count();
+      bool sent = w.child->write_line(Json({{"seed", opts.seed}, {"index", index}}).dump());
+      auto line = sent ? w.child->read_line() : std::nullopt;
+      w.deadline_ms = 0;
+      Json parsed = line ? Json::parse(*line, nullptr, false) : Json();
+      bool answered = parsed.is_object() && parsed.value("index", -1L) == index;
+      if (answered) {
+        record = std::move(parsed);
+      } else {
+        bool timed_out = w.killed.load();
+        record = {{"seed", opts.seed}, {"index", index}, {"status", "rejected"},
+                  {"reason", timed_out ? "timeout" : "worker_died"},
+                  {"detail", timed_out ? "its CPU stage took over " + std::to_string(opts.timeout.count()) + " s"
+                                       : "the worker ended while checking it: " +
+                                             tail_lines(read_file(log_path).value_or(""), 3)},
+                  {"checks", Json::object()}};
+      }
+      if (!writer.append(record)) return sched.fail("cannot append to the journal " + journal_path.string());
+      sched.done(record);
+      if (!answered && !start_worker(w, &why)) return sched.fail(why);
+    }
+    w.child.reset();
+  };
+
+  bool tty = opts.progress && isatty(STDERR_FILENO);
+  std::thread monitor([&] {
+    auto last_print = Clock::now();
+    while (!finished) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      long long t = now_ms();
+      for (auto& w : workers) {
+        long long d = w->deadline_ms.load();
+        if (d > 0 && t > d && w->child && !w->killed.exchange(true)) kill(-w->child->pid(), SIGKILL);
+      }
+      if (opts.progress && Clock::now() - last_print > std::chrono::seconds(tty ? 1 : 30)) {
+        last_print = Clock::now();
+        std::string line = sched.progress_line(std::chrono::duration<double>(Clock::now() - t0).count(),
+                                               unique, start_tried);
+        std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
+      }
+    }
+  });
+  std::vector<std::thread> threads;
+  for (auto& w : workers) threads.emplace_back([&, p = w.get()] { work(*p); });
+  for (auto& t : threads) t.join();
+  finished = true;
+  monitor.join();
+  double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (opts.progress) {
+    std::string line = sched.progress_line(seconds, unique, start_tried);
+    std::fprintf(stderr, tty ? "\r%s\033[K\n" : "%s\n", line.c_str());
+  }
+  if (!sched.error().empty()) return fail(2, sched.error());
+
+  Journal all;
+  if (!read_journal(journal_path, &all, &err)) return fail(2, err);
+  Selection sel = select_tasks(all.records, opts.count);
+  Json run = {{"seed", opts.seed}, {"count", opts.count}, {"jobs", jobs}, {"seconds_this_run", seconds},
+              {"tried_this_run", sched.tried() - start_tried}, {"resumed_from", start_tried},
+              {"catalogue", opts.catalogue.string()}, {"index", opts.index.string()},
+              {"max_similarity", opts.max_similarity}, {"out", opts.out.string()},
+              {"journal", journal_path.string()}, {"finished_at", utc_now()}};
+  res.summary = synth_summary(sel, run);
+
+  // The rows, then Parquet through pyarrow (anvil.synth.parquet), put in place whole.
+  fs::path rows = beside(opts.out, ".rows.jsonl");
+  {
+    std::string text;
+    for (const auto& r : sel.accepted) text += r.dump() + "\n";
+    if (!write_text(rows, text, &err)) return fail(2, err);
+  }
+  SubprocessOptions so;
+  so.env = {{"PYTHONPATH", (env.home / "python").string()}};
+  so.timeout = std::chrono::minutes(10);
+  so.merge_stderr = true;
+  SubprocessResult pq = run_subprocess({env.python.string(), "-m", "anvil.synth.parquet", rows.string(),
+                                        opts.out.string()}, so);
+  fs::remove(rows, ec);
+  if (!pq.ok()) return fail(2, "writing " + opts.out.string() + " failed (" + pq.describe() + "): " +
+                                   tail_lines(pq.output, 5));
+  if (!write_text(beside(opts.out, ".summary.json"), res.summary.dump(1) + "\n", &err) ||
+      !write_text(beside(opts.out, ".html"), synth_html(res.summary), &err))
+    return fail(2, err);
+  if (static_cast<long>(sel.accepted.size()) < opts.count) {
+    res.status = 1;
+    res.error = "only " + std::to_string(sel.accepted.size()) + " of " + std::to_string(opts.count) +
+                " tasks were accepted within " + std::to_string(sched.max_attempts()) +
+                " attempts (--max-attempts); those are written";
+  }
+  return res;
+}
+
+}  // namespace anvil
