@@ -264,6 +264,30 @@ def compose(catalogue, seed, index, torch):
     return size(rng, steps, shape, dims, seed, index, torch)
 
 
+def make(catalogue, names, rank, torch, seed=0, index=0, choices=None):
+    """The task of the named operators in order (the first entry of each name, its first choices
+    unless `choices` gives them), on an input of `rank` with the first size of each dim: a task
+    chosen rather than drawn (tests, and a user's own compositions)."""
+    by_name = {}
+    for op in catalogue["operators"]:
+        by_name.setdefault(op["name"], op)
+    dims, shape = {}, [8]
+    for name, options in INPUT_DIMS[rank]:
+        dims[name] = dims["height"] if options is None else options[len(options) // 2]
+        shape.append(dims[name])
+    steps = []
+    for k, name in enumerate(names):
+        if name not in by_name:
+            raise ComposeError("no_operator", "the catalogue has no operator %s" % name)
+        op = by_name[name]
+        current = meta_run(steps, tuple(shape), torch)[-1]
+        picked = {p: (choices or {}).get(p, CHOICES[p][0]) for p in op["params"]}
+        if "groups" in op["params"]:
+            picked["groups"] = next(g for g in CHOICES["groups"] if current[1] % g == 0)
+        steps.append(Step(op, picked))
+    return size(random.Random("%d:%d" % (seed, index)), steps, shape, dims, seed, index, torch)
+
+
 def size(rng, steps, shape, dims, seed, index, torch):
     """The batch that brings the estimate to a log-uniform target in TARGET_MS: the spatial dims
     (not the channels) halved first while a sample costs so much that the batch would be under

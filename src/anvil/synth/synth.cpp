@@ -327,8 +327,10 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
 
   auto work = [&](Worker& w) {
     std::string why;
+    long index = sched.take();
+    if (index < 0) return;  // nothing to do (a resumed run that has its tasks): no worker started
     if (!start_worker(w, &why)) return sched.fail(why);
-    for (long index; (index = sched.take()) >= 0;) {
+    for (; index >= 0; index = sched.take()) {
       Json record;
       w.deadline_ms = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout).count();
       bool sent = w.child->write_line(Json({{"seed", opts.seed}, {"index", index}}).dump());
