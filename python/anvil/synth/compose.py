@@ -30,7 +30,8 @@ INPUT_DIMS = {
     5: [("channels", [3, 8, 16, 32]), ("depth", [8, 16, 32]), ("height", [16, 32, 64]), ("width", None)],
 }
 PROBE_BATCH = 2
-MIN_BATCH = 64
+MIN_BATCH = 64  # the probe (PROBE_BATCH samples) at most 1/32 of the task
+PROBE_SAMPLE_BYTES = 8 << 20  # one sample's widest tensor: the probe's at most 16 MiB
 MAX_BATCH = 1 << 20
 TARGET_MS = (2.0, 50.0)  # the estimate a composition aims at (log-uniform)
 WINDOW_MS = (1.0, 100.0)  # the paper's eager runtime window
@@ -291,14 +292,16 @@ def make(catalogue, names, rank, torch, seed=0, index=0, choices=None):
 def size(rng, steps, shape, dims, seed, index, torch):
     """The batch that brings the estimate to a log-uniform target in TARGET_MS: the spatial dims
     (not the channels) halved first while a sample costs so much that the batch would be under
-    MIN_BATCH (the CPU stage runs PROBE_BATCH samples: at most 1/32 of the task)."""
+    MIN_BATCH, or its widest tensor is over PROBE_SAMPLE_BYTES (the CPU stage runs PROBE_BATCH
+    samples). ComposeError when no batch fits the memory caps or the batch is under MIN_BATCH."""
     target = math.exp(rng.uniform(math.log(TARGET_MS[0]), math.log(TARGET_MS[1])))
     shape = list(shape)
     while True:
         at8 = estimate(steps, tuple(shape), torch)
         per_sample = max(at8["ms"] - at8["launches"] * ESTIMATE["launch_s"] * 1e3, 1e-9) / shape[0]
         widest_tensor = max(math.prod(s[1:]) * 4 for s in meta_run(steps, tuple(shape), torch))
-        if min(target / per_sample, MAX_TENSOR_BYTES / widest_tensor) >= MIN_BATCH:
+        if (min(target / per_sample, MAX_TENSOR_BYTES / widest_tensor) >= MIN_BATCH
+                and widest_tensor <= PROBE_SAMPLE_BYTES):
             break
         spatial = [i for i, (name, _) in enumerate(INPUT_DIMS[len(shape)], 1) if name != "channels" and shape[i] > 8]
         if not spatial:
@@ -326,6 +329,13 @@ def size(rng, steps, shape, dims, seed, index, torch):
             break
         batch //= 2
         full[0] = batch
+    if max(per_tensor) > MAX_TENSOR_BYTES or total > MAX_TOTAL_BYTES:
+        raise ComposeError("too_large", "%s: %.3g GiB at batch %d (at most %.3g GiB a tensor, %.3g in all)" % (
+            "-".join(s.op["canonical"] for s in steps), max(per_tensor) / 2**30, batch,
+            MAX_TENSOR_BYTES / 2**30, MAX_TOTAL_BYTES / 2**30))
+    if batch < MIN_BATCH:
+        raise ComposeError("too_heavy_per_sample", "batch %d (under %d): the CPU stage's probe of %d samples "
+                           "would be over 1/%d of the task" % (batch, MIN_BATCH, PROBE_BATCH, MIN_BATCH // PROBE_BATCH))
     est = estimate(steps, tuple(full), torch)
     est["target_ms"] = round(target, 3)
     return Task(seed, index, steps, dims, batch, shapes, est)

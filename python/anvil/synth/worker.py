@@ -18,7 +18,15 @@ def main(argv=None):
     ap.add_argument("--catalogue", default=None)
     ap.add_argument("--index", default=None)
     ap.add_argument("--threshold", type=float, default=None)
+    ap.add_argument("--max-memory-mb", type=int, default=0,
+                    help="this process's data at most (RLIMIT_DATA): a task that needs more fails with "
+                         "out of memory, recorded, instead of the machine's OOM killer ending the process")
     args = ap.parse_args(argv)
+    if args.max_memory_mb > 0:
+        import resource
+
+        limit = args.max_memory_mb << 20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     protocol = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # a task's print() goes to stderr
     sys.stdout = sys.stderr

@@ -41,10 +41,18 @@ std::string file_sha(const fs::path& p) {
   return text ? sha256_hex(*text) : "";
 }
 
+// The composer's and the filters' sources: a journal made by other code is not resumed.
+std::string code_sha(const Environment& env) {
+  std::string all;
+  for (const char* f : {"catalog.py", "compose.py", "decontam.py", "filters.py", "worker.py"})
+    all += read_file(env.home / "python" / "anvil" / "synth" / f).value_or(std::string("missing ") + f);
+  return sha256_hex(all);
+}
+
 // The part of the header that must match for a journal to be resumed (count may grow).
 Json run_identity(const Json& h) {
   Json o = Json::object();
-  for (const char* k : {"seed", "catalogue_sha256", "index_sha256", "max_similarity"})
+  for (const char* k : {"seed", "catalogue_sha256", "index_sha256", "code_sha256", "max_similarity"})
     if (h.contains(k)) o[k] = h[k];
   return o;
 }
@@ -162,6 +170,15 @@ class JournalWriter {
   std::mutex mu_;
 };
 
+// Each worker's share of the machine's memory (RLIMIT_DATA in the worker): 80% of MemTotal over
+// the workers, at least 2 GiB: a task that needs more is its own failure, not the OOM killer's.
+long worker_memory_mb(unsigned jobs) {
+  long total_kb = 0;
+  if (auto info = read_file("/proc/meminfo")) std::sscanf(info->c_str(), "MemTotal: %ld kB", &total_kb);
+  if (total_kb <= 0) return 0;
+  return std::max(2048L, static_cast<long>(total_kb / 1024 * 0.8 / std::max(1u, jobs)));
+}
+
 bool write_text(const fs::path& p, const std::string& text, std::string* err) {
   AtomicFile f(p);
   f.write(text);
@@ -254,7 +271,8 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   fs::path log_path = beside(opts.out, ".workers.log");
 
   Json header = {{"journal", kSynthJournal}, {"seed", opts.seed}, {"catalogue_sha256", file_sha(opts.catalogue)},
-                 {"index_sha256", file_sha(opts.index)}, {"max_similarity", opts.max_similarity},
+                 {"index_sha256", file_sha(opts.index)}, {"code_sha256", code_sha(env)},
+                 {"max_similarity", opts.max_similarity},
                  {"started_at", utc_now()}};
   Journal journal;
   if (fs::exists(journal_path, ec)) {
@@ -295,7 +313,7 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
             "import os, sys; sys.path.insert(0, os.environ['ANVIL_PYDIR']); from anvil.synth import worker; "
             "sys.exit(worker.main())",
             "--catalogue", opts.catalogue.string(), "--index", opts.index.string(), "--threshold",
-            std::to_string(opts.max_similarity)};
+            std::to_string(opts.max_similarity), "--max-memory-mb", std::to_string(worker_memory_mb(jobs))};
   std::map<std::string, std::string> child_env = {{"ANVIL_PYDIR", (env.home / "python").string()},
                                                   {"PYTHONUNBUFFERED", "1"}, {"OMP_NUM_THREADS", "1"}};
 
