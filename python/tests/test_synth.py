@@ -236,3 +236,25 @@ def test_anvil_synth_end_to_end_with_the_real_worker(tmp_path):
     summary2 = json.loads((tmp_path / "tasks.summary.json").read_text())
     assert summary2["run"]["tried_this_run"] == 0 and summary2["run"]["resumed_from"] == summary["run"]["tried_this_run"]
     assert pq.read_table(str(out)).column("code").to_pylist() == table.column("code").to_pylist()
+
+
+def test_the_gpu_stage_script_runs_its_checks_on_the_cpu(cat, tmp_path):
+    """gpu_stage on the CPU (--device cpu) with two small tasks: each checked and timed, one
+    vetted, the summary written (the GPU's run: bench/gpu_synth_check.sh)."""
+    rows = []
+    for i, names in enumerate((["nn.Linear", "nn.GELU"], ["nn.LayerNorm", "torch.tanh"])):
+        task = compose.make(cat, names, 2, torch, index=i)
+        rows.append({"index": i, "ops": task.ops, "code": task.code(compose.PROBE_BATCH),
+                     "estimate_ms": task.estimate["ms"]})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    r = subprocess.run([sys.executable, "-m", "anvil.synth.gpu_stage", str(tasks), "--out", str(tmp_path / "o"),
+                        "--device", "cpu", "--procs", "1", "--vet-sample", "1", "--limit", "2"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads((tmp_path / "o" / "gpu-summary.json").read_text())
+    assert summary["checked"] == 2 and summary["vetted"] == 1 and not summary["vet_errors"]
+    records = [json.loads(line) for line in (tmp_path / "o" / "gpu.jsonl").read_text().splitlines()]
+    checked = [x for x in records if "status" in x]
+    assert all("eager_ms" in x and "compile_ms" in x for x in checked), checked

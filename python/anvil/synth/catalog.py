@@ -100,10 +100,10 @@ FAMILIES = (  # (family, pattern over the canonical name), first match wins
     ("attention", r"attention|sdpa"),
     ("convolution", r"^conv"),
     ("gemm", r"^(linear|bilinear|matmul|mm|bmm|addmm|baddbmm|einsum)$"),
+    ("reduction", r"^(sum|mean|amax|amin|max|min|prod|logsumexp|std|var|nansum|nanmean|median|nanmedian|"
+                  r"softmax|logsoftmax|softmin|softmax2d|cumsum|cumprod|logcumsumexp|cummax|cummin|norm)$"),
     ("normalization", r"norm"),
     ("pooling", r"pool"),
-    ("reduction", r"^(sum|mean|amax|amin|max|min|prod|logsumexp|std|var|nansum|nanmean|median|"
-                  r"softmax|logsoftmax|softmin|softmax2d|cumsum|cumprod|logcumsumexp|cummax|cummin|norm)$"),
 )
 
 
@@ -112,7 +112,7 @@ CANONICAL_ALIASES = {
     "truediv": "div", "divide": "div", "multiply": "mul", "subtract": "sub", "absolute": "abs",
     "arctan": "atan", "arcsinh": "asinh", "arccos": "acos", "arcsin": "asin", "clip": "clamp",
     "negative": "neg", "fix": "trunc", "iadd": "add", "imul": "mul", "isub": "sub", "itruediv": "div",
-    "swish": "silu", "sigmoidlinear": "silu",
+    "swish": "silu", "sigmoidlinear": "silu", "amax": "max", "amin": "min",
 }
 
 
@@ -390,8 +390,21 @@ def output_problem(x, y, f, torch):
     y2 = f(x2)
     if not isinstance(y2, torch.Tensor) or y2.shape != y.shape:
         return "its output's shape depends on the input's values"
+    y3 = f(torch.round(x * 2) / 2)  # values that repeat (unique() of continuous noise has none)
+    if not isinstance(y3, torch.Tensor) or y3.shape != y.shape:
+        return "its output's shape depends on the input's values"
     if torch.equal(y2, y):
         return "its output does not depend on its input"
+    if y.dim() > 0:  # the batch: dim 0 kept, each sample computed alone (a task's batch is its size)
+        n = x.shape[0]
+        xb = torch.randn((2 * n,) + tuple(x.shape[1:]), generator=torch.Generator().manual_seed(9))
+        yb = f(xb)
+        if not isinstance(yb, torch.Tensor) or y.shape[0] != n or tuple(yb.shape) != (2 * n,) + tuple(y.shape[1:]):
+            return "its output's dim 0 is not the input's batch"
+        alone = f(xb[:n])
+        random_op = not torch.equal(alone, f(xb[:n]))  # dropout: stochastic() marks it, not this
+        if not random_op and not torch.allclose(yb[:n], alone, atol=1e-5, rtol=1e-5, equal_nan=True):
+            return "it mixes the samples of a batch"
     return None
 
 

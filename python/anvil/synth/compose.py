@@ -237,7 +237,7 @@ def compose(catalogue, seed, index, torch):
                 current = shapes[-1] if shapes else tuple(shape)
                 groups = {}
                 for o in ops:
-                    if str(len(current)) in o["ranks"] and (position < length - 1 or True):
+                    if str(len(current)) in o["ranks"] and (position or o in first_pool):
                         groups.setdefault(o["canonical"], []).append(o)
                 if not groups:
                     raise ComposeError("no_operator", "no operator takes a rank-%d tensor" % len(current))
@@ -316,6 +316,9 @@ def size(rng, steps, shape, dims, seed, index, torch):
         except Exception:  # noqa: BLE001 - the chain needs the size it has
             break
         shape = smaller
+    if widest_tensor > PROBE_SAMPLE_BYTES:
+        raise ComposeError("too_heavy_per_sample", "a sample's widest tensor is %.3g MiB (at most %g) and no dim "
+                           "can be halved" % (widest_tensor / 2**20, PROBE_SAMPLE_BYTES / 2**20))
     for i, (name, _) in enumerate(INPUT_DIMS[len(shape)], 1):
         dims[name] = shape[i]
     batch = 2 ** round(math.log2(max(1.0, target / per_sample)))

@@ -45,6 +45,7 @@ CREATION = {
     "zeros", "ones", "randn", "rand", "empty", "tensor", "arange", "full", "zeroslike", "oneslike",
     "randlike", "randnlike", "emptylike", "fulllike", "linspace", "eye", "randint", "parameter",
     "super", "len", "range", "int", "float", "list", "tuple", "isinstance", "getattr", "print",
+    "append", "extend", "insert", "pop", "items", "keys", "values", "format", "enumerate", "zip",
 }
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.MatMult: "matmul",
           ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
@@ -204,7 +205,7 @@ class Index:
         self.sets = [frozenset(p["fingerprint"]) for p in self.problems]
         self.by_ops = {}
         for i, p in enumerate(self.problems):
-            if p["ops"]:  # an empty sequence (a network of containers, L3) says nothing
+            if p["ops"] and p["level"] != "level3":  # L3's networks (containers, loops) read as fragments
                 self.by_ops.setdefault(tuple(p["ops"]), []).append(i)
 
     @classmethod

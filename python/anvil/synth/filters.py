@@ -60,12 +60,12 @@ def instance(module, torch):
     return model, inputs
 
 
-def outputs(value, torch):
+def outputs(value, torch, stage="eager"):
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
         return list(value)
-    raise Rejected("eager", "the model returns %s, not tensors" % type(value).__name__)
+    raise Rejected(stage, "the model returns %s, not tensors" % type(value).__name__)
 
 
 class Checker:
@@ -136,8 +136,10 @@ class Checker:
                 torch._dynamo.reset()
                 compiled = torch.compile(model, backend=COMPILE_BACKEND)
                 with torch.no_grad():
-                    got = outputs(compiled(*inputs), torch)
+                    got = outputs(compiled(*inputs), torch, "compile")
                 torch._dynamo.reset()
+                if len(got) != len(eager):
+                    raise Rejected("compile", "torch.compile returns %d outputs, eager %d" % (len(got), len(eager)))
                 for a, b in zip(got, eager):
                     if a.shape != b.shape or not torch.allclose(a, b, **FP32_TOLERANCE):
                         raise Rejected("compile", "torch.compile's output differs from eager's (max |diff| %.3g)"
@@ -148,7 +150,9 @@ class Checker:
             record["status"] = "accepted"
         except Rejected as e:
             record["reason"], record["detail"] = e.reason, e.detail
-        except Exception as e:  # noqa: BLE001 - a task's failure is its own: recorded, the run goes on
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - a task's failure (sys.exit too) is its own: recorded
             stage = next((s for s, v in reversed(list(record["checks"].items())) if v == "running"), "compose")
             record["reason"], record["detail"] = stage, _first_line(e)
         for k, v in list(record["checks"].items()):
@@ -188,7 +192,7 @@ class _stage:
     def __exit__(self, kind, value, tb):
         if kind is None:
             self.record["checks"][self.name] = round(time.perf_counter() - self.t0, 4)
-        elif issubclass(kind, Rejected) or isinstance(value, Exception):
+        elif not issubclass(kind, KeyboardInterrupt):
             self.record["checks"][self.name] = "failed"
             if not isinstance(value, Rejected):
                 raise Rejected(self.name, _first_line(value)) from value

@@ -44,15 +44,16 @@ std::string file_sha(const fs::path& p) {
 // The composer's and the filters' sources: a journal made by other code is not resumed.
 std::string code_sha(const Environment& env) {
   std::string all;
-  for (const char* f : {"catalog.py", "compose.py", "decontam.py", "filters.py", "worker.py"})
-    all += read_file(env.home / "python" / "anvil" / "synth" / f).value_or(std::string("missing ") + f);
+  for (const char* f : {"synth/catalog.py", "synth/compose.py", "synth/decontam.py", "synth/filters.py",
+                        "synth/worker.py", "vet.py", "task_probe.py"})
+    all += read_file(env.home / "python" / "anvil" / f).value_or(std::string("missing ") + f);
   return sha256_hex(all);
 }
 
 // The part of the header that must match for a journal to be resumed (count may grow).
 Json run_identity(const Json& h) {
   Json o = Json::object();
-  for (const char* k : {"seed", "catalogue_sha256", "index_sha256", "code_sha256", "max_similarity"})
+  for (const char* k : {"seed", "catalogue_sha256", "index_sha256", "code_sha256", "torch", "python", "max_similarity"})
     if (h.contains(k)) o[k] = h[k];
   return o;
 }
@@ -60,8 +61,28 @@ Json run_identity(const Json& h) {
 // One worker process and the thread that feeds it; the monitor kills it past its deadline.
 struct Worker {
   std::unique_ptr<LineChild> child;
-  std::atomic<long long> deadline_ms{0};  // steady clock, 0: none
-  std::atomic<bool> killed{false};
+  std::filesystem::path log;
+  // The deadline and the kill under one lock: a kill is only ever of the task whose deadline passed
+  // (an answer read just before it clears the deadline first).
+  std::mutex mu;
+  long long deadline_ms = 0;  // steady clock, 0: none
+  bool killed = false;
+  void arm(long long at) {
+    std::lock_guard<std::mutex> g(mu);
+    deadline_ms = at;
+  }
+  bool disarm() {  // whether the process was killed
+    std::lock_guard<std::mutex> g(mu);
+    deadline_ms = 0;
+    return killed;
+  }
+  void kill_if_late(long long now) {
+    std::lock_guard<std::mutex> g(mu);
+    if (deadline_ms > 0 && now > deadline_ms && child && !killed) {
+      killed = true;
+      ::kill(-child->pid(), SIGKILL);
+    }
+  }
 };
 
 long long now_ms() {
@@ -78,12 +99,13 @@ class Scheduler {
   // The next index to try, or -1 when the run has enough or may try no more.
   long take() {
     std::lock_guard<std::mutex> g(mu_);
-    if (stop_ || unique_ >= opts_.count || tried_ + in_flight_ >= max_attempts()) return -1;
+    if (stop_) return -1;
     long i;
-    if (!missing_.empty()) {
+    if (!missing_.empty()) {  // always: the selection is the first `count` by index, gaps included
       i = missing_.front();
       missing_.erase(missing_.begin());
     } else {
+      if (unique_ >= opts_.count || tried_ + in_flight_ >= max_attempts()) return -1;
       i = next_++;
     }
     ++in_flight_;
@@ -151,7 +173,7 @@ class JournalWriter {
     if (fd_ >= 0) ::close(fd_);
   }
   bool append(const Json& j) {
-    std::string line = j.dump() + "\n";
+    std::string line = j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
     std::lock_guard<std::mutex> g(mu_);
     const char* p = line.data();
     size_t left = line.size();
@@ -195,6 +217,8 @@ bool read_journal(const fs::path& path, Journal* j, std::string* err) {
   }
   auto lines = split_lines(*text);
   bool torn_end = !text->empty() && text->back() != '\n';
+  size_t last_nl = text->rfind('\n');
+  j->whole_bytes = last_nl == std::string::npos ? 0 : last_nl + 1;
   for (size_t n = 0; n < lines.size(); ++n) {
     if (trim(lines[n]).empty()) continue;
     Json v = Json::parse(lines[n], nullptr, false);
@@ -268,10 +292,10 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   if (!opts.out.parent_path().empty()) fs::create_directories(opts.out.parent_path(), ec);
   unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
   fs::path journal_path = beside(opts.out, ".journal.jsonl");
-  fs::path log_path = beside(opts.out, ".workers.log");
 
   Json header = {{"journal", kSynthJournal}, {"seed", opts.seed}, {"catalogue_sha256", file_sha(opts.catalogue)},
                  {"index_sha256", file_sha(opts.index)}, {"code_sha256", code_sha(env)},
+                 {"torch", env.torch.version}, {"python", env.python_version},
                  {"max_similarity", opts.max_similarity},
                  {"started_at", utc_now()}};
   Journal journal;
@@ -297,13 +321,24 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   long unique = 0;
   if (!journal.records.empty()) {
     next = journal.records.rbegin()->first + 1;
-    for (long i = 0; i < next; ++i)
-      if (!journal.records.count(i)) missing.push_back(i);
+    // retried: what was in flight when the last run stopped, and what the machine decided rather
+    // than the task (a timeout under load, a worker that died)
+    for (long i = 0; i < next; ++i) {
+      auto it = journal.records.find(i);
+      std::string reason = it == journal.records.end() ? "" : it->second.value("reason", Json()).is_string()
+                                                                   ? it->second["reason"].get<std::string>() : "";
+      if (it == journal.records.end() || reason == "timeout" || reason == "worker_died") missing.push_back(i);
+    }
     for (const auto& [i, r] : journal.records)
       if (r.value("status", "") == "accepted" && keys.insert(r.value("key", std::to_string(i))).second) ++unique;
   }
-  JournalWriter writer;
   std::string err;
+  if (!journal.header.is_null()) {  // a torn last line (a kill mid-write) cut off before appending
+    std::error_code rec;
+    if (fs::file_size(journal_path, rec) != journal.whole_bytes) fs::resize_file(journal_path, journal.whole_bytes, rec);
+    if (rec) return fail(2, "cannot cut the torn end off the journal " + journal_path.string() + ": " + rec.message());
+  }
+  JournalWriter writer;
   if (!writer.open(journal_path, &err)) return fail(2, err);
   if (journal.header.is_null() && !writer.append(header)) return fail(2, "cannot write the journal " + journal_path.string());
 
@@ -313,31 +348,39 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
             "import os, sys; sys.path.insert(0, os.environ['ANVIL_PYDIR']); from anvil.synth import worker; "
             "sys.exit(worker.main())",
             "--catalogue", opts.catalogue.string(), "--index", opts.index.string(), "--threshold",
-            std::to_string(opts.max_similarity), "--max-memory-mb", std::to_string(worker_memory_mb(jobs))};
+            Json(opts.max_similarity).dump(), "--max-memory-mb", std::to_string(worker_memory_mb(jobs))};
   std::map<std::string, std::string> child_env = {{"ANVIL_PYDIR", (env.home / "python").string()},
                                                   {"PYTHONUNBUFFERED", "1"}, {"OMP_NUM_THREADS", "1"}};
 
   long start_tried = static_cast<long>(journal.records.size());
   Scheduler sched(opts, missing, next, unique, start_tried, keys);
   std::vector<std::unique_ptr<Worker>> workers;
-  for (unsigned w = 0; w < jobs; ++w) workers.push_back(std::make_unique<Worker>());
+  for (unsigned w = 0; w < jobs; ++w) {
+    workers.push_back(std::make_unique<Worker>());
+    workers.back()->log = beside(opts.out, ".worker" + std::to_string(w) + ".log");
+  }
+  signal(SIGPIPE, SIG_IGN);  // a worker that died is seen at its pipe's end, not by a signal here
   std::atomic<bool> finished{false};
   auto t0 = Clock::now();
 
   auto start_worker = [&](Worker& w, std::string* why) {
-    w.child.reset();
-    w.killed = false;
-    w.deadline_ms = now_ms() + 600 * 1000;  // its imports and loading, bounded too
-    w.child = LineChild::start(argv, child_env, log_path, why);
-    if (!w.child) return false;
+    {
+      std::lock_guard<std::mutex> g(w.mu);
+      w.deadline_ms = 0;
+      w.child.reset();
+      w.killed = false;
+      w.child = LineChild::start(argv, child_env, w.log, why);
+      if (!w.child) return false;
+    }
+    w.arm(now_ms() + 600 * 1000);  // its imports and loading, bounded too
     auto first = w.child->read_line();
-    w.deadline_ms = 0;
+    w.disarm();
     Json hello = first ? Json::parse(*first, nullptr, false) : Json();
     if (!hello.is_object() || !hello.value("ready", false)) {
       *why = hello.is_object() && hello.contains("error")
                  ? "a worker could not start: " + hello["error"].dump()
-                 : "a worker (" + argv[0] + ") ended before it was ready; " + log_path.string() + " ends:\n" +
-                       tail_lines(read_file(log_path).value_or(""), 8);
+                 : "a worker (" + argv[0] + ") ended before it was ready; " + w.log.string() + " ends:\n" +
+                       tail_lines(read_file(w.log).value_or(""), 8);
       return false;
     }
     return true;
@@ -350,26 +393,25 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
     if (!start_worker(w, &why)) return sched.fail(why);
     for (; index >= 0; index = sched.take()) {
       Json record;
-      w.deadline_ms = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout).count();
+      w.arm(now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout).count());
       bool sent = w.child->write_line(Json({{"seed", opts.seed}, {"index", index}}).dump());
       auto line = sent ? w.child->read_line() : std::nullopt;
-      w.deadline_ms = 0;
+      bool timed_out = w.disarm();
       Json parsed = line ? Json::parse(*line, nullptr, false) : Json();
       bool answered = parsed.is_object() && parsed.value("index", -1L) == index;
       if (answered) {
         record = std::move(parsed);
       } else {
-        bool timed_out = w.killed.load();
         record = {{"seed", opts.seed}, {"index", index}, {"status", "rejected"},
                   {"reason", timed_out ? "timeout" : "worker_died"},
                   {"detail", timed_out ? "its CPU stage took over " + std::to_string(opts.timeout.count()) + " s"
                                        : "the worker ended while checking it: " +
-                                             tail_lines(read_file(log_path).value_or(""), 3)},
+                                             tail_lines(read_file(w.log).value_or(""), 3)},
                   {"checks", Json::object()}};
       }
       if (!writer.append(record)) return sched.fail("cannot append to the journal " + journal_path.string());
       sched.done(record);
-      if (!answered && !start_worker(w, &why)) return sched.fail(why);
+      if ((!answered || timed_out) && !start_worker(w, &why)) return sched.fail(why);
     }
     w.child.reset();
   };
@@ -380,10 +422,7 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
     while (!finished) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       long long t = now_ms();
-      for (auto& w : workers) {
-        long long d = w->deadline_ms.load();
-        if (d > 0 && t > d && w->child && !w->killed.exchange(true)) kill(-w->child->pid(), SIGKILL);
-      }
+      for (auto& w : workers) w->kill_if_late(t);
       if (opts.progress && Clock::now() - last_print > std::chrono::seconds(tty ? 1 : 30)) {
         last_print = Clock::now();
         std::string line = sched.progress_line(std::chrono::duration<double>(Clock::now() - t0).count(),
@@ -418,7 +457,7 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   fs::path rows = beside(opts.out, ".rows.jsonl");
   {
     std::string text;
-    for (const auto& r : sel.accepted) text += r.dump() + "\n";
+    for (const auto& r : sel.accepted) text += r.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
     if (!write_text(rows, text, &err)) return fail(2, err);
   }
   SubprocessOptions so;
@@ -430,7 +469,7 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   fs::remove(rows, ec);
   if (!pq.ok()) return fail(2, "writing " + opts.out.string() + " failed (" + pq.describe() + "): " +
                                    tail_lines(pq.output, 5));
-  if (!write_text(beside(opts.out, ".summary.json"), res.summary.dump(1) + "\n", &err) ||
+  if (!write_text(beside(opts.out, ".summary.json"), res.summary.dump(1, ' ', false, Json::error_handler_t::replace) + "\n", &err) ||
       !write_text(beside(opts.out, ".html"), synth_html(res.summary), &err))
     return fail(2, err);
   if (static_cast<long>(sel.accepted.size()) < opts.count) {

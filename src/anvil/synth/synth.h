@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ SynthResult run_synth(const Environment& env, const SynthOptions& opts);
 struct Journal {
   nlohmann::json header;
   std::map<long, nlohmann::json> records;
+  size_t whole_bytes = 0;  // the file up to its last complete line (a resumed run cuts a torn end off)
 };
 bool read_journal(const std::filesystem::path& path, Journal* j, std::string* err);
 

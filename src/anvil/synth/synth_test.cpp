@@ -176,6 +176,12 @@ TEST_F(SynthRun, TimeoutsAndDeathsAreRecordedTheWorkerRestartedDuplicatesRemoved
   EXPECT_TRUE(fs::is_regular_file(dir_ / "out" / "tasks.html"));
   EXPECT_FALSE(fs::exists(dir_ / "out" / "tasks.rows.jsonl"));
 
+  // A kill mid-write leaves a torn last line: the next run cuts it off and appends after it.
+  {
+    std::FILE* f = std::fopen((dir_ / "out" / "tasks.journal.jsonl").c_str(), "a");
+    std::fputs("{\"index\": 99, \"status\": \"acc", f);
+    std::fclose(f);
+  }
   // More tasks from the same journal: only new indexes are tried; the timeout and the death are there.
   SynthResult more = run_synth(test_environment(), opts(6));
   ASSERT_EQ(more.status, 0) << more.error;
@@ -187,6 +193,15 @@ TEST_F(SynthRun, TimeoutsAndDeathsAreRecordedTheWorkerRestartedDuplicatesRemoved
   EXPECT_EQ(j.records.at(9)["reason"], "worker_died");
   // 7 (k2) and 8 (k3) are duplicates, 9 died: the fifth and sixth are 10 and 11 (u10, u11)
   EXPECT_EQ(accepted_indexes(dir_ / "out" / "tasks.journal.jsonl", 6), (std::vector<long>{0, 2, 3, 4, 10, 11}));
+
+  // Run again: what the machine decided (the timeout, the death) is tried again, nothing else.
+  SynthResult again = run_synth(test_environment(), opts(6));
+  ASSERT_EQ(again.status, 0) << again.error;
+  EXPECT_EQ(again.summary["run"]["tried_this_run"], 2);
+  Journal k;
+  ASSERT_TRUE(read_journal(dir_ / "out" / "tasks.journal.jsonl", &k, &e)) << e;
+  EXPECT_EQ(k.records.at(6)["reason"], "timeout");
+  EXPECT_EQ(k.records.at(9)["reason"], "vet");  // it died once; this time it answered
 }
 
 TEST_F(SynthRun, AJournalOfAnotherRunIsRefusedUnlessFresh) {
