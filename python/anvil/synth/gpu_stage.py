@@ -207,7 +207,7 @@ def main(argv=None):
                 r = results.get(timeout=30)
             except queue_module.Empty:
                 alive = [p for p in procs if p.is_alive()]
-                if not alive or time.time() > deadline + 120:  # dead, or a task hung past the budget
+                if not alive or time.time() > deadline + 60:  # dead, or a task hung past the budget
                     for p in alive:
                         p.terminate()
                     break
