@@ -443,7 +443,7 @@ void add_bench(CLI::App& app, int& status) {
   cmp_cmd->add_option("--out", cmp_out, "also write the Markdown to this file");
   cmp_cmd->add_flag("--json", cmp_json, "print the comparison as JSON");
   cmp_cmd->callback([&] { status = anvil::cmd_bench_compare(cmp_a, cmp_b, cmp_out, cmp_json); });
-  bench_cmd->callback([&] {
+  bench_cmd->callback([&, bench_cmd] {  // the pointer by value: add_bench has returned when this runs
     if (bench_cmd->get_subcommands().size() > 0) return;  // report or compare ran
     apply_eval_flags(bn.opts.eval, bnf);
     apply_agent_flags(bn.agent_args, bnaf);
