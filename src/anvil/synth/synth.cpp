@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -207,6 +208,128 @@ bool write_text(const fs::path& p, const std::string& text, std::string* err) {
   return f.commit(err);
 }
 
+// One worker's loop: start it, then take tasks until the scheduler has none, a record each in the
+// journal; a worker killed at its deadline or dead is started again.
+std::function<void(Worker&)> worker_loop(const SynthOptions& opts, Scheduler& sched, JournalWriter& writer,
+                                         const std::vector<std::string>& argv,
+                                         const std::map<std::string, std::string>& child_env,
+                                         const fs::path& journal_path) {
+  auto start_worker = [&](Worker& w, std::string* why) {
+    {
+      std::lock_guard<std::mutex> g(w.mu);
+      w.deadline_ms = 0;
+      w.child.reset();
+      w.killed = false;
+      w.child = LineChild::start(argv, child_env, w.log, why);
+      if (!w.child) return false;
+    }
+    w.arm(now_ms() + 600 * 1000);  // its imports and loading, bounded too
+    auto first = w.child->read_line();
+    w.disarm();
+    Json hello = first ? Json::parse(*first, nullptr, false) : Json();
+    if (!hello.is_object() || !hello.value("ready", false)) {
+      *why = hello.is_object() && hello.contains("error")
+                 ? "a worker could not start: " + hello["error"].dump()
+                 : "a worker (" + argv[0] + ") ended before it was ready; " + w.log.string() + " ends:\n" +
+                       tail_lines(read_file(w.log).value_or(""), 8);
+      return false;
+    }
+    return true;
+  };
+
+  return [&, start_worker](Worker& w) {
+    std::string why;
+    long index = sched.take();
+    if (index < 0) return;  // nothing to do (a resumed run that has its tasks): no worker started
+    if (!start_worker(w, &why)) return sched.fail(why);
+    for (; index >= 0; index = sched.take()) {
+      Json record;
+      w.arm(now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout).count());
+      bool sent = w.child->write_line(Json({{"seed", opts.seed}, {"index", index}}).dump());
+      auto line = sent ? w.child->read_line() : std::nullopt;
+      bool timed_out = w.disarm();
+      Json parsed = line ? Json::parse(*line, nullptr, false) : Json();
+      bool answered = parsed.is_object() && parsed.value("index", -1L) == index;
+      if (answered) {
+        record = std::move(parsed);
+      } else {
+        record = {{"seed", opts.seed}, {"index", index}, {"status", "rejected"},
+                  {"reason", timed_out ? "timeout" : "worker_died"},
+                  {"detail", timed_out ? "its CPU stage took over " + std::to_string(opts.timeout.count()) + " s"
+                                       : "the worker ended while checking it: " +
+                                             tail_lines(read_file(w.log).value_or(""), 3)},
+                  {"checks", Json::object()}};
+      }
+      if (!writer.append(record)) return sched.fail("cannot append to the journal " + journal_path.string());
+      sched.done(record);
+      if ((!answered || timed_out) && !start_worker(w, &why)) return sched.fail(why);
+    }
+    w.child.reset();
+  };
+}
+
+// The accepted rows as Parquet (anvil.synth.parquet, put in place whole), the summary and the page.
+bool write_outputs(const Environment& env, const SynthOptions& opts, const Selection& sel, const Json& summary,
+                   std::string* err) {
+  std::error_code ec;
+  // The rows, then Parquet through pyarrow (anvil.synth.parquet), put in place whole.
+  fs::path rows = beside(opts.out, ".rows.jsonl");
+  {
+    std::string text;
+    for (const auto& r : sel.accepted) text += r.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    if (!write_text(rows, text, err)) return false;
+  }
+  SubprocessOptions so;
+  so.env = {{"PYTHONPATH", (env.home / "python").string()}};
+  so.timeout = std::chrono::minutes(10);
+  so.merge_stderr = true;
+  SubprocessResult pq = run_subprocess({env.python.string(), "-m", "anvil.synth.parquet", rows.string(),
+                                        opts.out.string()}, so);
+  fs::remove(rows, ec);
+  if (!pq.ok()) {
+    *err = "writing " + opts.out.string() + " failed (" + pq.describe() + "): " + tail_lines(pq.output, 5);
+    return false;
+  }
+  if (!write_text(beside(opts.out, ".summary.json"), summary.dump(1, ' ', false, Json::error_handler_t::replace) + "\n", err) ||
+      !write_text(beside(opts.out, ".html"), synth_html(summary), err))
+    return false;
+  return true;
+}
+
+// What a resumed run tries first (gaps, timeouts, deaths), its next new index, and the keys and
+// count of the distinct tasks its journal already has.
+void resume_state(const Journal& journal, std::vector<long>* missing, long* next, std::set<std::string>* keys,
+                  long* unique) {
+  // Resume: the indexes below the highest done that are missing (in flight when the last run
+  // stopped) first, then new ones.
+  if (!journal.records.empty()) {
+    *next = journal.records.rbegin()->first + 1;
+    // retried: what was in flight when the last run stopped, and what the machine decided rather
+    // than the task (a timeout under load, a worker that died)
+    for (long i = 0; i < *next; ++i) {
+      auto it = journal.records.find(i);
+      std::string reason = it == journal.records.end() ? "" : it->second.value("reason", Json()).is_string()
+                                                                   ? it->second["reason"].get<std::string>() : "";
+      if (it == journal.records.end() || reason == "timeout" || reason == "worker_died") missing->push_back(i);
+    }
+    for (const auto& [i, r] : journal.records)
+      if (r.value("status", "") == "accepted" && keys->insert(r.value("key", std::to_string(i))).second) ++*unique;
+  }
+}
+
+// python -m anvil.synth.worker with the run's catalogue, index, threshold and memory share (or the
+// tests' own worker).
+std::vector<std::string> worker_argv(const Environment& env, const SynthOptions& opts, unsigned jobs) {
+  std::vector<std::string> argv = opts.worker;
+  if (argv.empty())
+    argv = {env.python.string(), "-c",
+            "import os, sys; sys.path.insert(0, os.environ['ANVIL_PYDIR']); from anvil.synth import worker; "
+            "sys.exit(worker.main())",
+            "--catalogue", opts.catalogue.string(), "--index", opts.index.string(), "--threshold",
+            Json(opts.max_similarity).dump(), "--max-memory-mb", std::to_string(worker_memory_mb(jobs))};
+  return argv;
+}
+
 }  // namespace
 
 bool read_journal(const fs::path& path, Journal* j, std::string* err) {
@@ -313,25 +436,10 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
       journal = Journal();
     }
   }
-  // Resume: the indexes below the highest done that are missing (in flight when the last run
-  // stopped) first, then new ones.
   std::vector<long> missing;
-  long next = 0;
+  long next = 0, unique = 0;
   std::set<std::string> keys;
-  long unique = 0;
-  if (!journal.records.empty()) {
-    next = journal.records.rbegin()->first + 1;
-    // retried: what was in flight when the last run stopped, and what the machine decided rather
-    // than the task (a timeout under load, a worker that died)
-    for (long i = 0; i < next; ++i) {
-      auto it = journal.records.find(i);
-      std::string reason = it == journal.records.end() ? "" : it->second.value("reason", Json()).is_string()
-                                                                   ? it->second["reason"].get<std::string>() : "";
-      if (it == journal.records.end() || reason == "timeout" || reason == "worker_died") missing.push_back(i);
-    }
-    for (const auto& [i, r] : journal.records)
-      if (r.value("status", "") == "accepted" && keys.insert(r.value("key", std::to_string(i))).second) ++unique;
-  }
+  resume_state(journal, &missing, &next, &keys, &unique);
   std::string err;
   if (!journal.header.is_null()) {  // a torn last line (a kill mid-write) cut off before appending
     std::error_code rec;
@@ -342,13 +450,7 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   if (!writer.open(journal_path, &err)) return fail(2, err);
   if (journal.header.is_null() && !writer.append(header)) return fail(2, "cannot write the journal " + journal_path.string());
 
-  std::vector<std::string> argv = opts.worker;
-  if (argv.empty())
-    argv = {env.python.string(), "-c",
-            "import os, sys; sys.path.insert(0, os.environ['ANVIL_PYDIR']); from anvil.synth import worker; "
-            "sys.exit(worker.main())",
-            "--catalogue", opts.catalogue.string(), "--index", opts.index.string(), "--threshold",
-            Json(opts.max_similarity).dump(), "--max-memory-mb", std::to_string(worker_memory_mb(jobs))};
+  std::vector<std::string> argv = worker_argv(env, opts, jobs);
   std::map<std::string, std::string> child_env = {{"ANVIL_PYDIR", (env.home / "python").string()},
                                                   {"PYTHONUNBUFFERED", "1"}, {"OMP_NUM_THREADS", "1"}};
 
@@ -363,58 +465,7 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   std::atomic<bool> finished{false};
   auto t0 = Clock::now();
 
-  auto start_worker = [&](Worker& w, std::string* why) {
-    {
-      std::lock_guard<std::mutex> g(w.mu);
-      w.deadline_ms = 0;
-      w.child.reset();
-      w.killed = false;
-      w.child = LineChild::start(argv, child_env, w.log, why);
-      if (!w.child) return false;
-    }
-    w.arm(now_ms() + 600 * 1000);  // its imports and loading, bounded too
-    auto first = w.child->read_line();
-    w.disarm();
-    Json hello = first ? Json::parse(*first, nullptr, false) : Json();
-    if (!hello.is_object() || !hello.value("ready", false)) {
-      *why = hello.is_object() && hello.contains("error")
-                 ? "a worker could not start: " + hello["error"].dump()
-                 : "a worker (" + argv[0] + ") ended before it was ready; " + w.log.string() + " ends:\n" +
-                       tail_lines(read_file(w.log).value_or(""), 8);
-      return false;
-    }
-    return true;
-  };
-
-  auto work = [&](Worker& w) {
-    std::string why;
-    long index = sched.take();
-    if (index < 0) return;  // nothing to do (a resumed run that has its tasks): no worker started
-    if (!start_worker(w, &why)) return sched.fail(why);
-    for (; index >= 0; index = sched.take()) {
-      Json record;
-      w.arm(now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout).count());
-      bool sent = w.child->write_line(Json({{"seed", opts.seed}, {"index", index}}).dump());
-      auto line = sent ? w.child->read_line() : std::nullopt;
-      bool timed_out = w.disarm();
-      Json parsed = line ? Json::parse(*line, nullptr, false) : Json();
-      bool answered = parsed.is_object() && parsed.value("index", -1L) == index;
-      if (answered) {
-        record = std::move(parsed);
-      } else {
-        record = {{"seed", opts.seed}, {"index", index}, {"status", "rejected"},
-                  {"reason", timed_out ? "timeout" : "worker_died"},
-                  {"detail", timed_out ? "its CPU stage took over " + std::to_string(opts.timeout.count()) + " s"
-                                       : "the worker ended while checking it: " +
-                                             tail_lines(read_file(w.log).value_or(""), 3)},
-                  {"checks", Json::object()}};
-      }
-      if (!writer.append(record)) return sched.fail("cannot append to the journal " + journal_path.string());
-      sched.done(record);
-      if ((!answered || timed_out) && !start_worker(w, &why)) return sched.fail(why);
-    }
-    w.child.reset();
-  };
+  auto work = worker_loop(opts, sched, writer, argv, child_env, journal_path);
 
   bool tty = opts.progress && isatty(STDERR_FILENO);
   std::thread monitor([&] {
@@ -453,25 +504,7 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
               {"journal", journal_path.string()}, {"finished_at", utc_now()}};
   res.summary = synth_summary(sel, run);
 
-  // The rows, then Parquet through pyarrow (anvil.synth.parquet), put in place whole.
-  fs::path rows = beside(opts.out, ".rows.jsonl");
-  {
-    std::string text;
-    for (const auto& r : sel.accepted) text += r.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
-    if (!write_text(rows, text, &err)) return fail(2, err);
-  }
-  SubprocessOptions so;
-  so.env = {{"PYTHONPATH", (env.home / "python").string()}};
-  so.timeout = std::chrono::minutes(10);
-  so.merge_stderr = true;
-  SubprocessResult pq = run_subprocess({env.python.string(), "-m", "anvil.synth.parquet", rows.string(),
-                                        opts.out.string()}, so);
-  fs::remove(rows, ec);
-  if (!pq.ok()) return fail(2, "writing " + opts.out.string() + " failed (" + pq.describe() + "): " +
-                                   tail_lines(pq.output, 5));
-  if (!write_text(beside(opts.out, ".summary.json"), res.summary.dump(1, ' ', false, Json::error_handler_t::replace) + "\n", &err) ||
-      !write_text(beside(opts.out, ".html"), synth_html(res.summary), &err))
-    return fail(2, err);
+  if (!write_outputs(env, opts, sel, res.summary, &err)) return fail(2, err);
   if (static_cast<long>(sel.accepted.size()) < opts.count) {
     res.status = 1;
     res.error = "only " + std::to_string(sel.accepted.size()) + " of " + std::to_string(opts.count) +
