@@ -22,20 +22,11 @@ import statistics
 import sys
 import tempfile
 import time
-import types
 
-WINDOW_MS = (1.0, 100.0)
+from anvil.synth.filters import load_module, outputs
+
+from anvil.synth.compose import WINDOW_MS  # noqa: E402 - one home for the paper's window
 WARMUP, CALLS = 3, 10
-
-
-def _load(code, name):
-    module = types.ModuleType(name)
-    exec(compile(code, "<%s>" % name, "exec"), module.__dict__)  # noqa: S102 - the task under test
-    return module
-
-
-def _outputs(value, torch):
-    return [value] if isinstance(value, torch.Tensor) else list(value)
 
 
 def _time(fn, args, torch):
@@ -66,15 +57,15 @@ def check(row, lock_path, torch, device="cuda"):
     try:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        module = _load(row["code"], "gpu_%d" % row["index"])
+        module = load_module(row["code"], "gpu_%d" % row["index"])
         torch.manual_seed(0)
         model = module.Model(*module.get_init_inputs()).eval().to(device)
         torch.manual_seed(1)
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
         with torch.no_grad():
-            eager = _outputs(model(*inputs), torch)
+            eager = outputs(model(*inputs), torch)
             torch.manual_seed(0x5EED)
-            again = _outputs(model(*inputs), torch)
+            again = outputs(model(*inputs), torch)
             if not all(torch.equal(a, b) for a, b in zip(eager, again)):
                 rec["reason"] = "deterministic"
                 return rec
@@ -84,7 +75,7 @@ def check(row, lock_path, torch, device="cuda"):
                 return rec
             compiled = torch.compile(model)
             tc = time.perf_counter()
-            got = _outputs(compiled(*inputs), torch)
+            got = outputs(compiled(*inputs), torch)
             rec["compile_s"] = round(time.perf_counter() - tc, 2)
             diff = max(float((a.double() - b.double()).abs().max()) for a, b in zip(got, eager))
             rec["compile_max_abs_diff"] = diff
@@ -129,7 +120,7 @@ def vet_one(row, torch, device="cuda"):
     out = {"index": row["index"], "vet_status": report.get("status"), "flags": [f["flag"] for f in report.get("flags", [])],
            "message": report.get("message", "")}
     try:  # and the sample's determinism at full size: two models, two calls, the generator moved between
-        module = _load(row["code"], "det_%d" % row["index"])
+        module = load_module(row["code"], "det_%d" % row["index"])
         got = []
         for reseed in (0, 0x5EED):
             torch.manual_seed(0)
@@ -138,7 +129,7 @@ def vet_one(row, torch, device="cuda"):
             inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
             torch.manual_seed(reseed)
             with torch.no_grad():
-                got.append(_outputs(model(*inputs), torch))
+                got.append(outputs(model(*inputs), torch))
             del model, inputs
         out["deterministic"] = all(torch.equal(a, b) for a, b in zip(*got))
     except Exception as e:  # noqa: BLE001
