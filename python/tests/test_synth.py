@@ -202,6 +202,39 @@ def test_the_worker_answers_a_bad_request_and_goes_on(tmp_path):
     assert lines[2]["index"] == 1 and lines[2]["status"] in ("accepted", "rejected")
 
 
+def test_the_worker_asks_before_filtering_and_a_duplicate_costs_no_filter(tmp_path):
+    """The scheduler's answer decides: a key an accepted task has stops the task after compose (no
+    filter runs); no such task, and the filters run as without the question."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    p = subprocess.Popen([sys.executable, "-m", "anvil.synth.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, env=env)
+    try:
+        assert json.loads(p.stdout.readline())["ready"] is True
+        for index in range(40):  # the first tasks of seed 0 that compose
+            p.stdin.write(json.dumps({"seed": 0, "index": index, "ask": True}) + "\n")
+            p.stdin.flush()
+            first = json.loads(p.stdout.readline())
+            if first.get("ask") == "duplicate":
+                break
+            assert first["reason"] == "compose"  # only a task that did not compose is answered unasked
+        assert first["index"] == index and first["key"]
+        p.stdin.write(json.dumps({"duplicate_of": 3}) + "\n")
+        p.stdin.flush()
+        skipped = json.loads(p.stdout.readline())
+        assert skipped["reason"] == "duplicate" and "task 3" in skipped["detail"]
+        assert set(skipped["checks"]) == {"compose", "duplicate"} and skipped["key"] == first["key"]
+        p.stdin.write(json.dumps({"seed": 0, "index": index, "ask": True}) + "\n")
+        p.stdin.flush()
+        assert json.loads(p.stdout.readline())["key"] == first["key"]
+        p.stdin.write(json.dumps({"duplicate_of": None}) + "\n")
+        p.stdin.flush()
+        filtered = json.loads(p.stdout.readline())
+        assert filtered["reason"] != "duplicate" and "runtime_estimate" in filtered["checks"]
+    finally:
+        p.stdin.close()
+        assert p.wait(timeout=60) == 0
+
+
 def test_the_parquet_writer_puts_a_file_in_place_whole_or_not_at_all(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
     rows = tmp_path / "rows.jsonl"

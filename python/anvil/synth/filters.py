@@ -5,6 +5,7 @@ In order (the first that fails is the task's reason):
 | stage | passes when |
 |---|---|
 | compose | the draw makes a chain whose shapes infer (compose.ComposeError otherwise) |
+| duplicate | no earlier task (by index) that passed every filter has the same key (compose.Task.key): asked of `admit`, the scheduler that knows them, so a task that can only be a near-duplicate costs no filter |
 | runtime_estimate | the eager runtime estimate at full size is within 1-100 ms (compose.WINDOW_MS) |
 | decontaminate | neither the operator sequence of a KernelBench problem nor above the similarity threshold to one (decontam) |
 | imports | the probe instance's source compiles and runs as a module (Model, get_inputs, get_init_inputs) |
@@ -78,12 +79,13 @@ class Checker:
         self.catalogue, self.index, self.threshold, self.scratch = catalogue, index, threshold, scratch
         torch.set_num_threads(1)
 
-    def run(self, seed, index):
+    def run(self, seed, index, admit=None):
         """Task `index` of run `seed`'s record: accepted, or rejected with its stage and detail."""
-        return self.check(lambda: compose.compose(self.catalogue, seed, index, self.torch), seed, index)
+        return self.check(lambda: compose.compose(self.catalogue, seed, index, self.torch), seed, index, admit)
 
-    def check(self, make, seed, index):
-        """The record of the task `make()` composes (the compose stage is make's)."""
+    def check(self, make, seed, index, admit=None):
+        """The record of the task `make()` composes (the compose stage is make's). `admit(key)`, when
+        given, answers None (go on) or why the composed task is a duplicate of an accepted one."""
         torch = self.torch
         started = time.perf_counter()
         record = {"seed": seed, "index": index, "status": "rejected", "reason": None, "detail": "", "checks": {}}
@@ -99,6 +101,11 @@ class Checker:
                           key=task.key(), batch=task.batch, estimate=task.estimate,
                           input_shape=list(task.shapes[0]), output_shape=list(task.shapes[-1]))
             record["code"] = task.code()
+            if admit is not None:
+                with _stage(record, "duplicate"):
+                    why = admit(record["key"])
+                    if why:
+                        raise Rejected("duplicate", why)
             with _stage(record, "runtime_estimate"):
                 lo, hi = compose.WINDOW_MS
                 if not lo <= task.estimate["ms"] <= hi:

@@ -3,7 +3,10 @@ CPU-stage processes.
 
 It speaks JSON lines: first {"ready": true, "operators": N, "problems": M} (or {"ready": false,
 "error": ...} and exit status 2), then for each request line {"seed": S, "index": I} one line, the
-task's record (anvil.synth.filters). Whatever a task prints goes to stderr: the protocol has
+task's record (anvil.synth.filters). A request with "ask": true is asked about each composed task
+before its filters run: the worker writes {"index": I, "ask": "duplicate", "key": K} and reads one
+line, {"duplicate_of": J} (an earlier task with that key passed every filter: this one is recorded
+as a duplicate of J, unfiltered) or {"duplicate_of": null} (go on). Whatever a task prints goes to stderr: the protocol has
 standard output to itself. Ends at the end of its input.
 """
 import argparse
@@ -57,13 +60,28 @@ def main(argv=None):
             continue
         try:
             req = json.loads(line)
-            seed, task = int(req["seed"]), int(req["index"])
-        except (ValueError, KeyError, TypeError) as e:
+            seed, task, ask = int(req["seed"]), int(req["index"]), bool(req.get("ask", False))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             say({"error": "bad request %r: %s" % (line[:200], e)})
             continue
-        say(checker.run(seed, task))
+        say(checker.run(seed, task, _asker(say, task) if ask else None))
     os.rmdir(scratch) if not os.listdir(scratch) else None
     return 0
+
+
+def _asker(say, task):
+    """admit(key) for filters.Checker: the question on the protocol, the parent's answer from stdin."""
+
+    def admit(key):
+        say({"index": task, "ask": "duplicate", "key": key})
+        line = sys.stdin.readline()
+        if not line:
+            raise SystemExit(0)  # the parent is gone: nothing more to answer
+        reply = json.loads(line)
+        j = reply.get("duplicate_of")
+        return None if j is None else "the same operations and choices as task %d, which passed every filter" % int(j)
+
+    return admit
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ long long now_ms() {
 class Scheduler {
  public:
   Scheduler(const SynthOptions& o, std::vector<long> missing, long next, long have_unique, long tried,
-            std::set<std::string> keys)
+            std::map<std::string, long> keys)
       : opts_(o), missing_(std::move(missing)), next_(next), unique_(have_unique), tried_(tried),
         keys_(std::move(keys)) {}
 
@@ -119,8 +119,19 @@ class Scheduler {
     ++tried_;
     if (record.value("status", "") == "accepted") {
       ++accepted_;
-      if (keys_.insert(record.value("key", std::to_string(record.value("index", -1L)))).second) ++unique_;
+      long index = record.value("index", -1L);
+      auto [it, fresh] = keys_.emplace(record.value("key", std::to_string(index)), index);
+      if (fresh) ++unique_;
+      else it->second = std::min(it->second, index);
     }
+  }
+
+  // The accepted task of a lower index with this key, or -1. A task it names can only be a
+  // near-duplicate (select_tasks keeps the first by index), so its filters need not run.
+  long duplicate_of(const std::string& key, long index) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = keys_.find(key);
+    return it != keys_.end() && it->second < index ? it->second : -1;
   }
 
   void fail(const std::string& why) {
@@ -157,7 +168,7 @@ class Scheduler {
   std::mutex mu_;
   std::vector<long> missing_;
   long next_, unique_, tried_, accepted_ = 0, in_flight_ = 0;
-  std::set<std::string> keys_;
+  std::map<std::string, long> keys_;  // accepted tasks' keys, each with its lowest index
   bool stop_ = false;
   std::string error_;
 };
@@ -245,8 +256,16 @@ std::function<void(Worker&)> worker_loop(const SynthOptions& opts, Scheduler& sc
     for (; index >= 0; index = sched.take()) {
       Json record;
       w.arm(now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout).count());
-      bool sent = w.child->write_line(Json({{"seed", opts.seed}, {"index", index}}).dump());
+      bool sent = w.child->write_line(Json({{"seed", opts.seed}, {"index", index}, {"ask", true}}).dump());
       auto line = sent ? w.child->read_line() : std::nullopt;
+      if (line && line->find("\"ask\"") != std::string::npos) {  // composed: is it a duplicate already?
+        Json ask = Json::parse(*line, nullptr, false);
+        if (ask.is_object() && ask.value("index", -1L) == index && ask.value("ask", "") == "duplicate") {
+          long of = sched.duplicate_of(ask.value("key", std::string()), index);
+          sent = w.child->write_line(Json({{"duplicate_of", of < 0 ? Json() : Json(of)}}).dump());
+          line = sent ? w.child->read_line() : std::nullopt;
+        }
+      }
       bool timed_out = w.disarm();
       Json parsed = line ? Json::parse(*line, nullptr, false) : Json();
       bool answered = parsed.is_object() && parsed.value("index", -1L) == index;
@@ -298,7 +317,7 @@ bool write_outputs(const Environment& env, const SynthOptions& opts, const Selec
 
 // What a resumed run tries first (gaps, timeouts, deaths), its next new index, and the keys and
 // count of the distinct tasks its journal already has.
-void resume_state(const Journal& journal, std::vector<long>* missing, long* next, std::set<std::string>* keys,
+void resume_state(const Journal& journal, std::vector<long>* missing, long* next, std::map<std::string, long>* keys,
                   long* unique) {
   // Resume: the indexes below the highest done that are missing (in flight when the last run
   // stopped) first, then new ones.
@@ -313,7 +332,7 @@ void resume_state(const Journal& journal, std::vector<long>* missing, long* next
       if (it == journal.records.end() || reason == "timeout" || reason == "worker_died") missing->push_back(i);
     }
     for (const auto& [i, r] : journal.records)
-      if (r.value("status", "") == "accepted" && keys->insert(r.value("key", std::to_string(i))).second) ++*unique;
+      if (r.value("status", "") == "accepted" && keys->emplace(r.value("key", std::to_string(i)), i).second) ++*unique;
   }
 }
 
@@ -438,7 +457,7 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   }
   std::vector<long> missing;
   long next = 0, unique = 0;
-  std::set<std::string> keys;
+  std::map<std::string, long> keys;
   resume_state(journal, &missing, &next, &keys, &unique);
   std::string err;
   if (!journal.header.is_null()) {  // a torn last line (a kill mid-write) cut off before appending

@@ -15,10 +15,11 @@ using Json = nlohmann::json;
 
 namespace {
 
-// The CPU stage's filters in the order a task meets them (anvil.synth.filters), then what this
-// process decides: duplicates, and tasks whose worker was killed or died.
-const std::vector<std::string> kStages = {"compose", "runtime_estimate", "decontaminate", "imports", "eager",
-                                          "deterministic", "compile", "vet", "duplicate", "timeout",
+// The CPU stage's filters in the order a task meets them (anvil.synth.filters; `duplicate` is asked
+// of this process after compose, and marked again by select_tasks for one in flight at the time),
+// then what this process decides: tasks whose worker was killed or died.
+const std::vector<std::string> kStages = {"compose", "duplicate", "runtime_estimate", "decontaminate", "imports",
+                                          "eager", "deterministic", "compile", "vet", "timeout",
                                           "worker_died"};
 const std::vector<double> kMsEdges = {1, 2, 5, 10, 20, 50, 100};
 
@@ -67,8 +68,10 @@ Json synth_summary(const Selection& s, const Json& run) {
   std::map<std::string, std::map<std::string, long>> details;
   std::vector<double> ms, sims;
   double seconds = 0;
+  long reached = 0;  // tasks whose record shows the decontamination stage run
   for (const auto& r : s.considered) {
     seconds += r.value("seconds", 0.0);
+    if (r.contains("checks") && r["checks"].is_object() && r["checks"].contains("decontaminate")) ++reached;
     if (r.value("status", "") == "accepted") continue;
     std::string reason = r.value("reason", "unknown");
     rejected[reason]++;
@@ -104,13 +107,6 @@ Json synth_summary(const Selection& s, const Json& run) {
   for (const auto& [reason, n] : rejected)  // a reason no stage names (a newer worker's): shown, not lost
     if (std::find(kStages.begin(), kStages.end(), reason) == kStages.end())
       funnel.push_back({{"stage", reason}, {"rejected", n}, {"left", left -= n}, {"common", Json::array()}});
-  long reached = 0;
-  for (const auto& f : funnel) {
-    if (f["stage"] == "decontaminate") {
-      reached = f["left"].get<long>() + f["rejected"].get<long>();
-      break;
-    }
-  }
   long decon = rejected.count("decontaminate") ? rejected["decontaminate"] : 0;
   double max_sim = sims.empty() ? 0 : *std::max_element(sims.begin(), sims.end());
   std::vector<double> sim_edges;

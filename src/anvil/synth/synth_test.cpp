@@ -33,6 +33,12 @@ Json record(long index, const std::string& status, const std::string& key, const
     r["reason"] = reason;
     r["detail"] = "because 12";
   }
+  // each stage's seconds up to the one that rejected it (marked failed), as the worker records them
+  r["checks"] = Json::object();
+  for (const char* st : {"compose", "duplicate", "runtime_estimate", "decontaminate", "imports", "eager", "vet"}) {
+    r["checks"][st] = st == reason ? Json("failed") : Json(0.01);
+    if (st == reason) break;
+  }
   return r;
 }
 
@@ -109,7 +115,8 @@ TEST(SynthSelect, JournalTornLastLineIsLeftOutOtherBadLinesAreNamed) {
 }
 
 // A worker that needs no torch: task i is accepted with key k(i % 5) below 10, u(i) from 10, unless
-// i % 4 == 1 (rejected: vet); i == 6 sleeps past any timeout; i == 9 kills the worker once.
+// i % 4 == 1 (rejected: vet); i == 6 sleeps past any timeout; i == 9 kills the worker once. Asked
+// (as the real worker is), it asks whether its key is an accepted task's and, if so, stops there.
 const char* kFakeWorker = R"PY(
 import json, os, sys, time
 marker = sys.argv[1]
@@ -123,12 +130,19 @@ for line in sys.stdin:
         open(marker, "w").close()
         os._exit(3)
     r = {"seed": req["seed"], "index": i, "checks": {"compose": 0.001}, "seconds": 0.001}
-    if i % 4 == 1:
+    key = "k%d" % (i % 5) if i < 10 else "u%d" % i
+    of = None
+    if req.get("ask"):
+        print(json.dumps({"index": i, "ask": "duplicate", "key": key}), flush=True)
+        of = json.loads(sys.stdin.readline())["duplicate_of"]
+    if of is not None:
+        r.update(status="rejected", reason="duplicate", detail="unfiltered: task %d has it" % of, key=key)
+    elif i % 4 == 1:
         r.update(status="rejected", reason="vet", detail="degenerate: zero_output")
     else:
         r.update(status="accepted", reason=None, detail="", ops=["nn.ReLU", "torch.tanh"],
                  canonical_ops=["relu", "tanh"], families=["elementwise", "elementwise"], data_source="torch#2",
-                 code="class Model: pass  # %d" % i, key="k%d" % (i % 5) if i < 10 else "u%d" % i, batch=8, input_shape=[8, 4],
+                 code="class Model: pass  # %d" % i, key=key, batch=8, input_shape=[8, 4],
                  output_shape=[8, 4], estimate={"ms": 2.5, "flops": 0, "bytes": 256},
                  nearest={"problem": "19_ReLU.py", "level": "level1", "similarity": 0.31})
     print(json.dumps(r), flush=True)
@@ -193,6 +207,12 @@ TEST_F(SynthRun, TimeoutsAndDeathsAreRecordedTheWorkerRestartedDuplicatesRemoved
   EXPECT_EQ(j.records.at(9)["reason"], "worker_died");
   // 7 (k2) and 8 (k3) are duplicates, 9 died: the fifth and sixth are 10 and 11 (u10, u11)
   EXPECT_EQ(accepted_indexes(dir_ / "out" / "tasks.journal.jsonl", 6), (std::vector<long>{0, 2, 3, 4, 10, 11}));
+  // The journal named k2 and k3 accepted before this run began: 7 and 8 were not filtered, and
+  // named the lowest accepted index with their key.
+  EXPECT_EQ(j.records.at(7)["reason"], "duplicate");
+  EXPECT_EQ(j.records.at(7)["detail"], "unfiltered: task 2 has it");
+  EXPECT_EQ(j.records.at(8)["detail"], "unfiltered: task 3 has it");
+  EXPECT_EQ(j.records.at(10)["status"], "accepted");  // a new key: filtered as ever
 
   // Run again: what the machine decided (the timeout, the death) is tried again, nothing else.
   SynthResult again = run_synth(test_environment(), opts(6));
@@ -201,7 +221,7 @@ TEST_F(SynthRun, TimeoutsAndDeathsAreRecordedTheWorkerRestartedDuplicatesRemoved
   Journal k;
   ASSERT_TRUE(read_journal(dir_ / "out" / "tasks.journal.jsonl", &k, &e)) << e;
   EXPECT_EQ(k.records.at(6)["reason"], "timeout");
-  EXPECT_EQ(k.records.at(9)["reason"], "vet");  // it died once; this time it answered
+  EXPECT_EQ(k.records.at(9)["reason"], "duplicate");  // it died once; this time it answered (k4 is 4's)
 }
 
 TEST_F(SynthRun, AJournalOfAnotherRunIsRefusedUnlessFresh) {
