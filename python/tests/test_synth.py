@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -271,23 +272,78 @@ def test_anvil_synth_end_to_end_with_the_real_worker(tmp_path):
     assert pq.read_table(str(out)).column("code").to_pylist() == table.column("code").to_pylist()
 
 
-def test_the_gpu_stage_script_runs_its_checks_on_the_cpu(cat, tmp_path):
-    """gpu_stage on the CPU (--device cpu) with two small tasks: each checked and timed, one
-    vetted, the summary written (the GPU's run: bench/gpu_synth_check.sh)."""
-    rows = []
-    for i, names in enumerate((["nn.Linear", "nn.GELU"], ["nn.LayerNorm", "torch.tanh"])):
-        task = compose.make(cat, names, 2, torch, index=i)
-        rows.append({"index": i, "ops": task.ops, "code": task.code(compose.PROBE_BATCH),
-                     "estimate_ms": task.estimate["ms"]})
+GPU_STAGE_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(512, 512) / 23)
+
+    def forward(self, x):
+        return torch.tanh(x @ self.w){extra}
+
+
+def get_inputs():
+    return [torch.randn(256, 512)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_gpu_stage_gives_each_task_its_verdict_on_the_cpu(tmp_path):
+    """gpu_stage on the CPU (--device cpu): a task of a few milliseconds accepted and timed, one that
+    draws random numbers in forward rejected as non-deterministic, one whose output is NaN rejected
+    by eager; the journal resumed (nothing checked twice); the audit of the accepted sample (the
+    GPU's run: bench/gpu_synth_check.sh)."""
+    extras = {0: "", 1: " + torch.rand(1)", 2: " * float('nan')"}
+    rows = [{"index": i, "ops": ["torch.matmul", "torch.tanh"], "code": GPU_STAGE_TASK.replace("{extra}", e),
+             "estimate_ms": 5.0} for i, e in extras.items()]
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    cmd = [sys.executable, "-m", "anvil.synth.gpu_stage", str(tasks), "--out", str(tmp_path / "o"), "--device", "cpu",
+           "--procs", "2"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    records = {x["index"]: x for x in map(json.loads, (tmp_path / "o" / "gpu.jsonl").read_text().splitlines())}
+    assert records[0]["status"] == "accepted", records[0]
+    assert 1 <= records[0]["eager_ms"] <= 100 and records[0]["compile_ms"] > 0
+    assert records[1]["reason"] == "gpu_deterministic" and "differs" in records[1]["detail"]
+    assert records[2]["reason"] == "gpu_eager" and "NaN" in records[2]["detail"]
+    summary = json.loads((tmp_path / "o" / "gpu-summary.json").read_text())
+    assert summary["checked"] == 3 and summary["accepted"] == 1
+    assert summary["rejected"] == {"gpu_deterministic": 1, "gpu_eager": 1}
+    again = subprocess.run(cmd + ["--vet-sample", "5"], capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len((tmp_path / "o" / "gpu.jsonl").read_text().splitlines()) == 3  # every verdict was there
+    summary = json.loads((tmp_path / "o" / "gpu-summary.json").read_text())
+    assert summary["vetted"] == 1 and not summary["vet_errors"] and not summary["sample_nondeterministic"]
+
+
+def test_the_gpu_stage_drops_a_task_that_hangs_or_kills_its_process_and_goes_on(tmp_path):
+    """A task that hangs is killed with its process at --task-timeout (gpu_timeout), one that ends its
+    process is gpu_error; new processes take their places and the next task gets its verdict."""
+    init = {0: "        import time; time.sleep(600)\n", 1: "        import os; os._exit(7)\n", 2: ""}
+    rows = []
+    for i, line in init.items():
+        code = GPU_STAGE_TASK.replace("{extra}", "").replace("        super().__init__()\n",
+                                                              "        super().__init__()\n" + line)
+        rows.append({"index": i, "ops": ["torch.matmul"], "code": code, "estimate_ms": 5.0})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "anvil.synth.gpu_stage", str(tasks), "--out", str(tmp_path / "o"),
-                        "--device", "cpu", "--procs", "1", "--vet-sample", "1", "--limit", "2"],
+                        "--device", "cpu", "--procs", "2", "--task-timeout", "90"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    summary = json.loads((tmp_path / "o" / "gpu-summary.json").read_text())
-    assert summary["checked"] == 2 and summary["vetted"] == 1 and not summary["vet_errors"]
-    records = [json.loads(line) for line in (tmp_path / "o" / "gpu.jsonl").read_text().splitlines()]
-    checked = [x for x in records if "status" in x]
-    assert all("eager_ms" in x and "compile_ms" in x for x in checked), checked
+    records = {x["index"]: x for x in map(json.loads, (tmp_path / "o" / "gpu.jsonl").read_text().splitlines())}
+    assert records[0]["reason"] == "gpu_timeout" and "killed" in records[0]["detail"]
+    assert records[1]["reason"] == "gpu_error" and "exit code 7" in records[1]["detail"]
+    assert records[2]["status"] == "accepted", json.dumps(records[2])
+    assert time.monotonic() - t0 < 300
+

@@ -504,6 +504,11 @@ void add_synth(CLI::App& app, int& status) {
   cmd->add_option("--index", index,
                   "the KernelBench index (default share/synth/kernelbench-index.json; python -m "
                   "anvil.synth.decontam index --kernelbench DIR makes one)");
+  cmd->add_flag("--gpu", sy.opts.gpu,
+                "also the GPU stage on the tasks the CPU stage accepts (at full size: eager and inductor agree, bitwise "
+                "deterministic, eager 1-100 ms), and more of both until --count pass both");
+  cmd->add_option("--gpu-procs", sy.opts.gpu_procs, "the GPU stage's processes (default: cores - 2, at most 12)")
+      ->check(CLI::Range(1, 64));
   cmd->add_flag("--fresh", sy.opts.fresh, "start again when OUT's journal is of another run (default: refuse)");
   cmd->add_flag("--no-progress", [](int64_t) { sy.opts.progress = false; }, "no progress line on stderr");
   cmd->add_flag("--json", sy.json, "print the summary (anvil.synth-summary/1) as JSON");

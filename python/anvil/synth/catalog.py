@@ -66,8 +66,12 @@ EXTRA_ARGS = {
     "ConstantPad3d": "value=0.5",
 }
 
-# functions whose `dim` has a default that is deprecated (an implicit choice): the template sets it
-IMPLICIT_DIM = {"softmax", "softmin", "log_softmax"}
+# functions whose `dim` has a default that is deprecated (an implicit choice), or whose default
+# reduces the whole tensor, batch and all, to one value (a mean of millions of standard normal
+# values is about 0, their std about 1: at a task's full size `anvil vet` finds the output tiny or
+# input-independent): the template sets it
+IMPLICIT_DIM = {"softmax", "softmin", "log_softmax", "sum", "mean", "amax", "amin", "max", "min", "prod", "std",
+                "var", "nansum", "nanmean", "median", "nanmedian", "norm", "logsumexp"}
 
 # module classes that are not one-input operators, with the reason (the rest are tried)
 NOT_OPERATORS = {
@@ -353,7 +357,7 @@ def examine(candidate, torch):
             continue
         if warned and not problem:  # deprecated, or the input read another way (unbatched)
             message = str(warned[0].message).splitlines()[0][:160]
-            if "deprecat" in message.lower():  # torch warns once a process: the op, not the rank
+            if "deprecat" in message.lower():  # the op, not the rank
                 return None, "deprecated: %s" % message
             problem = "warns on a rank-%d input: %s" % (rank, message)
         if problem:
@@ -395,6 +399,8 @@ def output_problem(x, y, f, torch):
         return "its output's shape depends on the input's values"
     if torch.equal(y2, y):
         return "its output does not depend on its input"
+    if y.dim() == 0:
+        return "it reduces the whole batch to one value (it mixes the samples of a batch)"
     if y.dim() > 0:  # the batch: dim 0 kept, each sample computed alone (a task's batch is its size)
         n = x.shape[0]
         xb = torch.randn((2 * n,) + tuple(x.shape[1:]), generator=torch.Generator().manual_seed(9))
@@ -454,6 +460,9 @@ def crawl():
     import torch
 
     torch.set_num_threads(1)
+    # torch's own deprecation warnings are once a process (TORCH_WARN_ONCE): an op crawled after
+    # another that raised the same one would otherwise pass silently, the crawl's order deciding
+    torch.set_warn_always(True)
     candidates, excluded = [], []
     for gather in (module_candidates, function_candidates, expression_candidates):
         kept, left = gather(torch)

@@ -1,19 +1,35 @@
-"""python -m anvil.synth.gpu_stage TASKS.parquet|TASKS.jsonl --out DIR: anvil synth's tasks on a GPU, at full
-size: eager and torch.compile (inductor) run, the output bitwise the same twice, the eager
-runtime measured and kept within the paper's 1-100 ms; `anvil vet` on a seeded sample.
+"""python -m anvil.synth.gpu_stage TASKS.parquet|TASKS.jsonl --out DIR: anvil synth's GPU stage, the tasks
+at full size on a GPU, each a verdict with its reason:
 
-Processes compile in parallel (inductor's code generation is the slow part); the timing is done
-holding an exclusive lock, one process at a time, so no compile or launch of another process runs
-beside a measurement. Each task's record is a line of DIR/gpu.jsonl as soon as it is done;
-DIR/gpu-summary.json is the counts. --budget-s stops taking tasks once that long has passed
-(what is done is kept).
+| reason | rejected when |
+|---|---|
+| gpu_eager | the model fails, or its output holds NaN or Inf at full size |
+| gpu_deterministic | three calls (the model twice, a second model and inputs made under the same seeds once, the random generator moved between) are not bitwise equal |
+| gpu_compile | torch.compile (inductor) fails, or its output differs from eager's beyond 1e-2 |
+| gpu_runtime | the eager runtime (CUDA events, median) is outside the paper's 1-100 ms |
+| gpu_timeout | its checks take over 120 s (--task-timeout): its process is killed, a new one takes its place |
+| gpu_error | anything else the task raises, or its process dies |
 
-This is the first version of the GPU stage: a script run on the GPU host, not yet part of `anvil
-synth`'s run (docs/synth.md).
+`anvil synth --gpu` runs it over the tasks its CPU stage accepted (docs/synth.md); bench/gpu_synth_check.sh
+runs it alone, with `anvil vet` and a determinism audit on a seeded sample (--vet-sample).
+
+Processes compile in parallel (inductor's code generation is the slow part) and time holding an
+exclusive lock, one at a time, so no compile or launch of another process runs beside a measurement;
+the timed calls are bounded (a call far over the window is its verdict, at once), so no task holds
+the lock for long. Each process may hold its share of the GPU's memory
+(torch.cuda.set_per_process_memory_fraction): a task that runs out of it is tried again, after the
+others, by one process with the whole GPU, so the stage's own parallelism rejects nothing.
+
+DIR/gpu.jsonl is the journal, a record a line as soon as it is final; a second run over the same
+DIR takes only tasks it has no verdict for (matched by index and the sha256 of the code).
+DIR/gpu-summary.json is the counts. --budget-s stops taking tasks once that long has passed (what is
+done is kept).
 """
 import argparse
 import fcntl
+import hashlib
 import json
+import math
 import multiprocessing as mp
 import os
 import queue as queue_module
@@ -23,91 +39,155 @@ import sys
 import tempfile
 import time
 
+from anvil.synth.compose import WINDOW_MS  # one home for the paper's window
 from anvil.synth.filters import load_module, outputs
 
-from anvil.synth.compose import WINDOW_MS  # noqa: E402 - one home for the paper's window
 WARMUP, CALLS = 3, 10
+TIMED_MS = 1500  # the timed calls of one model take about this at most
+COMPILE_TOLERANCE = {"atol": 1e-2, "rtol": 1e-2}
+SHARE_OF_GPU = 0.9  # of the GPU's memory, over the processes (one process alone: all of it)
+TASK_TIMEOUT_S = 120  # one task's checks at most; past it, its process is killed and a new one started
 
 
-def _time(fn, args, torch):
-    for _ in range(WARMUP):
-        fn(*args)
-    if not torch.cuda.is_available() or not any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
-        times = []
-        for _ in range(CALLS):  # the CPU (a test of this script): wall time
+def code_sha(code):
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
+
+
+class Verdict(Exception):
+    def __init__(self, reason, detail=""):
+        super().__init__(reason)
+        self.reason, self.detail = reason, detail
+
+
+def _sync(torch):
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _time(fn, args, torch, device):
+    """The median milliseconds of a call: one call first, then as many as fit TIMED_MS (3-CALLS).
+    A first call over 3x the window's top is the answer as it is."""
+    cuda = device == "cuda"
+
+    def once():
+        if not cuda:  # the CPU (a test of this script): wall time
             t = time.perf_counter()
             fn(*args)
-            times.append((time.perf_counter() - t) * 1e3)
-        return statistics.median(times)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(CALLS):
+            return (time.perf_counter() - t) * 1e3
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn(*args)
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        return start.elapsed_time(end)
+
+    first = once()
+    if first > 3 * WINDOW_MS[1]:
+        return first
+    for _ in range(WARMUP - 1):
+        once()
+    calls = max(3, min(CALLS, int(TIMED_MS / max(first, 1e-3))))
+    return statistics.median(once() for _ in range(calls))
 
 
-def check(row, lock_path, torch, device="cuda"):
-    rec = {"index": row["index"], "ops": row["ops"], "estimate_ms": row["estimate_ms"], "status": "rejected"}
-    t0 = time.perf_counter()
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        module = load_module(row["code"], "gpu_%d" % row["index"])
+def _instance(module, torch, device, reseed=None):
+    """Model and inputs made on the device under the seeds the CPU stage uses (filters.instance)."""
+    with torch.device(device):
         torch.manual_seed(0)
         model = module.Model(*module.get_init_inputs()).eval().to(device)
         torch.manual_seed(1)
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-        with torch.no_grad():
+    if reseed is not None:
+        torch.manual_seed(reseed)
+    return model, inputs
+
+
+def _max_diff(a, b):
+    return float((a.double() - b.double()).abs().max()) if a.shape == b.shape else float("inf")
+
+
+def _bitwise(outs, again, torch, what):
+    if len(outs) != len(again) or not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(outs, again)):
+        diff = max((_max_diff(a, b) for a, b in zip(outs, again)), default=float("inf"))
+        raise Verdict("gpu_deterministic", "%s differs from the first call (max |diff| %.3g)" % (what, diff))
+
+
+def _check(row, rec, lock_path, torch, device):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    module = load_module(row["code"], "gpu_%d" % row["index"])
+    with torch.no_grad():
+        try:
+            model, inputs = _instance(module, torch, device, reseed=2)
             eager = outputs(model(*inputs), torch)
-            torch.manual_seed(0x5EED)
-            again = outputs(model(*inputs), torch)
-            if not all(torch.equal(a, b) for a, b in zip(eager, again)):
-                rec["reason"] = "deterministic"
-                return rec
-            if not all(bool(torch.isfinite(t).all()) for t in eager):
-                rec["reason"] = "eager"
-                rec["detail"] = "NaN or Inf at full size"
-                return rec
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the task's failure is its verdict
+            raise Verdict("gpu_eager", "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else ""))
+        if not all(bool(torch.isfinite(t).all()) for t in eager):
+            raise Verdict("gpu_eager", "NaN or Inf at full size")
+        torch.manual_seed(0x5EED)
+        _bitwise(eager, outputs(model(*inputs), torch), torch, "a second call")
+        try:
             compiled = torch.compile(model)
             tc = time.perf_counter()
             got = outputs(compiled(*inputs), torch)
             rec["compile_s"] = round(time.perf_counter() - tc, 2)
-            diff = max(float((a.double() - b.double()).abs().max()) for a, b in zip(got, eager))
-            rec["compile_max_abs_diff"] = diff
-            if not all(torch.allclose(a, b, atol=1e-2, rtol=1e-2) for a, b in zip(got, eager)):
-                rec["reason"] = "compile"
-                rec["detail"] = "torch.compile's output differs from eager's by %.3g" % diff
-                return rec
-            with open(lock_path, "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                try:
-                    rec["eager_ms"] = _time(model, inputs, torch)
-                    rec["compile_ms"] = _time(compiled, inputs, torch)
-                finally:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise Verdict("gpu_compile", "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else ""))
+        diff = max(_max_diff(a, b) for a, b in zip(got, eager))
+        rec["compile_max_abs_diff"] = diff if math.isfinite(diff) else None  # a journal line is strict JSON
+        if len(got) != len(eager) or not all(a.shape == b.shape and torch.allclose(a, b, **COMPILE_TOLERANCE)
+                                             for a, b in zip(got, eager)):
+            raise Verdict("gpu_compile", "torch.compile's output differs from eager's by %.3g" % diff)
+        del got
+        _sync(torch)
+        with open(lock_path, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                rec["eager_ms"] = _time(model, inputs, torch, device)
+                if WINDOW_MS[0] <= rec["eager_ms"] <= WINDOW_MS[1]:
+                    rec["compile_ms"] = _time(compiled, inputs, torch, device)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
         rec["measured_over_estimate"] = rec["eager_ms"] / row["estimate_ms"]
         if not WINDOW_MS[0] <= rec["eager_ms"] <= WINDOW_MS[1]:
-            rec["reason"] = "runtime"
-            rec["detail"] = "eager %.3g ms, outside %g-%g ms" % (rec["eager_ms"], *WINDOW_MS)
-            return rec
+            raise Verdict("gpu_runtime", "eager %.3g ms, outside %g-%g ms" % (rec["eager_ms"], *WINDOW_MS))
+        del compiled, model, inputs
+        torch._dynamo.reset()
+        model2, inputs2 = _instance(module, torch, device, reseed=0xF00D)
+        _bitwise(eager, outputs(model2(*inputs2), torch), torch, "a second model's call")
+
+
+def check(row, lock_path, torch, device="cuda"):
+    """The task's GPU verdict: status accepted, or rejected with its reason; gpu_memory when it ran out
+    of this process's share (tried again alone)."""
+    rec = {"index": row["index"], "code_sha256": code_sha(row["code"]), "ops": row["ops"],
+           "estimate_ms": row["estimate_ms"], "status": "rejected", "reason": None, "detail": ""}
+    t0 = time.perf_counter()
+    try:
+        _check(row, rec, lock_path, torch, device)
         rec["status"] = "accepted"
-        return rec
+    except Verdict as v:
+        rec["reason"], rec["detail"] = v.reason, v.detail
+    except torch.cuda.OutOfMemoryError as e:
+        rec["reason"], rec["detail"] = "gpu_memory", str(e).splitlines()[0][:300]
     except Exception as e:  # noqa: BLE001 - the task's failure is its record
-        rec["reason"] = "error"
+        rec["reason"] = "gpu_error"
         rec["detail"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else "")
-        return rec
     finally:
         rec["seconds"] = round(time.perf_counter() - t0, 2)
+        torch._dynamo.reset()
         if device == "cuda":
             torch.cuda.empty_cache()
+    return rec
 
 
 def vet_one(row, torch, device="cuda"):
+    """The audit of an accepted task: `anvil vet` at full size, and determinism again (two models made
+    in this process, the generator moved between)."""
     from anvil import vet
 
     fd, path = tempfile.mkstemp(suffix=".py")
@@ -119,15 +199,11 @@ def vet_one(row, torch, device="cuda"):
         os.unlink(path)
     out = {"index": row["index"], "vet_status": report.get("status"), "flags": [f["flag"] for f in report.get("flags", [])],
            "message": report.get("message", "")}
-    try:  # and the sample's determinism at full size: two models, two calls, the generator moved between
+    try:
         module = load_module(row["code"], "det_%d" % row["index"])
         got = []
         for reseed in (0, 0x5EED):
-            torch.manual_seed(0)
-            model = module.Model(*module.get_init_inputs()).eval().to(device)
-            torch.manual_seed(1)
-            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-            torch.manual_seed(reseed)
+            model, inputs = _instance(module, torch, device, reseed)
             with torch.no_grad():
                 got.append(outputs(model(*inputs), torch))
             del model, inputs
@@ -135,10 +211,12 @@ def vet_one(row, torch, device="cuda"):
     except Exception as e:  # noqa: BLE001
         out["deterministic"] = None
         out["determinism_error"] = "%s: %s" % (type(e).__name__, str(e)[:200])
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return out
 
 
-def worker(queue, results, lock_path, deadline, device):
+def worker(queue, results, lock_path, deadline, device, share):
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import warnings
 
@@ -146,82 +224,118 @@ def worker(queue, results, lock_path, deadline, device):
     import torch
 
     torch.set_num_threads(1)
+    if device == "cuda":
+        torch.cuda.set_per_process_memory_fraction(share)
+    pid = os.getpid()
     while True:
         item = queue.get()
         if item is None or time.time() > deadline:
-            results.put(None)
+            results.put(("end", pid, None))
             return
         kind, row = item
-        results.put(check(row, lock_path, torch, device) if kind == "check" else vet_one(row, torch, device))
+        results.put(("start", pid, item))
+        results.put(("done", pid, check(row, lock_path, torch, device) if kind == "check" else vet_one(row, torch, device)))
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m anvil.synth.gpu_stage")
-    ap.add_argument("tasks")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--limit", type=int, default=500)
-    ap.add_argument("--procs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
-    ap.add_argument("--vet-sample", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--budget-s", type=float, default=540)
-    ap.add_argument("--device", default="cuda", help="cuda (default), or cpu to try the script on small tasks")
-    args = ap.parse_args(argv)
-    if args.tasks.endswith(".jsonl"):  # a GPU host without pyarrow: the rows as JSON lines
-        with open(args.tasks, encoding="utf-8") as f:
-            table = [json.loads(line) for line in f if line.strip()]
-    else:
-        import pyarrow.parquet as pq
+def _lost(item, reason, detail, seconds):
+    kind, row = item
+    if kind == "vet":
+        return {"index": row["index"], "vet_status": "error", "flags": [], "message": detail, "deterministic": None}
+    return {"index": row["index"], "code_sha256": code_sha(row["code"]), "ops": row["ops"],
+            "estimate_ms": row["estimate_ms"], "status": "rejected", "reason": reason, "detail": detail,
+            "seconds": round(seconds, 2)}
 
-        table = pq.read_table(args.tasks, columns=["index", "ops", "code", "estimate_ms"]).to_pylist()
-    rng = random.Random(args.seed)
-    checks = table[:args.limit]
-    vets = rng.sample(table, min(args.vet_sample, len(table)))
-    os.makedirs(args.out, exist_ok=True)
+
+def run_pool(items, procs, share, lock_path, deadline, device, on_result, task_timeout=TASK_TIMEOUT_S):
+    """items in `procs` processes of `share` of the GPU each; on_result(record) for each answer. A
+    task past task_timeout is killed with its process (gpu_timeout), a process that dies in a task
+    is that task's verdict (gpu_error), and a new process takes the place of either."""
+    if not items:
+        return
+    procs = max(1, min(procs, len(items)))
     ctx = mp.get_context("spawn")
     queue, results = ctx.Queue(), ctx.Queue()
-    # the checks first, then the vettings: vet's kernels run beside the last measurements only
-    items = [("check", r) for r in checks] + [("vet", r) for r in vets]
     for it in items:
         queue.put(it)
-    for _ in range(args.procs):
+    for _ in range(procs):
         queue.put(None)
-    deadline = time.time() + args.budget_s
-    lock_path = os.path.join(args.out, "timing.lock")
-    procs = [ctx.Process(target=worker, args=(queue, results, lock_path, deadline, args.device)) for _ in range(args.procs)]
-    for p in procs:
+    args = (queue, results, lock_path, deadline, device, share)
+    pool = {}  # pid -> [process, its task, when it began]
+
+    def start():
+        p = ctx.Process(target=worker, args=args)
         p.start()
-    done, finished = [], 0
-    t0 = time.time()
-    with open(os.path.join(args.out, "gpu.jsonl"), "w") as f:
-        while finished < args.procs:
-            try:
-                r = results.get(timeout=30)
-            except queue_module.Empty:
-                alive = [p for p in procs if p.is_alive()]
-                if not alive or time.time() > deadline + 60:  # dead, or a task hung past the budget
-                    for p in alive:
-                        p.terminate()
-                    break
+        pool[p.pid] = [p, None, 0.0]
+
+    for _ in range(procs):
+        start()
+    def take(what, pid, value):
+        if what == "start" and pid in pool:
+            pool[pid][1:] = [value, time.time()]
+        elif what == "done" and pid in pool:
+            pool[pid][1] = None
+            on_result(value)
+        elif what == "end" and pid in pool:
+            pool.pop(pid)[0].join()
+
+    while pool:
+        try:
+            take(*results.get(timeout=5))
+            while True:  # everything said so far, before judging a process gone
+                take(*results.get_nowait())
+        except queue_module.Empty:
+            pass
+        for pid, (p, item, began) in list(pool.items()):
+            late = item is not None and time.time() - began > task_timeout
+            if late:
+                p.kill()
+            if p.is_alive():
                 continue
-            if r is None:
-                finished += 1
-                continue
-            done.append(r)
-            f.write(json.dumps(r) + "\n")
-            f.flush()
-    for p in procs:
-        p.join()
-    checked = [r for r in done if "status" in r]
-    vetted = [r for r in done if "vet_status" in r]
+            p.join()
+            pool.pop(pid)
+            if item is not None:  # gone in a task: the task's verdict, and a process in its place
+                on_result(_lost(item, "gpu_timeout" if late else "gpu_error",
+                                "over %g s: killed" % task_timeout if late else
+                                "its process died (exit code %s)" % p.exitcode, time.time() - began))
+                start()
+
+
+def read_rows(path):
+    if path.endswith(".jsonl"):  # a GPU host without pyarrow: the rows as JSON lines
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=["index", "ops", "code", "estimate_ms"]).to_pylist()
+
+
+def read_journal(path):
+    """The verdicts by (index, code sha256) a journal holds; a torn last line is left out."""
+    done = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if "status" in r and "code_sha256" in r:
+                    done[(r["index"], r["code_sha256"])] = r
+    return done
+
+
+def summarize(args, checked, vetted, wall):
     ratios = sorted(r["measured_over_estimate"] for r in checked if "measured_over_estimate" in r)
     reasons = {}
     for r in checked:
         if r["status"] != "accepted":
             reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
-    summary = {
-        "tasks_file": args.tasks, "wall_s": round(time.time() - t0, 1), "procs": args.procs,
+    eager = [r["eager_ms"] for r in checked if "eager_ms" in r]
+    return {
+        "tasks_file": args.tasks, "wall_s": round(wall, 1), "procs": args.procs,
         "checked": len(checked), "accepted": sum(r["status"] == "accepted" for r in checked), "rejected": reasons,
-        "eager_ms_median": statistics.median([r["eager_ms"] for r in checked if "eager_ms" in r]) if ratios else None,
+        "retried_alone": sum(bool(r.get("retried_alone")) for r in checked),
+        "eager_ms_median": statistics.median(eager) if eager else None,
         "measured_over_estimate": {"median": statistics.median(ratios), "p10": ratios[len(ratios) // 10],
                                    "p90": ratios[len(ratios) * 9 // 10]} if ratios else None,
         "vetted": len(vetted), "vet_flagged": [r for r in vetted if r["flags"]],
@@ -229,6 +343,62 @@ def main(argv=None):
         "sample_determinism_errors": [r for r in vetted if r.get("deterministic") is None],
         "vet_errors": [r for r in vetted if r["vet_status"] != "done"],
     }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m anvil.synth.gpu_stage")
+    ap.add_argument("tasks")
+    ap.add_argument("--out", required=True, help="the folder of gpu.jsonl (the journal) and gpu-summary.json")
+    ap.add_argument("--limit", type=int, default=0, help="the first N tasks only (0: all)")
+    ap.add_argument("--procs", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--vet-sample", type=int, default=0,
+                    help="audit a seeded sample of this many accepted tasks (of this run's verdicts): anvil vet, determinism")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget-s", type=float, default=0, help="stop taking tasks after this long (0: no limit)")
+    ap.add_argument("--device", default="cuda", help="cuda (default), or cpu to try the script on small tasks")
+    ap.add_argument("--task-timeout", type=float, default=TASK_TIMEOUT_S,
+                    help="one task's checks at most, seconds (default %d): past it, gpu_timeout" % TASK_TIMEOUT_S)
+    args = ap.parse_args(argv)
+    table = read_rows(args.tasks)
+    if args.limit:
+        table = table[:args.limit]
+    os.makedirs(args.out, exist_ok=True)
+    journal_path = os.path.join(args.out, "gpu.jsonl")
+    done = read_journal(journal_path)
+    todo = [r for r in table if (r["index"], code_sha(r["code"])) not in done]
+    t0 = time.time()
+    deadline = t0 + (args.budget_s if args.budget_s > 0 else 10 ** 9)
+    lock_path = os.path.join(args.out, "timing.lock")
+    retry, vetted = [], []
+    with open(journal_path, "a", encoding="utf-8") as journal:
+        def keep(r):
+            if "vet_status" in r:
+                vetted.append(r)
+                return
+            if r["reason"] == "gpu_memory" and not r.get("retried_alone"):
+                retry.append(r)
+                return
+            done[(r["index"], r["code_sha256"])] = r
+            journal.write(json.dumps(r, allow_nan=False) + "\n")
+            journal.flush()
+
+        run_pool([("check", r) for r in todo], args.procs, SHARE_OF_GPU / args.procs, lock_path, deadline,
+                 args.device, keep, args.task_timeout)
+        by_index = {r["index"]: r for r in todo}
+        again = [("check", by_index[r["index"]]) for r in retry]
+        retry.clear()
+
+        def keep_alone(r):
+            r["retried_alone"] = True
+            keep(r)
+
+        run_pool(again, 1, SHARE_OF_GPU, lock_path, deadline, args.device, keep_alone, args.task_timeout)
+        checked = [done[(r["index"], code_sha(r["code"]))] for r in table if (r["index"], code_sha(r["code"])) in done]
+        accepted = [r for r in table if done.get((r["index"], code_sha(r["code"])), {}).get("status") == "accepted"]
+        sample = random.Random(args.seed).sample(accepted, min(args.vet_sample, len(accepted)))
+        run_pool([("vet", r) for r in sample], args.procs, SHARE_OF_GPU / args.procs, lock_path, deadline,
+                 args.device, keep, args.task_timeout)
+    summary = summarize(args, checked, vetted, time.time() - t0)
     import torch
 
     summary["device"] = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
@@ -238,8 +408,9 @@ def main(argv=None):
         json.dump(summary, f, indent=1)
     lists = ("vet_flagged", "vet_errors", "sample_nondeterministic", "sample_determinism_errors")
     print(json.dumps({k: v for k, v in summary.items() if k not in lists}))
-    print("sample of %d: vet flagged %d, vet errors %d, non-deterministic %d, determinism errors %d" % (
-        len(vetted), *(len(summary[k]) for k in lists)))
+    if args.vet_sample:
+        print("sample of %d: vet flagged %d, vet errors %d, non-deterministic %d, determinism errors %d" % (
+            len(vetted), *(len(summary[k]) for k in lists)))
     return 0
 
 

@@ -25,6 +25,9 @@ COLUMNS = (  # (name, arrow type, value of a record)
     ("vet_notes", "list<string>", lambda r: r.get("vet_notes", [])),
     ("filters", "string", lambda r: json.dumps(r["checks"], sort_keys=True)),
     ("key", "string", lambda r: r["key"]),
+    # the GPU stage's measurements (anvil synth --gpu; null without it)
+    ("gpu_eager_ms", "double", lambda r: r.get("gpu", {}).get("eager_ms")),
+    ("gpu_compile_ms", "double", lambda r: r.get("gpu", {}).get("compile_ms")),
 )
 
 

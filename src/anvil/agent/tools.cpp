@@ -511,8 +511,7 @@ JailResult ToolBox::run_ncu(const std::vector<std::string>& argv, const fs::path
   j.hide = {env_.cache};
   j.gpu = true;
   j.env = tool_environment();
-  const char* pp = std::getenv("PYTHONPATH");
-  j.env.push_back("PYTHONPATH=" + (env_.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : ""));
+  j.env.push_back("PYTHONPATH=" + env_.python_path());
   j.env.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(gpu));
   bool cut = false;
   j.timeout = capped(std::chrono::seconds(300), &cut);

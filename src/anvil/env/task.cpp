@@ -20,8 +20,7 @@ SubprocessResult run_python(const Environment& env, const std::vector<std::strin
   SubprocessOptions o;
   o.timeout = std::chrono::minutes(5);
   o.merge_stderr = false;
-  const char* pp = std::getenv("PYTHONPATH");
-  o.env["PYTHONPATH"] = (env.home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
+  o.env["PYTHONPATH"] = env.python_path();
   std::vector<std::string> argv = {env.python.string()};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_subprocess(argv, o);

@@ -143,6 +143,11 @@ void fill_from_probe(Environment& env, const nlohmann::json& p) {
 
 }  // namespace
 
+std::string Environment::python_path() const {
+  const char* pp = std::getenv("PYTHONPATH");
+  return (home / "python").string() + (pp && *pp ? ":" + std::string(pp) : "");
+}
+
 fs::path Environment::cuda_lib() const {
   for (const char* sub : {"lib64", "targets/x86_64-linux/lib", "lib"}) {
     fs::path p = cuda_home / sub;

@@ -77,6 +77,8 @@ struct Environment {
   fs::path cuda_lib() const;
   fs::path anvil_include() const { return home / "include"; }
   fs::path share() const { return home / "share"; }
+  // PYTHONPATH for a Python child of anvil's: anvil's package first, then the caller's PYTHONPATH.
+  std::string python_path() const;
   nlohmann::json to_json() const;
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -299,7 +300,7 @@ bool write_outputs(const Environment& env, const SynthOptions& opts, const Selec
     if (!write_text(rows, text, err)) return false;
   }
   SubprocessOptions so;
-  so.env = {{"PYTHONPATH", (env.home / "python").string()}};
+  so.env = {{"PYTHONPATH", env.python_path()}};
   so.timeout = std::chrono::minutes(10);
   so.merge_stderr = true;
   SubprocessResult pq = run_subprocess({env.python.string(), "-m", "anvil.synth.parquet", rows.string(),
@@ -413,6 +414,208 @@ Selection select_tasks(const std::map<long, Json>& records, long count) {
   return s;
 }
 
+namespace {
+
+// OUT's journal opened for appending: a journal of this run's identity resumed (its torn last line
+// cut off), one of another refused unless --fresh, a new one begun with the header.
+bool open_journal(const Environment& env, const SynthOptions& opts, const fs::path& journal_path,
+                  JournalWriter* writer, long* resumed_from, std::string* err) {
+  Json header = {{"journal", kSynthJournal}, {"seed", opts.seed}, {"catalogue_sha256", file_sha(opts.catalogue)},
+                 {"index_sha256", file_sha(opts.index)}, {"code_sha256", code_sha(env)},
+                 {"torch", env.torch.version}, {"python", env.python_version},
+                 {"max_similarity", opts.max_similarity},
+                 {"started_at", utc_now()}};
+  Journal journal;
+  std::error_code ec;
+  if (fs::exists(journal_path, ec)) {
+    bool ok = read_journal(journal_path, &journal, err);
+    bool same = ok && run_identity(journal.header) == run_identity(header);
+    if (!same && !opts.fresh) {
+      *err = (ok ? "the journal " + journal_path.string() + " is of another run (" +
+                       run_identity(journal.header).dump() + ", this one " + run_identity(header).dump() + ")"
+                 : *err) +
+             ": pass --fresh to start again, or another --out";
+      return false;
+    }
+    if (!same) {
+      fs::remove(journal_path, ec);
+      journal = Journal();
+    }
+  }
+  *resumed_from = static_cast<long>(journal.records.size());
+  if (!journal.header.is_null()) {  // a torn last line (a kill mid-write) cut off before appending
+    std::error_code rec;
+    if (fs::file_size(journal_path, rec) != journal.whole_bytes) fs::resize_file(journal_path, journal.whole_bytes, rec);
+    if (rec) {
+      *err = "cannot cut the torn end off the journal " + journal_path.string() + ": " + rec.message();
+      return false;
+    }
+  }
+  if (!writer->open(journal_path, err)) return false;
+  if (journal.header.is_null() && !writer->append(header)) {
+    *err = "cannot write the journal " + journal_path.string();
+    return false;
+  }
+  return true;
+}
+
+// The CPU stage until `target` distinct tasks are accepted (or max_attempts tried): the journal's
+// gaps, timeouts and deaths first, then new indexes, each record appended as it comes.
+struct CpuPhase {
+  double seconds = 0;
+  long tried = 0;  // this phase
+  std::string error;
+};
+CpuPhase cpu_phase(const Environment& env, const SynthOptions& opts_in, long target, unsigned jobs,
+                   const fs::path& journal_path, JournalWriter& writer, long* max_attempts) {
+  CpuPhase out;
+  SynthOptions opts = opts_in;
+  opts.count = target;
+  Journal journal;
+  if (!read_journal(journal_path, &journal, &out.error)) return out;
+  std::vector<long> missing;
+  long next = 0, unique = 0;
+  std::map<std::string, long> keys;
+  resume_state(journal, &missing, &next, &keys, &unique);
+  std::vector<std::string> argv = worker_argv(env, opts, jobs);
+  std::map<std::string, std::string> child_env = {{"ANVIL_PYDIR", (env.home / "python").string()},
+                                                  {"PYTHONUNBUFFERED", "1"}, {"OMP_NUM_THREADS", "1"}};
+  long start_tried = static_cast<long>(journal.records.size());
+  Scheduler sched(opts, missing, next, unique, start_tried, keys);
+  *max_attempts = sched.max_attempts();
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (unsigned w = 0; w < jobs; ++w) {
+    workers.push_back(std::make_unique<Worker>());
+    workers.back()->log = beside(opts.out, ".worker" + std::to_string(w) + ".log");
+  }
+  signal(SIGPIPE, SIG_IGN);  // a worker that died is seen at its pipe's end, not by a signal here
+  std::atomic<bool> finished{false};
+  auto t0 = Clock::now();
+  auto work = worker_loop(opts, sched, writer, argv, child_env, journal_path);
+  bool tty = opts.progress && isatty(STDERR_FILENO);
+  std::thread monitor([&] {
+    auto last_print = Clock::now();
+    while (!finished) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      long long t = now_ms();
+      for (auto& w : workers) w->kill_if_late(t);
+      if (opts.progress && Clock::now() - last_print > std::chrono::seconds(tty ? 1 : 30)) {
+        last_print = Clock::now();
+        std::string line = sched.progress_line(std::chrono::duration<double>(Clock::now() - t0).count(),
+                                               unique, start_tried);
+        std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
+      }
+    }
+  });
+  std::vector<std::thread> threads;
+  for (auto& w : workers) threads.emplace_back([&, p = w.get()] { work(*p); });
+  for (auto& t : threads) t.join();
+  finished = true;
+  monitor.join();
+  out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  out.tried = sched.tried() - start_tried;
+  if (opts.progress) {
+    std::string line = sched.progress_line(out.seconds, unique, start_tried);
+    std::fprintf(stderr, tty ? "\r%s\033[K\n" : "%s\n", line.c_str());
+  }
+  out.error = sched.error();
+  return out;
+}
+
+// The GPU stage (python -m anvil.synth.gpu_stage) over the CPU-accepted tasks it has no verdict for;
+// every verdict its journal (OUT.gpu/gpu.jsonl) holds, by index, those of other code left out.
+bool gpu_phase(const Environment& env, const SynthOptions& opts, const std::vector<Json>& tasks,
+               std::map<long, Json>* verdicts, double* seconds, std::string* err) {
+  fs::path dir = beside(opts.out, ".gpu");
+  fs::path journal = dir / "gpu.jsonl";
+  auto read_verdicts = [&] {
+    verdicts->clear();
+    auto text = read_file(journal);
+    if (!text) return;
+    for (const auto& line : split_lines(*text)) {
+      Json v = Json::parse(line, nullptr, false);  // a torn last line (a kill) is not a verdict
+      if (v.is_object() && v.contains("index") && v.contains("status")) (*verdicts)[v["index"].get<long>()] = v;
+    }
+  };
+  auto current = [&](const Json& task) {
+    auto it = verdicts->find(task["index"].get<long>());
+    return it != verdicts->end() && it->second.value("code_sha256", "") == sha256_hex(task["code"].get<std::string>());
+  };
+  read_verdicts();
+  std::string rows;
+  for (const auto& t : tasks)
+    if (!current(t))
+      rows += Json({{"index", t["index"]}, {"ops", t["ops"]}, {"code", t["code"]},
+                    {"estimate_ms", t["estimate"]["ms"]}}).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  if (!rows.empty()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fs::path rows_path = dir / "rows.jsonl";
+    if (!write_text(rows_path, rows, err)) return false;
+    std::vector<std::string> argv = opts.gpu_stage;
+    if (argv.empty()) argv = {env.python.string(), "-m", "anvil.synth.gpu_stage"};
+    argv.insert(argv.end(), {rows_path.string(), "--out", dir.string()});
+    if (opts.gpu_procs) argv.insert(argv.end(), {"--procs", std::to_string(opts.gpu_procs)});
+    SubprocessOptions so;
+    so.env = {{"PYTHONPATH", env.python_path()}};
+    so.timeout = std::chrono::hours(24);
+    so.merge_stderr = true;
+    auto t0 = Clock::now();
+    SubprocessResult r = run_subprocess(argv, so);
+    *seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    fs::remove(rows_path, ec);
+    if (!r.ok()) {
+      *err = "the GPU stage failed (" + r.describe() + "): " + tail_lines(r.output, 8);
+      return false;
+    }
+    read_verdicts();
+  }
+  for (const auto& t : tasks)
+    if (!current(t)) {
+      *err = "the GPU stage gave no verdict for task " + t["index"].dump() + " (" + journal.string() + ")";
+      return false;
+    }
+  return true;
+}
+
+// The records with the GPU's verdicts applied: a task the GPU stage rejected is rejected with its
+// reason (gpu_...), one it accepted carries its measurements, one it has not checked is not
+// accepted (gpu_unchecked: past the CPU stage's target, or the twin of a task the GPU rejected).
+std::map<long, Json> with_verdicts(const std::map<long, Json>& records, const std::map<long, Json>& verdicts) {
+  std::map<long, Json> out = records;
+  for (auto& [i, r] : out) {
+    if (r.value("status", "") != "accepted") continue;
+    auto v = verdicts.find(i);
+    if (v == verdicts.end() || v->second.value("code_sha256", "") != sha256_hex(r.value("code", ""))) {
+      r["status"] = "rejected";
+      r["reason"] = "gpu_unchecked";
+      r["detail"] = "the GPU stage has not checked it";
+      continue;
+    }
+    Json gpu = Json::object();
+    for (const char* k : {"eager_ms", "compile_ms", "compile_max_abs_diff", "retried_alone"})
+      if (v->second.contains(k)) gpu[k] = v->second[k];
+    r["gpu"] = gpu;
+    if (v->second.value("status", "") != "accepted") {
+      r["status"] = "rejected";
+      r["reason"] = v->second.value("reason", "gpu_error");
+      r["detail"] = v->second.value("detail", "");
+    }
+  }
+  return out;
+}
+
+// How many CPU-accepted tasks the next round asks for: enough, at the GPU's acceptance so far, for
+// the tasks still missing, and a tenth more.
+long next_target(long have, long gpu_accepted, long count) {
+  double rate = have > 0 ? std::max(0.05, static_cast<double>(gpu_accepted) / have) : 1.0;
+  return have + static_cast<long>(std::ceil((count - gpu_accepted) / rate * 1.1)) + 1;
+}
+
+long accepted_count(const Selection& s) { return static_cast<long>(s.accepted.size()); }
+
+}  // namespace
+
 SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   SynthResult res;
   SynthOptions opts = in;
@@ -434,100 +637,45 @@ SynthResult run_synth(const Environment& env, const SynthOptions& in) {
   if (!opts.out.parent_path().empty()) fs::create_directories(opts.out.parent_path(), ec);
   unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
   fs::path journal_path = beside(opts.out, ".journal.jsonl");
-
-  Json header = {{"journal", kSynthJournal}, {"seed", opts.seed}, {"catalogue_sha256", file_sha(opts.catalogue)},
-                 {"index_sha256", file_sha(opts.index)}, {"code_sha256", code_sha(env)},
-                 {"torch", env.torch.version}, {"python", env.python_version},
-                 {"max_similarity", opts.max_similarity},
-                 {"started_at", utc_now()}};
-  Journal journal;
-  if (fs::exists(journal_path, ec)) {
-    std::string err;
-    bool ok = read_journal(journal_path, &journal, &err);
-    bool same = ok && run_identity(journal.header) == run_identity(header);
-    if (!same && !opts.fresh)
-      return fail(2, (ok ? "the journal " + journal_path.string() + " is of another run (" +
-                               run_identity(journal.header).dump() + ", this one " + run_identity(header).dump() + ")"
-                         : err) +
-                         ": pass --fresh to start again, or another --out");
-    if (!same) {
-      fs::remove(journal_path, ec);
-      journal = Journal();
-    }
-  }
-  std::vector<long> missing;
-  long next = 0, unique = 0;
-  std::map<std::string, long> keys;
-  resume_state(journal, &missing, &next, &keys, &unique);
   std::string err;
-  if (!journal.header.is_null()) {  // a torn last line (a kill mid-write) cut off before appending
-    std::error_code rec;
-    if (fs::file_size(journal_path, rec) != journal.whole_bytes) fs::resize_file(journal_path, journal.whole_bytes, rec);
-    if (rec) return fail(2, "cannot cut the torn end off the journal " + journal_path.string() + ": " + rec.message());
-  }
+  long resumed_from = 0;
   JournalWriter writer;
-  if (!writer.open(journal_path, &err)) return fail(2, err);
-  if (journal.header.is_null() && !writer.append(header)) return fail(2, "cannot write the journal " + journal_path.string());
+  if (!open_journal(env, opts, journal_path, &writer, &resumed_from, &err)) return fail(2, err);
 
-  std::vector<std::string> argv = worker_argv(env, opts, jobs);
-  std::map<std::string, std::string> child_env = {{"ANVIL_PYDIR", (env.home / "python").string()},
-                                                  {"PYTHONUNBUFFERED", "1"}, {"OMP_NUM_THREADS", "1"}};
-
-  long start_tried = static_cast<long>(journal.records.size());
-  Scheduler sched(opts, missing, next, unique, start_tried, keys);
-  std::vector<std::unique_ptr<Worker>> workers;
-  for (unsigned w = 0; w < jobs; ++w) {
-    workers.push_back(std::make_unique<Worker>());
-    workers.back()->log = beside(opts.out, ".worker" + std::to_string(w) + ".log");
-  }
-  signal(SIGPIPE, SIG_IGN);  // a worker that died is seen at its pipe's end, not by a signal here
-  std::atomic<bool> finished{false};
-  auto t0 = Clock::now();
-
-  auto work = worker_loop(opts, sched, writer, argv, child_env, journal_path);
-
-  bool tty = opts.progress && isatty(STDERR_FILENO);
-  std::thread monitor([&] {
-    auto last_print = Clock::now();
-    while (!finished) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      long long t = now_ms();
-      for (auto& w : workers) w->kill_if_late(t);
-      if (opts.progress && Clock::now() - last_print > std::chrono::seconds(tty ? 1 : 30)) {
-        last_print = Clock::now();
-        std::string line = sched.progress_line(std::chrono::duration<double>(Clock::now() - t0).count(),
-                                               unique, start_tried);
-        std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
-      }
-    }
-  });
-  std::vector<std::thread> threads;
-  for (auto& w : workers) threads.emplace_back([&, p = w.get()] { work(*p); });
-  for (auto& t : threads) t.join();
-  finished = true;
-  monitor.join();
-  double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (opts.progress) {
-    std::string line = sched.progress_line(seconds, unique, start_tried);
-    std::fprintf(stderr, tty ? "\r%s\033[K\n" : "%s\n", line.c_str());
-  }
-  if (!sched.error().empty()) return fail(2, sched.error());
-
+  // The CPU stage; with --gpu, the GPU stage over what it accepted, and more of both until `count`
+  // tasks pass both (or the CPU stage may try no more).
+  long target = opts.count, max_attempts = 0, tried = 0;
+  double cpu_seconds = 0, gpu_seconds = 0;
+  std::map<long, Json> verdicts;
   Journal all;
-  if (!read_journal(journal_path, &all, &err)) return fail(2, err);
-  Selection sel = select_tasks(all.records, opts.count);
-  Json run = {{"seed", opts.seed}, {"count", opts.count}, {"jobs", jobs}, {"seconds_this_run", seconds},
-              {"tried_this_run", sched.tried() - start_tried}, {"resumed_from", start_tried},
-              {"catalogue", opts.catalogue.string()}, {"index", opts.index.string()},
+  for (int round = 0;; ++round) {
+    CpuPhase cpu = cpu_phase(env, opts, target, jobs, journal_path, writer, &max_attempts);
+    cpu_seconds += cpu.seconds;
+    tried += cpu.tried;
+    if (!cpu.error.empty()) return fail(2, cpu.error);
+    all = Journal();
+    if (!read_journal(journal_path, &all, &err)) return fail(2, err);
+    if (!opts.gpu) break;
+    Selection cpu_sel = select_tasks(all.records, target);
+    if (!gpu_phase(env, opts, cpu_sel.accepted, &verdicts, &gpu_seconds, &err)) return fail(2, err);
+    long gpu_accepted = accepted_count(select_tasks(with_verdicts(all.records, verdicts), opts.count));
+    if (gpu_accepted >= opts.count || accepted_count(cpu_sel) < target || round >= 50) break;
+    target = next_target(accepted_count(cpu_sel), gpu_accepted, opts.count);
+  }
+  Selection sel = select_tasks(opts.gpu ? with_verdicts(all.records, verdicts) : all.records, opts.count);
+  Json run = {{"seed", opts.seed}, {"count", opts.count}, {"jobs", jobs}, {"seconds_this_run", cpu_seconds + gpu_seconds},
+              {"cpu_seconds_this_run", cpu_seconds}, {"gpu", opts.gpu}, {"tried_this_run", tried},
+              {"resumed_from", resumed_from}, {"catalogue", opts.catalogue.string()}, {"index", opts.index.string()},
               {"max_similarity", opts.max_similarity}, {"out", opts.out.string()},
               {"journal", journal_path.string()}, {"finished_at", utc_now()}};
+  if (opts.gpu) run["gpu_seconds_this_run"] = gpu_seconds;
   res.summary = synth_summary(sel, run);
 
   if (!write_outputs(env, opts, sel, res.summary, &err)) return fail(2, err);
-  if (static_cast<long>(sel.accepted.size()) < opts.count) {
+  if (accepted_count(sel) < opts.count) {
     res.status = 1;
     res.error = "only " + std::to_string(sel.accepted.size()) + " of " + std::to_string(opts.count) +
-                " tasks were accepted within " + std::to_string(sched.max_attempts()) +
+                " tasks were accepted within " + std::to_string(max_attempts) +
                 " attempts (--max-attempts); those are written";
   }
   return res;

@@ -34,6 +34,11 @@ struct SynthOptions {
   bool fresh = false;                // a journal of another run is replaced, not refused
   bool progress = true;              // a line on stderr (redrawn on a terminal)
   std::vector<std::string> worker;   // the worker's argv (default: python -m anvil.synth.worker); tests name another
+  // The GPU stage (python -m anvil.synth.gpu_stage, its journal OUT.gpu/gpu.jsonl) over what the CPU
+  // stage accepts, and more of both until `count` pass both.
+  bool gpu = false;
+  unsigned gpu_procs = 0;            // the GPU stage's processes (0: its default)
+  std::vector<std::string> gpu_stage;  // its argv before the rows file (default: python -m anvil.synth.gpu_stage); tests name another
 };
 
 struct SynthResult {

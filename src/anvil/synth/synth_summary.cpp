@@ -17,9 +17,12 @@ namespace {
 
 // The CPU stage's filters in the order a task meets them (anvil.synth.filters; `duplicate` is asked
 // of this process after compose, and marked again by select_tasks for one in flight at the time),
-// then what this process decides: tasks whose worker was killed or died.
+// then the GPU stage's (with --gpu), then what this process decides: tasks whose worker was killed
+// or died.
 const std::vector<std::string> kStages = {"compose", "duplicate", "runtime_estimate", "decontaminate", "imports",
-                                          "eager", "deterministic", "compile", "vet", "timeout",
+                                          "eager", "deterministic", "compile", "vet", "gpu_eager",
+                                          "gpu_deterministic", "gpu_compile", "gpu_runtime", "gpu_memory", "gpu_timeout",
+                                          "gpu_error", "gpu_unchecked", "timeout",
                                           "worker_died"};
 const std::vector<double> kMsEdges = {1, 2, 5, 10, 20, 50, 100};
 
@@ -97,7 +100,9 @@ Json synth_summary(const Selection& s, const Json& run) {
   long left = static_cast<long>(s.considered.size());
   for (const auto& st : kStages) {
     long n = rejected.count(st) ? rejected[st] : 0;
-    if (n == 0 && (st == "timeout" || st == "worker_died")) continue;
+    bool gpu_stage = st.rfind("gpu_", 0) == 0;
+    bool rare = st == "timeout" || st == "worker_died" || st == "gpu_unchecked";
+    if (n == 0 && (rare || (gpu_stage && !run.value("gpu", false)))) continue;
     left -= n;
     Json common = Json::array();
     if (details.count(st))

@@ -11,6 +11,7 @@
 
 #include "anvil/env/test_env.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/strings.h"
 
 namespace anvil {
 namespace {
@@ -148,14 +149,33 @@ for line in sys.stdin:
     print(json.dumps(r), flush=True)
 )PY";
 
+// A GPU stage that needs no GPU: rejects every task whose index is a multiple of 3
+// (gpu_deterministic), accepts the rest with a time; counts its calls in DIR/calls.
+const char* kFakeGpuStage = R"PY(
+import hashlib, json, os, sys
+rows, out = sys.argv[1], sys.argv[3]
+with open(os.path.join(out, "calls"), "a") as f:
+    f.write("x")
+with open(os.path.join(out, "gpu.jsonl"), "a") as j:
+    for line in open(rows):
+        r = json.loads(line)
+        v = {"index": r["index"], "code_sha256": hashlib.sha256(r["code"].encode()).hexdigest()}
+        if r["index"] % 3 == 0:
+            v.update(status="rejected", reason="gpu_deterministic", detail="a second call differs")
+        else:
+            v.update(status="accepted", reason=None, eager_ms=2.5, compile_ms=2.0)
+        j.write(json.dumps(v) + "\n")
+)PY";
+
 class SynthRun : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = scratch("run");
     std::string e;
     ASSERT_TRUE(write_file_atomic(dir_ / "worker.py", kFakeWorker, &e));
+    ASSERT_TRUE(write_file_atomic(dir_ / "gpu_stage.py", kFakeGpuStage, &e));
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { if (!std::getenv("KEEP")) fs::remove_all(dir_); }
   SynthOptions opts(long count) {
     SynthOptions o;
     o.count = count;
@@ -222,6 +242,49 @@ TEST_F(SynthRun, TimeoutsAndDeathsAreRecordedTheWorkerRestartedDuplicatesRemoved
   ASSERT_TRUE(read_journal(dir_ / "out" / "tasks.journal.jsonl", &k, &e)) << e;
   EXPECT_EQ(k.records.at(6)["reason"], "timeout");
   EXPECT_EQ(k.records.at(9)["reason"], "duplicate");  // it died once; this time it answered (k4 is 4's)
+}
+
+TEST_F(SynthRun, TheGpuStageRejectsAndTheCpuStageMakesMoreUntilCountPassBoth) {
+  SynthOptions o = opts(4);
+  o.gpu = true;
+  o.gpu_stage = {test_environment().python.string(), (dir_ / "gpu_stage.py").string()};
+  SynthResult r = run_synth(test_environment(), o);
+  ASSERT_EQ(r.status, 0) << r.error;
+  // CPU-accepted and distinct: 0 2 3 4 10 11 12 14 ...; the GPU rejects 0, 3 and 12 (and 5, a
+  // duplicate of 0 skipped after compose, is not filtered again): the first four that pass both
+  EXPECT_EQ(r.summary["tasks"], 4);
+  std::vector<long> got;
+  Journal j;
+  std::string e;
+  ASSERT_TRUE(read_journal(dir_ / "out" / "tasks.journal.jsonl", &j, &e)) << e;
+  std::map<long, Json> verdicts;
+  for (const auto& line : split_lines(read_file(dir_ / "out" / "tasks.gpu" / "gpu.jsonl").value_or("")))
+    if (!line.empty()) verdicts[Json::parse(line)["index"].get<long>()] = Json::parse(line);
+  EXPECT_EQ(verdicts.at(3)["reason"], "gpu_deterministic");
+  EXPECT_EQ(verdicts.at(2)["status"], "accepted");
+  long gpu_rejected = 0;
+  for (const auto& f : r.summary["funnel"])
+    if (f["stage"] == "gpu_deterministic") gpu_rejected = f["rejected"];
+  EXPECT_EQ(gpu_rejected, 2);  // 0 and 3, before the fourth accepted (11)
+  std::string calls = read_file(dir_ / "out" / "tasks.gpu" / "calls").value_or("");
+  EXPECT_EQ(calls, "xx");  // a round of 4, then one for the 6 more the GPU's acceptance asks for
+
+  // The same command again: every verdict is in the GPU's journal, nothing is checked twice.
+  SynthResult again = run_synth(test_environment(), o);
+  ASSERT_EQ(again.status, 0) << again.error;
+  EXPECT_EQ(read_file(dir_ / "out" / "tasks.gpu" / "calls").value_or(""), "xx");
+  EXPECT_EQ(again.summary["tasks"], 4);
+
+  // A GPU stage that fails is the run's error, named; nothing written in place of the output.
+  SynthOptions bad = opts(8);
+  bad.out = dir_ / "bad" / "tasks.parquet";
+  bad.gpu = true;
+  bad.gpu_stage = {test_environment().python.string(), "-c", "import sys; print('no GPU here'); sys.exit(3)"};
+  SynthResult b = run_synth(test_environment(), bad);
+  EXPECT_EQ(b.status, 2);
+  EXPECT_NE(b.error.find("the GPU stage failed"), std::string::npos) << b.error;
+  EXPECT_NE(b.error.find("no GPU here"), std::string::npos) << b.error;
+  EXPECT_FALSE(fs::exists(dir_ / "bad" / "tasks.parquet"));
 }
 
 TEST_F(SynthRun, AJournalOfAnotherRunIsRefusedUnlessFresh) {

@@ -32,10 +32,9 @@ Hasher& Hasher::add(std::string_view label, std::string_view data) {
   return *this;
 }
 
-std::string Hasher::hex() {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(impl_->ctx, digest, &len);
+namespace {
+
+std::string to_hex(const unsigned char* digest, unsigned int len) {
   static const char* kDigits = "0123456789abcdef";
   std::string out;
   out.reserve(len * 2);
@@ -46,10 +45,21 @@ std::string Hasher::hex() {
   return out;
 }
 
+}  // namespace
+
+std::string Hasher::hex() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, digest, &len);
+  return to_hex(digest, len);
+}
+
 std::string sha256_hex(std::string_view data) {
-  Hasher h;
-  h.add("", data);
-  return h.hex();
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("sha256_hex: SHA-256 failed");
+  return to_hex(digest, len);
 }
 
 std::optional<std::string> hash_file(const std::filesystem::path& path) {

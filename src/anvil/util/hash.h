@@ -35,7 +35,7 @@ class Hasher {
 std::string base64_encode(std::string_view bytes);
 std::optional<std::string> base64_decode(std::string_view text);
 
-// SHA-256 hex digest of a byte string.
+// SHA-256 hex digest of a byte string: plain SHA-256 (what sha256sum and hashlib give), not Hasher's fields.
 std::string sha256_hex(std::string_view data);
 // SHA-256 hex digest of a file's content; nullopt if it cannot be read.
 std::optional<std::string> hash_file(const std::filesystem::path& path);
