@@ -53,6 +53,9 @@ def test_catalogue_entries_are_deterministic_float_operators_with_reasons_for_th
     reasons = {e["name"]: e["reason"] for e in cat["excluded"]}
     assert reasons["nn.Identity"] == "the identity"
     assert "deprecated" in reasons["torch.nuclear_norm"]
+    # an SVD's GPU time is beyond the estimate (the GPU stage timed 1-31 s for 2-12 ms estimated)
+    assert "iterative matrix decomposition" in reasons["torch.pinverse"]
+    assert "torch.inverse" in names  # a direct solve (LU): its time follows its size, it stays
     assert "not finite" in reasons["torch.log"]  # NaN on a standard normal input
     assert "rank-2" in reasons.get("nn.InstanceNorm1d", "") or "2" not in next(
         op for op in cat["operators"] if op["name"] == "nn.InstanceNorm1d")["ranks"]

@@ -360,6 +360,9 @@ def examine(candidate, torch):
             if "deprecat" in message.lower():  # the op, not the rank
                 return None, "deprecated: %s" % message
             problem = "warns on a rank-%d input: %s" % (rank, message)
+        iterative = None if problem else iterative_decomposition(f, x, torch)
+        if iterative:  # the op, not the rank
+            return None, iterative
         if problem:
             why_not = problem
             continue
@@ -376,6 +379,33 @@ def examine(candidate, torch):
         "ranks": out_ranks, "dtypes": dtypes(candidate, rank, torch),
         "stochastic": stochastic(candidate, rank, torch), "standalone": candidate.standalone,
     }, None
+
+
+# aten's iterative matrix decompositions: no FLOP formula, and on the GPU a time that depends on
+# convergence (torch.pinverse's SVD: 1-31 s at a task's full size for 2-12 ms estimated; the GPU
+# stage accepted 0 of 13 such tasks, bench/results/synth-2026-12-02-head.md)
+ITERATIVE = ("linalg_pinv", "_linalg_svd", "linalg_svd", "linalg_svdvals", "svd", "_linalg_eigh", "linalg_eigh",
+             "linalg_eig", "linalg_eigvals", "linalg_eigvalsh")
+
+
+def iterative_decomposition(f, x, torch):
+    """Why `f` is out as an iterative decomposition (an SVD, an eigensolver), or None."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Calls(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func._schema.name.split("::")[-1])
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), Calls():
+        f(x)
+    hit = next((name for name in seen if name in ITERATIVE), None)
+    if hit is None:
+        return None
+    return ("runs an iterative matrix decomposition (aten.%s): its GPU time depends on convergence, "
+            "beyond the CPU stage's FLOP/byte estimate" % hit)
 
 
 def output_problem(x, y, f, torch):

@@ -147,8 +147,9 @@ class Scheduler {
     double rate = seconds > 0 ? (unique_ - start_unique) / seconds : 0;
     std::string eta = rate > 0 && unique_ < opts_.count ? ", about " + short_duration((opts_.count - unique_) / rate) + " left" : "";
     char buf[256];
-    std::snprintf(buf, sizeof buf, "anvil synth: %ld/%ld tasks (%ld tried, %ld this run, %.1f tasks/s)%s", unique_,
-                  opts_.count, tried_, tried_ - start_tried, rate, eta.c_str());
+    // a task in flight when the count was reached may pass too: the selection keeps `count` of them
+    std::snprintf(buf, sizeof buf, "anvil synth: %ld/%ld tasks (%ld tried, %ld this run, %.1f tasks/s)%s",
+                  std::min(unique_, opts_.count), opts_.count, tried_, tried_ - start_tried, rate, eta.c_str());
     return buf;
   }
   long unique() {
