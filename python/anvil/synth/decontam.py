@@ -63,7 +63,7 @@ def parse(code, where="<code>"):
         raise CodeError("%s: not valid Python (line %s: %s)" % (where, e.lineno, e.msg))
 
 
-def _dotted(node):
+def dotted_name(node):
     """`torch.nn.functional.relu` for the attribute chain `node`, or None."""
     parts = []
     while isinstance(node, ast.Attribute):
@@ -94,7 +94,7 @@ def op_sequence(code, where="<code>"):
     for fn in methods.values():
         for node in ast.walk(fn):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                callee = _dotted(node.value.func)
+                callee = dotted_name(node.value.func)
                 for target in node.targets:
                     if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                             and target.value.id == "self" and callee):
@@ -111,9 +111,9 @@ def op_sequence(code, where="<code>"):
             for child in [*node.args, *[k.value for k in node.keywords]]:
                 visit(child)
             func = node.func
-            if isinstance(func, ast.Attribute) and not (_dotted(func) or "").split(".")[0] in API_ROOTS | {"self"}:
+            if isinstance(func, ast.Attribute) and not (dotted_name(func) or "").split(".")[0] in API_ROOTS | {"self"}:
                 visit(func.value)  # x.relu(): x first
-            name = _dotted(func)
+            name = dotted_name(func)
             op = None
             if name and name.startswith("self."):
                 attr = name.split(".", 1)[1]
@@ -151,7 +151,7 @@ def _tokens(node, out):
         return  # a docstring
     kind = type(node).__name__
     if isinstance(node, ast.Attribute):
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted and dotted.split(".")[0] in API_ROOTS:
             out.append("api:" + canonical(dotted))
             return

@@ -50,8 +50,29 @@ std::string safe_name(const std::string& s) {
 fs::path record_rel(const SuiteTask& t) { return fs::path("tasks") / safe_name(t.level) / (safe_name(t.stem) + ".json"); }
 
 Json task_json(const SuiteTask& t) {
-  return {{"level", t.level}, {"id", t.id},         {"name", t.name}, {"stem", t.stem},
-          {"spec", t.spec},   {"solution", t.solution}, {"missing_reason", t.missing_reason}};
+  return {{"level", t.level},     {"id", t.id},     {"name", t.name},
+          {"stem", t.stem},       {"spec", t.spec}, {"solution", t.solution},
+          {"missing_reason", t.missing_reason}, {"family", t.family}};
+}
+
+// The kernel family of every task (docs/bench.md, "Kernel families"), from the operations its
+// code names: one `python -m anvil.family` over the suite. A task it cannot read is "unknown"; so
+// is every task when the helper itself fails, which is said on stderr: the benchmark goes on.
+void classify_families(const Environment& env, std::vector<SuiteTask>& tasks) {
+  std::vector<std::string> args = {"-m", "anvil.family"};
+  for (auto& t : tasks) {
+    t.family = "unknown";
+    args.push_back(t.spec);
+  }
+  if (tasks.empty()) return;
+  SubprocessResult r = run_python(env, args);
+  Json j = Json::parse(r.output, nullptr, false);
+  if (!r.ok() || !j.is_object() || !j["tasks"].is_array() || j["tasks"].size() != tasks.size()) {
+    std::fprintf(stderr, "anvil bench: the kernel families are unknown: python -m anvil.family failed (%s): %s\n",
+                 r.describe().c_str(), tail_lines(r.err_output, 3).c_str());
+    return;
+  }
+  for (size_t i = 0; i < tasks.size(); ++i) tasks[i].family = j["tasks"][i].value("family", std::string("unknown"));
 }
 
 SuiteTask task_from_json(const Json& j) {
@@ -63,6 +84,7 @@ SuiteTask task_from_json(const Json& j) {
   t.spec = j.value("spec", std::string());
   t.solution = j.value("solution", std::string());
   t.missing_reason = j.value("missing_reason", std::string());
+  t.family = j.value("family", std::string("unknown"));  // a run made before families: unknown
   return t;
 }
 
@@ -309,6 +331,7 @@ Json assemble(const fs::path& out, const Json& run) {
   Json missing = Json::array(), not_evaluated = Json::array();
   std::vector<std::string> levels;
   std::map<std::string, std::vector<Json>> by_level;
+  std::map<std::string, std::vector<Json>> by_family;  // in name order: the same across runs
   std::vector<Json> all;
   for (const auto& t : tasks) {
     fs::path rel = record_rel(t);
@@ -319,6 +342,7 @@ Json assemble(const fs::path& out, const Json& run) {
                 {"name", t.name},
                 {"stem", t.stem},
                 {"task", t.spec},
+                {"family", t.family},
                 {"solution", rec->value("solution", Json())},
                 {"record", rel.string()}};
     for (const char* k : {"outcome", "correct", "reward", "candidate_ms", "eager_ms", "compile_ms", "speedup_eager",
@@ -333,6 +357,7 @@ Json assemble(const fs::path& out, const Json& run) {
                                                             {"error", row["message"]}});
     if (std::find(levels.begin(), levels.end(), t.level) == levels.end()) levels.push_back(t.level);
     by_level[t.level].push_back(row);
+    by_family[t.family].push_back(row);
     all.push_back(row);
     rows.push_back(row);
   }
@@ -360,11 +385,14 @@ Json assemble(const fs::path& out, const Json& run) {
   }
   Json lv = Json::array();
   for (const auto& l : levels) lv.push_back({{"level", l}, {"metrics", compute_metrics(by_level[l])}});
+  Json fams = Json::array();
+  for (const auto& [f, frows] : by_family) fams.push_back({{"family", f}, {"metrics", compute_metrics(frows)}});
   Json r = {{"schema", "anvil.bench/1"},
             {"run", run.value("last", Json::object())},
             {"fingerprint", fingerprint},
             {"rules", metric_rules()},
             {"levels", lv},
+            {"families", fams},
             {"overall", compute_metrics(all)},
             {"tasks", rows},
             {"problems",
@@ -602,6 +630,7 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
 
   auto suite = discover_suite(env, o.tasks, err);
   if (!suite) return std::nullopt;
+  classify_families(env, suite->tasks);
   if (!o.model) {
     if (o.solutions.empty()) {
       *err = "nothing to evaluate: give --solutions DIR or --agent";

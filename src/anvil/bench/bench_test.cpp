@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -337,6 +338,18 @@ TEST(Bench, BundledExamplesCpuVariantsAllPass) {
   auto html = read_file(run / "report.html");
   ASSERT_TRUE(html);
   EXPECT_NE(html->find("<svg"), std::string::npos);
+  // By kernel family too, the family found from each task's ops (python -m anvil.family).
+  std::map<std::string, long> families;
+  for (const auto& f : res["families"]) families[f["family"].get<std::string>()] = f["metrics"]["tasks"].get<long>();
+  EXPECT_EQ(families, (std::map<std::string, long>{{"GEMM", 2}, {"convolution", 1}, {"elementwise/activation", 1},
+                                                   {"reduction/normalization", 2}}))
+      << res["families"].dump();
+  EXPECT_EQ(res["tasks"][3]["family"], "GEMM") << res["tasks"][3].dump();  // 04_gemm_bias_relu
+  auto md = read_file(run / "report.md");
+  ASSERT_TRUE(md);
+  EXPECT_NE(md->find("## By kernel family"), std::string::npos);
+  EXPECT_NE(md->find("| GEMM | 2 | 100.0% |"), std::string::npos) << *md;
+  EXPECT_NE(html->find("<h2>By kernel family</h2>"), std::string::npos);
   remove_tree(out);
 }
 

@@ -286,17 +286,26 @@ std::vector<Item> rule_items(const Json& r) {
   return items;
 }
 
-// (level, metrics) for every level, then ("overall", metrics).
-std::vector<std::pair<std::string, const Json*>> metric_rows(const Json& r) {
+const char* const kFamilyNote =
+    "The same metrics per kernel family, the family found from the operations each task's code names "
+    "(python -m anvil.family; docs/bench.md, \"Kernel families\"); rates are shares of the family's tasks.";
+
+// The groups a metrics table has a row for: the levels, or the kernel families.
+enum class Grouping { kLevel, kFamily };
+
+// (name, metrics) for every group, then ("overall", metrics).
+std::vector<std::pair<std::string, const Json*>> metric_rows(const Json& r, Grouping g = Grouping::kLevel) {
+  const char* list = g == Grouping::kLevel ? "levels" : "families";
+  const char* key = g == Grouping::kLevel ? "level" : "family";
   std::vector<std::pair<std::string, const Json*>> rows;
-  for (const auto& l : items_of(at(r, "levels"))) rows.push_back({text(at(l, "level")), &at(l, "metrics")});
+  for (const auto& l : items_of(at(r, list))) rows.push_back({text(at(l, key)), &at(l, "metrics")});
   rows.push_back({"overall", &at(r, "overall")});
   return rows;
 }
 
-Table metrics_table(const Json& r) {
+Table metrics_table(const Json& r, Grouping g = Grouping::kLevel) {
   Table t;
-  t.head = {"level",
+  t.head = {g == Grouping::kLevel ? "level" : "family",
             "tasks",
             "pass %",
             ">eager %",
@@ -311,7 +320,7 @@ Table metrics_table(const Json& r) {
             "mean reward"};
   t.numeric.assign(t.head.size(), true);
   t.numeric[0] = false;
-  for (const auto& [name, m] : metric_rows(r)) {
+  for (const auto& [name, m] : metric_rows(r, g)) {
     const Json& fast = at(*m, "fast_p");
     const Json& geo = at(*m, "geomean");
     const Json& med = at(*m, "median");
@@ -1064,6 +1073,9 @@ std::string render_markdown(const nlohmann::json& r) {
   o += "\n## Metrics\n\nRates are shares of all tasks of the level (a failed or missing task counts as not fast); "
        "speedup = baseline time / solution time; n/a: not measured.\n\n" +
        md_table(metrics_table(r));
+  if (!items_of(at(r, "families")).empty()) {
+    o += "\n## By kernel family\n\n" + md_line(kFamilyNote) + "\n\n" + md_table(metrics_table(r, Grouping::kFamily));
+  }
   o += "\n## Outcomes\n\n" + md_table(outcome_table(r));
   o += "\n## Rules\n\n" + md_items(rule_items(r));
   o += "\n## Run\n\n" + md_items(run_items(r));
@@ -1100,6 +1112,10 @@ std::string render_html(const nlohmann::json& r) {
   o += "<h2>Metrics</h2>\n<p class=\"note\">Rates are shares of all tasks of the level (a failed or missing task "
        "counts as not fast); speedup = baseline time / solution time; n/a: not measured.</p>\n";
   o += html_table(metrics_table(r));
+  if (!items_of(at(r, "families")).empty()) {
+    o += "<h2>By kernel family</h2>\n<p class=\"note\">" + esc(kFamilyNote) + "</p>\n" +
+         html_table(metrics_table(r, Grouping::kFamily));
+  }
 
   o += "<h2>Outcomes</h2>\n<figure>\n" + plot_outcomes(r) + "</figure>\n" + html_table(outcome_table(r));
 

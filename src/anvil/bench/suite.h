@@ -24,6 +24,7 @@ struct SuiteTask {
   std::string spec;      // what evaluate() takes: FILE or DATASET#ROW
   std::string solution;  // the matched solution (a workdir or a single file); "" when missing
   std::string missing_reason;  // with no solution: why (none found, or the entry found is unusable)
+  std::string family;          // its kernel family (bench.cpp, from python -m anvil.family), or "unknown"
 
   std::string key() const { return level + "/" + stem; }  // unique within a suite
 };

@@ -14,8 +14,6 @@
 
 namespace anvil {
 
-namespace {
-
 SubprocessResult run_python(const Environment& env, const std::vector<std::string>& args) {
   SubprocessOptions o;
   o.timeout = std::chrono::minutes(5);
@@ -25,6 +23,8 @@ SubprocessResult run_python(const Environment& env, const std::vector<std::strin
   argv.insert(argv.end(), args.begin(), args.end());
   return run_subprocess(argv, o);
 }
+
+namespace {
 
 bool fill_row(const nlohmann::json& row, Task* t, std::string* err) {
   if (!row.is_object()) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "anvil/env/toolchain.h"
+#include "anvil/util/subprocess.h"
 
 namespace anvil {
 
@@ -37,6 +38,10 @@ bool is_dataset_path(const std::string& path);
 // The number of rows of a dataset, so that DATASET#0 .. DATASET#(n-1) name its
 // tasks: JSONL rows (non-blank lines) are counted here, Parquet rows through
 // `python -m anvil.dataset FILE --count`. Returns nullopt with a message in *err.
+// One of anvil's own Python helpers (`-m anvil.dataset ...`): the interpreter anvil found, anvil's
+// python/ on PYTHONPATH, five minutes at most, stdout and stderr apart. Not for candidate code.
+SubprocessResult run_python(const Environment& env, const std::vector<std::string>& args);
+
 std::optional<long> count_dataset_rows(const Environment& env, const std::string& path, std::string* err);
 
 // The task specs a target names: a task (FILE or DATASET#ROW) names itself; a
