@@ -383,7 +383,7 @@ def examine(candidate, torch):
 
 # aten's iterative matrix decompositions: no FLOP formula, and on the GPU a time that depends on
 # convergence (torch.pinverse's SVD: 1-31 s at a task's full size for 2-12 ms estimated; the GPU
-# stage accepted 0 of 13 such tasks, bench/results/synth-2026-12-02-head.md)
+# stage accepted 0 of 13 such tasks: bench/results/synth-2026-12-02-catalogue190.md)
 ITERATIVE = ("linalg_pinv", "_linalg_svd", "linalg_svd", "linalg_svdvals", "svd", "_linalg_eigh", "linalg_eigh",
              "linalg_eig", "linalg_eigvals", "linalg_eigvalsh")
 
