@@ -26,13 +26,14 @@ DIR/gpu-summary.json is the counts. --budget-s stops taking tasks once that long
 done is kept).
 """
 import argparse
+import collections
 import fcntl
 import hashlib
 import json
 import math
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
-import queue as queue_module
 import random
 import statistics
 import sys
@@ -216,7 +217,10 @@ def vet_one(row, torch, device="cuda"):
     return out
 
 
-def worker(queue, results, lock_path, deadline, device, share):
+def worker(conn, lock_path, device, share):
+    """One process of the pool: takes an item over its pipe, answers with the record, until told None.
+    Its answers are written to the pipe before the next item is read (no feeder thread, so nothing
+    said is lost when a task ends the process)."""
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import warnings
 
@@ -226,15 +230,16 @@ def worker(queue, results, lock_path, deadline, device, share):
     torch.set_num_threads(1)
     if device == "cuda":
         torch.cuda.set_per_process_memory_fraction(share)
-    pid = os.getpid()
+    conn.send(None)  # ready
     while True:
-        item = queue.get()
-        if item is None or time.time() > deadline:
-            results.put(("end", pid, None))
+        try:
+            item = conn.recv()
+        except EOFError:  # the stage is gone
+            return
+        if item is None:
             return
         kind, row = item
-        results.put(("start", pid, item))
-        results.put(("done", pid, check(row, lock_path, torch, device) if kind == "check" else vet_one(row, torch, device)))
+        conn.send(check(row, lock_path, torch, device) if kind == "check" else vet_one(row, torch, device))
 
 
 def _lost(item, reason, detail, seconds):
@@ -246,58 +251,109 @@ def _lost(item, reason, detail, seconds):
             "seconds": round(seconds, 2)}
 
 
+class _Slot:
+    """A process of the pool, the item it holds (None: idle) and when it was given."""
+
+    def __init__(self, process, conn):
+        self.process, self.conn, self.item, self.began, self.ready = process, conn, None, 0.0, False
+
+
+START_FAILURES = 3  # processes in a row that die before they are ready: the rest of the items cannot run
+
+
 def run_pool(items, procs, share, lock_path, deadline, device, on_result, task_timeout=TASK_TIMEOUT_S):
-    """items in `procs` processes of `share` of the GPU each; on_result(record) for each answer. A
-    task past task_timeout is killed with its process (gpu_timeout), a process that dies in a task
-    is that task's verdict (gpu_error), and a new process takes the place of either."""
-    if not items:
+    """items in `procs` processes of `share` of the GPU each; on_result(record) for each answer. The
+    stage hands each process one item at a time over its own pipe, so it knows what every process
+    holds: a task past task_timeout is killed with its process (gpu_timeout), a process that dies in a
+    task is that task's verdict (gpu_error), and a new process takes the place of either. No item is
+    given after `deadline`; items left then have no record (a later run takes them)."""
+    todo = collections.deque(items)
+    if not todo:
         return
-    procs = max(1, min(procs, len(items)))
     ctx = mp.get_context("spawn")
-    queue, results = ctx.Queue(), ctx.Queue()
-    for it in items:
-        queue.put(it)
-    for _ in range(procs):
-        queue.put(None)
-    args = (queue, results, lock_path, deadline, device, share)
-    pool = {}  # pid -> [process, its task, when it began]
+    pool = {}  # the parent's end of a process's pipe -> its _Slot
+    retired = []  # processes told to end, joined at the end (their exits overlap)
+    failed_starts = 0
 
     def start():
-        p = ctx.Process(target=worker, args=args)
+        mine, theirs = ctx.Pipe()
+        p = ctx.Process(target=worker, args=(theirs, lock_path, device, share))
         p.start()
-        pool[p.pid] = [p, None, 0.0]
+        theirs.close()
+        pool[mine] = _Slot(p, mine)
 
-    for _ in range(procs):
-        start()
-    def take(what, pid, value):
-        if what == "start" and pid in pool:
-            pool[pid][1:] = [value, time.time()]
-        elif what == "done" and pid in pool:
-            pool[pid][1] = None
-            on_result(value)
-        elif what == "end" and pid in pool:
-            pool.pop(pid)[0].join()
-
-    while pool:
+    def give(slot):
+        if not todo or time.time() > deadline:
+            pool.pop(slot.conn)
+            try:
+                slot.conn.send(None)
+            except OSError:
+                pass
+            slot.conn.close()
+            retired.append(slot.process)
+            return
+        slot.item, slot.began = todo.popleft(), time.time()
         try:
-            take(*results.get(timeout=5))
-            while True:  # everything said so far, before judging a process gone
-                take(*results.get_nowait())
-        except queue_module.Empty:
-            pass
-        for pid, (p, item, began) in list(pool.items()):
-            late = item is not None and time.time() - began > task_timeout
-            if late:
-                p.kill()
+            slot.conn.send(slot.item)
+        except OSError:  # it is gone and never had it: the item waits for another process
+            todo.appendleft(slot.item)
+            slot.item = None
+
+    def read(slot, give_next):
+        """Takes what the process has said (ready, then a record per item); False once its pipe is closed."""
+        try:
+            while slot.conn in pool and slot.conn.poll():
+                msg = slot.conn.recv()
+                if slot.ready:
+                    slot.item = None
+                    on_result(msg)
+                slot.ready = True
+                if give_next and slot.item is None:
+                    give(slot)
+        except (EOFError, OSError):
+            return False
+        return True
+
+    try:
+        for _ in range(min(max(1, procs), len(todo))):
+            start()
+        while pool:
+            mp_connection.wait(list(pool) + [s.process.sentinel for s in pool.values()], timeout=1.0)
+            for slot in list(pool.values()):
+                alive = read(slot, give_next=True) and slot.process.is_alive()
+                if slot.conn not in pool:  # retired
+                    continue
+                late = slot.item is not None and time.time() - slot.began > task_timeout
+                if alive and not late:
+                    continue
+                if late:
+                    slot.process.kill()
+                slot.process.join()
+                if not late:
+                    read(slot, give_next=False)  # all it wrote before it died counts
+                pool.pop(slot.conn)
+                slot.conn.close()
+                if slot.item is not None:
+                    on_result(_lost(slot.item, "gpu_timeout" if late else "gpu_error",
+                                    "over %g s: killed" % task_timeout if late else
+                                    "its process died (exit code %s)" % slot.process.exitcode,
+                                    time.time() - slot.began))
+                failed_starts = 0 if slot.ready else failed_starts + 1
+                if failed_starts >= START_FAILURES:
+                    while todo:
+                        on_result(_lost(todo.popleft(), "gpu_error", "no process could start (the last one's exit "
+                                        "code %s)" % slot.process.exitcode, 0.0))
+                if todo and time.time() <= deadline:
+                    start()
+    finally:
+        for slot in pool.values():
+            slot.process.kill()
+            retired.append(slot.process)
+        for p in retired:
+            p.join(timeout=30)
             if p.is_alive():
-                continue
-            p.join()
-            pool.pop(pid)
-            if item is not None:  # gone in a task: the task's verdict, and a process in its place
-                on_result(_lost(item, "gpu_timeout" if late else "gpu_error",
-                                "over %g s: killed" % task_timeout if late else
-                                "its process died (exit code %s)" % p.exitcode, time.time() - began))
-                start()
+                p.kill()
+                p.join()
 
 
 def read_rows(path):
