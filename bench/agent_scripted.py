@@ -1,10 +1,13 @@
 """A scripted agent episode end to end, through the real `anvil agent` binary.
 
-The replay server (tests/replay_server.py, real HTTP) plays a model that reads the task, writes a
-bundled candidate's files into the workdir with write_file, then calls compile, verify, profile,
-ncu_profile (when offered) and finish; anvil runs every tool for real and judges the final workdir
-afresh. Prints one line per turn (tool, ok, first line of the answer) and the final evaluation, and
-writes the trajectory and a summary to --out.
+The replay server (tests/replay_server.py, real HTTP) plays a model whose first turn profiles the
+reference (profile_reference, when offered) and reads the task, then writes a bundled candidate's
+files into the workdir with write_file, then calls compile, verify, profile, tune (when the
+candidate's ModelNew sets self.config: --tune's values), ncu_profile of the reference and of
+ModelNew (when offered) and finish; anvil runs every tool for real and judges the final workdir
+afresh. Prints one line per turn (tool, ok, first line of the answer; profile_reference, profile,
+tune and ncu_profile in full) and the final evaluation, and writes the trajectory and a summary to
+--out.
 
     python3 bench/agent_scripted.py --task examples/tasks/01_elementwise_chain.py \
         --candidate examples/candidates/01_elementwise_chain/cuda --out /tmp/agent-gpu
@@ -23,7 +26,7 @@ def call(name, args):
     return {"name": name, "arguments": args}
 
 
-def script_for(candidate, with_ncu):
+def script_for(candidate, with_ncu, tune):
     files = []
     for base, dirs, names in os.walk(candidate):
         dirs[:] = [d for d in dirs if d not in ("build", "__pycache__")]
@@ -32,9 +35,10 @@ def script_for(candidate, with_ncu):
             rel = os.path.relpath(path, candidate)
             if rel == "model_new.py" or n.endswith((".cu", ".cuh", ".cpp", ".h", ".hpp")):
                 files.append((rel, open(path).read()))
+    tuned = "self.config" in dict(files).get("model_new.py", "")
     turns = [
-        {"content": "Reading the reference first.",
-         "tool_calls": [call("read_file", {"path": "model.py"}),
+        {"content": "Profiling the reference first.",
+         "tool_calls": [call("profile_reference", {}), call("read_file", {"path": "model.py"}),
                         call("bash", {"command": "nvcc --version | tail -1; nvidia-smi -L; ls; \"${ANVIL_PYTHON:-python3}\" -c "
                                       "'import torch; print(\"torch sees the GPU:\", torch.cuda.is_available())'"}),
                         call("todo_write", {"todos": [{"content": "fused kernel", "status": "in_progress"}]})]},
@@ -43,8 +47,11 @@ def script_for(candidate, with_ncu):
         {"content": None, "tool_calls": [call("verify", {})]},
         {"content": None, "tool_calls": [call("profile", {})]},
     ]
+    if tuned and tune:
+        turns.append({"content": None, "tool_calls": [call("tune", {"configs": tune})]})
     if with_ncu:
-        turns.append({"content": None, "tool_calls": [call("ncu_profile", {"top": 3})]})
+        turns.append({"content": None, "tool_calls": [call("ncu_profile", {"top": 3, "target": "reference"}),
+                                                      call("ncu_profile", {"top": 3})]})
     turns.append({"content": "Done.", "tool_calls": [call("finish", {"summary": "bundled candidate"})]})
     return {"model": "replay", "turns": turns}
 
@@ -56,12 +63,15 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--anvil", default=os.environ.get("ANVIL_BIN", os.path.join(ROOT, "build", "anvil")))
     ap.add_argument("--no-ncu", action="store_true")
+    ap.add_argument("--tune", default="0,1,2,3,4,5,6,7",
+                    help="the launch configurations tune tries when ModelNew sets self.config (comma-separated; "
+                         "empty: no tune call)")
     ap.add_argument("extra", nargs="*", help="more `anvil agent` options (after --)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     script = os.path.join(a.out, "script.json")
     with open(script, "w") as f:
-        json.dump(script_for(a.candidate, not a.no_ncu), f)
+        json.dump(script_for(a.candidate, not a.no_ncu, [int(v) for v in a.tune.split(",") if v.strip()]), f)
     server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "replay_server.py"), "--script", script,
                                "--port", "0", "--log", os.path.join(a.out, "requests.jsonl")],
                               stdout=subprocess.PIPE, text=True)
@@ -94,10 +104,12 @@ def main():
         if m["role"] == "tool":
             name = names.get(m["tool_call_id"], "?")
             text = (m["content"] or "").strip().splitlines()
-            if name in ("profile", "ncu_profile"):  # these in full
-                print("  %-12s %s" % (name, ("\n" + " " * 15).join(text)))
+            if name in ("profile_reference", "profile", "tune", "ncu_profile"):  # these in full
+                print("  %-17s %s" % (name, ("\n" + " " * 20).join(text)))
             else:
-                print("  %-12s %s" % (name, " | ".join(text[:3])[:200]))
+                print("  %-17s %s" % (name, " | ".join(text[:3])[:200]))
+    first = [names.get(m.get("tool_call_id")) for m in msgs if m["role"] == "tool"][:1]
+    first_text = next((m["content"] for m in msgs if m["role"] == "tool"), "")
     ev = rec.get("evaluation") or {}
     t = ev.get("timing") or {}
     summary = {"task": rec["task"]["name"], "candidate": a.candidate, "end_reason": rec["end_reason"],
@@ -105,7 +117,9 @@ def main():
                "outcome": ev.get("outcome"), "candidate_ms": t.get("candidate_ms"), "eager_ms": t.get("eager_ms"),
                "compile_ms": t.get("compile_ms"), "speedup_eager": t.get("speedup_eager"),
                "speedup_compile": t.get("speedup_compile"), "episode_seconds": rec.get("seconds"),
-               "wall_seconds": wall, "env": ev.get("env"), "tools_offered": [s["function"]["name"] for s in rec["tools"]]}
+               "wall_seconds": wall, "env": ev.get("env"), "tools_offered": [s["function"]["name"] for s in rec["tools"]],
+               "first_tool": first[0] if first else None,
+               "first_turn_saw_reference_profile": (first_text or "").startswith("The reference (model.py's Model)")}
     fmt = lambda v, f: f % v if isinstance(v, (int, float)) else "-"
     print("\nfinal evaluation (fresh, in the protected harness): %s, reward %s; candidate %s ms, eager %s ms (%s), "
           "torch.compile %s ms (%s); %d turns, episode %.0f s" % (

@@ -38,8 +38,12 @@ import cuda_extension
 
 
 class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = 1  # the launch configuration (the starter's: 256 threads per block)
+
     def forward(self, x):
-        return cuda_extension.scale_shift(x.contiguous(), 2.0, 1.0)
+        return cuda_extension.scale_shift(x.contiguous(), 2.0, 1.0, self.config)
 PY
 step "anvil build"
 "$anvil" build "$dir/work"

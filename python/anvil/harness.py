@@ -659,6 +659,22 @@ class Harness:
                           "must take the same arguments" % (new_sig, ref_sig))
         self.ModelNew = cls
 
+    def set_config(self, new, config):
+        """The launch configuration the request names (the agent's tune tool) in place of the one
+        ModelNew set itself: its integer attribute `config`, which forward passes to the launchers."""
+        try:
+            own = getattr(new, "config", None)
+        except BaseException as e:  # noqa: BLE001 - the candidate's own attribute raised
+            raise Outcome("load_error", raised(e, "ModelNew.config"), trace(e))
+        if isinstance(own, bool) or not isinstance(own, int):
+            raise Outcome("load_error", "tune needs ModelNew.__init__ to set an integer self.config (the launch "
+                          "configuration forward passes to your launchers); it has %s" % (
+                              "none" if own is None else "a %s" % type(own).__name__))
+        try:
+            new.config = config
+        except BaseException as e:  # noqa: BLE001
+            raise Outcome("load_error", raised(e, "setting ModelNew.config = %d" % config), trace(e))
+
     def build_candidate(self, weights):
         """ModelNew(*get_init_inputs()) with `weights` (Model's state_dict) loaded strictly."""
         init = self.init_inputs()
@@ -670,6 +686,8 @@ class Harness:
             new = new.eval().to(self.device)
         except BaseException as e:  # noqa: BLE001
             raise Outcome("load_error", raised(e, "ModelNew(*get_init_inputs())"), trace(e))
+        if self.req.get("config") is not None:
+            self.set_config(new, self.req["config"])
         try:
             got = new.state_dict()
         except BaseException as e:  # noqa: BLE001

@@ -1,9 +1,10 @@
 """The program Nsight Compute profiles for the agent's ncu_profile tool.
 
-python -m anvil.ncu_target TASK_FILE WORKDIR: imports the task's Model and the workdir's ModelNew
-(with its built cuda_extension), copies Model's weights into it, makes one seeded input set, runs two
-warm-up calls, then exactly one forward call between cudaProfilerStart and cudaProfilerStop (ncu runs
-with --profile-from-start off, so only that call's kernels are profiled).
+python -m anvil.ncu_target TASK_FILE WORKDIR [--reference]: imports the task's Model and the
+workdir's ModelNew (with its built cuda_extension), copies Model's weights into it, makes one seeded
+input set, runs two warm-up calls, then exactly one forward call between cudaProfilerStart and
+cudaProfilerStop (ncu runs with --profile-from-start off, so only that call's kernels are
+profiled). With --reference the call profiled is Model's (the workdir is not imported).
 """
 import importlib.util
 import os
@@ -18,21 +19,26 @@ def _load(path, name):
 
 
 def main(argv):
+    reference = "--reference" in argv
+    argv = [a for a in argv if a != "--reference"]
     if len(argv) != 2:
-        print("usage: python -m anvil.ncu_target TASK_FILE WORKDIR", file=sys.stderr)
+        print("usage: python -m anvil.ncu_target TASK_FILE WORKDIR [--reference]", file=sys.stderr)
         return 2
     task_file, workdir = argv
     import torch
 
-    sys.path.insert(0, os.path.abspath(workdir))
     task = _load(task_file, "anvil_ncu_task")
     torch.manual_seed(0)
     init = task.get_init_inputs()
     ref = task.Model(*init).cuda().eval()
-    cand_mod = _load(os.path.join(workdir, "model_new.py"), "anvil_ncu_model_new")
-    torch.manual_seed(0)
-    cand = cand_mod.ModelNew(*init).cuda().eval()
-    cand.load_state_dict(ref.state_dict(), strict=False)
+    if reference:
+        cand = ref
+    else:
+        sys.path.insert(0, os.path.abspath(workdir))
+        cand_mod = _load(os.path.join(workdir, "model_new.py"), "anvil_ncu_model_new")
+        torch.manual_seed(0)
+        cand = cand_mod.ModelNew(*init).cuda().eval()
+        cand.load_state_dict(ref.state_dict(), strict=False)
     torch.manual_seed(1)
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     with torch.no_grad():

@@ -21,10 +21,12 @@ with the relay), then waits for it; the client kills the relay's process group, 
 death ends every process of the evaluation, whatever it did to leave the group.
 
 Protocol (one connection per evaluation, JSON lines over a Unix socket):
-  client -> {"token": T, "module": "runner"|"vet"|"warm", "request": {...the module's request...}, "cwd": DIR,
+  client -> {"token": T, "module": "runner"|"vet"|"warm"|"reference_profile", "request": {...the module's
+             request...}, "cwd": DIR,
              "env": {NAME: VALUE}, "report_path": FILE, "output_path": FILE,
              "rlimits": {"fsize": N, "core": 0}, "network": false}
-            ("module", default "runner": what the child runs, anvil.runner, anvil.vet or anvil.warm; the same
+            ("module", default "runner": what the child runs, anvil.runner, anvil.vet, anvil.warm or
+            anvil.reference_profile; the same
             request and report either way as its fresh process's)
   zygote -> {"pid": PID}                          as soon as the child exists
   zygote -> {"pid": PID, "exit_code": N, "signal": S}  when it has ended
@@ -237,9 +239,16 @@ def _warm():
     return warm
 
 
-# What a child may run: an evaluation (the default), a task's vetting or the warming of its compile
-# caches, each reading its request on stdin and writing its report to fd 3 (docs/vet.md).
-_MODULES = {"runner": _runner, "vet": _vet, "warm": _warm}
+def _reference_profile():
+    from anvil import reference_profile
+
+    return reference_profile
+
+
+# What a child may run: an evaluation (the default), a task's vetting, the warming of its compile
+# caches or the profile of its reference, each reading its request on stdin and writing its report
+# to fd 3 (docs/vet.md).
+_MODULES = {"runner": _runner, "vet": _vet, "warm": _warm, "reference_profile": _reference_profile}
 
 _active = 0
 _last_active = 0.0

@@ -656,8 +656,6 @@ def test_the_tools_described_are_the_tool_boxs():
     described |= set(re.findall(r"^- `\w+`, `(\w+)`, `(\w+)`; `(\w+)`", tools, re.M)[0])
     source = read("src/anvil/agent/tools.cpp")
     offered = set(re.findall(r'fn\("(\w+)",', source))
-    if not {"profile_reference", "tune"} & offered:  # until issue 21's first deliverable is in: then remove
-        pytest.skip("tools.cpp offers neither profile_reference nor tune yet")
     assert described == offered, "SKILL.md describes %s; tools.cpp offers %s" % (sorted(described), sorted(offered))
     # The new tools' arguments, their defaults and limits, as the tool box takes them.
     for name in ("profile_reference", "ncu_profile", "tune"):

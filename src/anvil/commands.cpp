@@ -146,7 +146,7 @@ int cmd_init(const InitArgs& a) {
   }
   std::printf("initialized %s for task %s\n", a.dir.c_str(), task->name.c_str());
   if (!starter->empty()) {
-    std::printf("  %s: a starter kernel (cuda_extension.scale_shift(x, a, b) = x * a + b) to replace\n",
+    std::printf("  %s: a starter kernel (cuda_extension.scale_shift(x, a, b, config) = x * a + b) to replace\n",
                 join(*starter, ", ").c_str());
   }
   std::printf("next: write ModelNew in %s/model_new.py, then `anvil build %s` and `anvil eval --candidate %s`\n",
@@ -222,6 +222,33 @@ int cmd_task_show(const TaskShowArgs& a) {
     if (probe.contains("output")) std::printf("  output %s\n", probe["output"].dump().c_str());
   }
   return probe.value("ok", false) ? 0 : 1;
+}
+
+int cmd_task_profile(const TaskProfileArgs& a) {
+  Environment env;
+  if (!environment(&env)) return 2;
+  std::string err;
+  auto task = load_task(env, a.task, &err);
+  if (!task) {
+    std::fprintf(stderr, "task_error: %s\n", err.c_str());
+    return 1;
+  }
+  ReferenceProfileOptions o = a.opts;
+  o.device = !a.device.empty() ? a.device : env.gpus.empty() ? "cpu" : "cuda";
+  ReferenceProfile p = profile_reference(env, *task, o);
+  if (!p.ok) {
+    std::fprintf(stderr, "%s: %s\n", p.task_error ? "task_error" : "anvil task profile", p.error.c_str());
+    return p.task_error ? 1 : 2;
+  }
+  if (a.json) {
+    p.report["task"] = {{"spec", task->spec}, {"name", task->name}, {"hash", task->hash}};
+    p.report["cached"] = p.cached;
+    std::printf("%s\n", p.report.dump(2).c_str());
+  } else {
+    std::printf("task %s (%s)%s\n%s", task->name.c_str(), task->hash.substr(0, 12).c_str(), p.cached ? ", cached" : "",
+                reference_profile_text(p.report).c_str());
+  }
+  return 0;
 }
 
 int cmd_eval(const EvalArgs& a) {

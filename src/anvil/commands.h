@@ -12,6 +12,7 @@
 #include "anvil/bench/bench.h"
 #include "anvil/env/build.h"
 #include "anvil/env/eval.h"
+#include "anvil/env/reference_profile.h"
 #include "anvil/env/vet.h"
 #include "anvil/serve/ray_pool.h"
 #include "anvil/synth/synth.h"
@@ -46,6 +47,16 @@ struct TaskShowArgs {
   bool forward = true;
 };
 int cmd_task_show(const TaskShowArgs& a);
+
+struct TaskProfileArgs {
+  std::string task;
+  ReferenceProfileOptions opts;
+  std::string device;  // empty: cuda where a GPU is found, else cpu
+  bool json = false;
+};
+// `anvil task profile`: the reference's profile (env/reference_profile.h). 0: profiled; 1: the task is
+// at fault; 2: could not profile.
+int cmd_task_profile(const TaskProfileArgs& a);
 
 struct EvalArgs {
   EvalOptions opts;

@@ -256,6 +256,25 @@ void add_task(CLI::App& app, int& status) {
   show_cmd->add_flag("--json", show.json, "print JSON");
   show_cmd->add_flag_callback("--no-forward", [&] { show.forward = false; }, "do not run the reference forward");
   show_cmd->callback([&] { status = anvil::cmd_task_show(show); });
+  static anvil::TaskProfileArgs prof;
+  static bool prof_no_cache = false;
+  auto* prof_cmd = task_cmd->add_subcommand(
+      "profile", "where the reference's time goes: eager and torch.compile timed, their kernels, work and roofline floor");
+  prof_cmd->add_option("task", prof.task, "FILE or DATASET#ROW")->required();
+  prof_cmd->add_option("--device", prof.device, "cuda or cpu (default: cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  prof_cmd->add_option("--gpu", prof.opts.gpu, "which GPU (default 0)");
+  prof_cmd->add_option("--compile-mode", prof.opts.compile_mode,
+                       "torch.compile's mode (default, reduce-overhead, max-autotune, ...); none: eager alone");
+  prof_cmd->add_option("--calls", prof.opts.calls, "timed calls per model (default 30)")->check(CLI::Range(1, 100000));
+  prof_cmd->add_option("--warmup", prof.opts.warmup, "warm-up calls (default 10)")->check(CLI::Range(0, 100000));
+  prof_cmd->add_option("--top", prof.opts.top, "kernels listed per model (default 8)")->check(CLI::Range(1, 1000));
+  prof_cmd->add_flag("--no-cache", prof_no_cache, "profile again instead of using a cached report");
+  prof_cmd->add_flag("--json", prof.json, "print the report as JSON (anvil.reference-profile/1)");
+  prof_cmd->callback([&] {
+    prof.opts.use_cache = !prof_no_cache;
+    status = anvil::cmd_task_profile(prof);
+  });
 }
 
 void add_vet(CLI::App& app, int& status) {

@@ -44,11 +44,12 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 std::string task_message(const Task& task, const std::filesystem::path& workdir) {
   return "Your task: optimize the PyTorch model in model.py.\n\n"
          "Write CUDA kernels in kernels/ and a ModelNew in model_new.py that computes the same outputs as Model, "
-         "correctly, and " + more_than_faster() + " than torch.compile. Your workdir is " +
+         "correctly, and " + more_than_faster() + " than both torch.compile and eager PyTorch. Your workdir is " +
          workdir.string() + " (task " + task.name +
          "). model.py (read-only) is:\n\n```python\n" + task.code + (ends_with(task.code, "\n") ? "" : "\n") +
-         "```\n\nStart by reading the files of the workdir, then plan with todo_write. Call finish when your best "
-         "version is in place.";
+         "```\n\nStart with profile_reference, to see where the reference's time goes and the times to beat (where it "
+         "is not among your tools, count model.py's bytes and FLOPs), then plan with todo_write. Call finish when your "
+         "best version is in place.";
 }
 
 size_t content_chars(const Json& m) {

@@ -19,6 +19,7 @@
 
 #include "anvil/env/build.h"
 #include "anvil/env/confine.h"
+#include "anvil/env/reference_profile.h"
 #include "anvil/env/task.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/line_child.h"
@@ -279,12 +280,36 @@ ToolBox::ToolBox(const Environment& env, ToolOptions opts)
                         "verify, then time your ModelNew against eager PyTorch and torch.compile, and say which reward "
                         "the workdir would earn now.",
                         Json::object(), Json::array()));
+  schemas_.push_back(fn("tune",
+                        "Judge the workdir once per launch configuration, as profile does (verify, then time against "
+                        "eager and torch.compile), with ModelNew's integer attribute config set to each value after it "
+                        "is constructed; a table of outcomes and times, and the fastest correct value. ModelNew.__init__ "
+                        "must set self.config and forward pass it to your launchers. The final judgement uses the "
+                        "value ModelNew sets itself: write the best one into model_new.py.",
+                        {{"configs",
+                          {{"type", "array"},
+                           {"description", "1 to " + std::to_string(kMaxTuneConfigs) +
+                                               " distinct integers from 0 to 2^31-1, the values to try"},
+                           {"items", {{"type", "integer"}}}}}},
+                        {"configs"}));
+  if (!opts_.remote) {  // measured on this host's GPU: not offered where a cluster's workers judge
+    schemas_.push_back(fn("profile_reference",
+                          "Profile model.py's Model before you write a kernel: eager and torch.compile timed as profile "
+                          "times them, the kernels each launches with their share of the GPU time, the FLOPs and the "
+                          "fewest bytes a call must move, the roofline floor from this GPU's measured peaks, and the "
+                          "times the next rewards take. Cached per task: calling it first costs little.",
+                          {{"top", int_prop("how many kernels to list per model, by time (default 8)")}}, Json::array()));
+  }
   if (opts_.ncu && ncu_available(env_)) {
     schemas_.push_back(fn("ncu_profile",
-                          "Profile one forward call of ModelNew with Nsight Compute: for the top kernels, time, "
-                          "achieved memory bandwidth, compute and memory throughput (% of peak), occupancy and the "
-                          "limiter. Run compile first.",
-                          {{"top", int_prop("how many kernels to show, by time (default 5)")}}, Json::array()));
+                          "Profile one forward call with Nsight Compute: for the top kernels, time, achieved memory "
+                          "bandwidth, compute and memory throughput (% of peak), occupancy and the limiter. Of your "
+                          "ModelNew (compile first) or of model.py's Model (target reference).",
+                          {{"top", int_prop("how many kernels to show, by time (default 5)")},
+                           {"target", {{"type", "string"},
+                                       {"enum", {"model_new", "reference"}},
+                                       {"description", "model_new (default) or reference"}}}},
+                          Json::array()));
   }
   schemas_.push_back(fn("finish",
                         "End the episode. The workdir as it is then is rebuilt and judged from scratch; call it when "
@@ -366,6 +391,10 @@ ToolOutcome ToolBox::call(const std::string& name, const Json& args) {
       out = evaluate_tool(args, true);
     } else if (name == "ncu_profile") {
       out = ncu_profile(args);
+    } else if (name == "profile_reference") {
+      out = profile_reference(args);
+    } else if (name == "tune") {
+      out = tune(args);
     } else if (name == "finish") {
       out.finish = true;
       out.text = "finished: the workdir will now be rebuilt and judged";
@@ -458,26 +487,30 @@ ToolOutcome ToolBox::compile(const Json&) {
   return out;
 }
 
-ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
-  ToolOutcome out;
+EvalOptions ToolBox::workdir_evaluation(bool timed) const {
   EvalOptions o = opts_.eval;
   o.task = opts_.task;
   o.candidate = opts_.workdir.string();
   o.measure_time = timed;
+  return o;
+}
+
+EvalResult ToolBox::judge(EvalOptions o) {
   // The evaluation's own timeouts and the build's units stop at the episode's wall clock.
   bool cut = false;
   o.timeout = std::chrono::duration_cast<std::chrono::seconds>(capped(o.timeout, &cut));
   if (o.timeout.count() < 1) o.timeout = std::chrono::seconds(1);
   o.build.deadline = opts_.deadline;
-  EvalResult r;
-  if (opts_.remote) {
-    r = opts_.remote(o);
-  } else {
-    int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
-    Slots::Hold hold{opts_.gpus, gpu};
-    if (gpu >= 0) o.gpu = gpu;
-    r = evaluate(env_, o);
-  }
+  if (opts_.remote) return opts_.remote(o);
+  int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
+  Slots::Hold hold{opts_.gpus, gpu};
+  if (gpu >= 0) o.gpu = gpu;
+  return evaluate(env_, o);
+}
+
+ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
+  ToolOutcome out;
+  EvalResult r = judge(workdir_evaluation(timed));
   if (!r.evaluated) {
     out.error = true;
     out.error_kind = "tool_error";
@@ -490,6 +523,153 @@ ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
     for (const char* k : {"candidate_ms", "eager_ms", "compile_ms"}) out.detail[k] = r.json["timing"].value(k, Json());
   }
   if (r.json.contains("worker")) out.detail["worker"] = r.json["worker"];  // judged on a Ray worker
+  return out;
+}
+
+// ---- tune: one judged evaluation per launch configuration --------------------------------------
+
+namespace {
+
+// The configurations asked for, or why they cannot be tried.
+std::optional<std::vector<int64_t>> tune_configs(const Json& given, std::string* why) {
+  std::vector<int64_t> out;
+  if (given.empty() || given.size() > kMaxTuneConfigs) {
+    *why = "configs: give 1 to " + std::to_string(kMaxTuneConfigs) + " values (got " + std::to_string(given.size()) + ")";
+    return std::nullopt;
+  }
+  for (const auto& v : given) {
+    bool integral = v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    double d = v.is_number() ? v.get<double>() : -1;
+    if (!integral || d < 0 || d > static_cast<double>(kMaxConfig)) {
+      *why = "configs: " + v.dump() + " is not an integer from 0 to 2^31-1";
+      return std::nullopt;
+    }
+    int64_t c = static_cast<int64_t>(d);
+    if (std::find(out.begin(), out.end(), c) != out.end()) {
+      *why = "configs: " + std::to_string(c) + " is given twice";
+      return std::nullopt;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string opt_fmt(const Json& v, const char* f) { return v.is_number() ? fmt(f, v.get<double>()) : std::string("-"); }
+
+// The table of a tune call: one row per configuration tried, then the fastest correct one.
+std::string tune_text(const Json& rows, std::optional<size_t> best, const std::string& first_failure) {
+  std::string s = "config        outcome          reward  time          x eager  x compile\n";
+  for (const auto& r : rows) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%-13lld %-16s %6s  %-12s  %7s  %9s\n", static_cast<long long>(r["config"].get<int64_t>()),
+                  r["outcome"].get<std::string>().c_str(), r.contains("reward") ? r["reward"].dump().c_str() : "-",
+                  opt_fmt(r.value("candidate_ms", Json()), "%.4f ms").c_str(),
+                  opt_fmt(r.value("speedup_eager", Json()), "%.2fx").c_str(),
+                  opt_fmt(r.value("speedup_compile", Json()), "%.2fx").c_str());
+    s += line;
+  }
+  if (best) {
+    const Json& b = rows[*best];
+    s += "fastest correct: config " + b["config"].dump() + " (" + fmt("%.4f ms", b["candidate_ms"].get<double>()) +
+         ", reward " + b["reward"].dump() + "). The final judgement uses the value ModelNew sets itself: set " +
+         "self.config = " + b["config"].dump() + " in ModelNew.__init__.\n";
+  } else {
+    s += "no configuration was correct\n";
+  }
+  if (!first_failure.empty()) s += "first failure: " + cut_text(first_failure, 600, 200) + "\n";
+  return s;
+}
+
+}  // namespace
+
+ToolOutcome ToolBox::tune(const Json& a) {
+  ToolOutcome out;
+  std::string why;
+  auto configs = tune_configs(a["configs"], &why);
+  if (!configs) {
+    out.error = true;
+    out.error_kind = "bad_arguments";
+    out.text = "error: tune: " + why;
+    return out;
+  }
+  Json rows = Json::array();
+  std::optional<size_t> best;
+  std::string first_failure;
+  for (int64_t c : *configs) {
+    if (out_of_time()) {
+      out.out_of_time = true;
+      break;
+    }
+    EvalOptions o = workdir_evaluation(true);
+    o.config = c;
+    EvalResult r = judge(o);
+    Json row = {{"config", c}};
+    if (!r.evaluated) {
+      row["outcome"] = "not evaluated";
+      if (first_failure.empty()) first_failure = "config " + std::to_string(c) + ": " + r.error;
+    } else {
+      row["outcome"] = r.json.value("outcome", std::string("?"));
+      row["reward"] = r.json.value("reward", -1);
+      const Json& t = r.json.contains("timing") && r.json["timing"].is_object() ? r.json["timing"] : Json::object();
+      for (const char* k : {"candidate_ms", "speedup_eager", "speedup_compile"}) row[k] = t.value(k, Json());
+      if (row["outcome"] != "ok" && first_failure.empty()) {
+        first_failure = "config " + std::to_string(c) + ": " + row["outcome"].get<std::string>() + ": " +
+                        trim(r.json.value("message", std::string()));
+      }
+      if (row["outcome"] == "ok" && row["candidate_ms"].is_number() &&
+          (!best || row["candidate_ms"].get<double>() < rows[*best]["candidate_ms"].get<double>())) {
+        best = rows.size();
+      }
+    }
+    rows.push_back(row);
+  }
+  out.text = tune_text(rows, best, first_failure);
+  if (rows.size() < configs->size()) {
+    out.text += std::to_string(configs->size() - rows.size()) + " configuration(s) not tried: the episode's wall clock ran out\n";
+  }
+  out.detail = {{"rows", rows}, {"best", best ? rows[*best]["config"] : Json()}};
+  return out;
+}
+
+// ---- profile_reference ------------------------------------------------------------------------
+
+ToolOutcome ToolBox::profile_reference(const Json& a) {
+  ToolOutcome out;
+  auto task = load_task(env_, opts_.task, &out.text);
+  if (!task) {
+    out.error = true;
+    out.error_kind = "tool_error";
+    out.text = "profile_reference: " + out.text;
+    return out;
+  }
+  ReferenceProfileOptions ro;
+  ro.device = !opts_.eval.device.empty() ? opts_.eval.device : env_.gpus.empty() ? "cpu" : "cuda";
+  ro.compile_mode = opts_.eval.compile_mode;
+  ro.warmup = opts_.eval.warmup;
+  ro.calls = opts_.eval.calls;
+  ro.top = static_cast<int>(std::clamp(a.value("top", 8L), 1L, 50L));
+  ro.zygote = opts_.eval.zygote_socket;
+  ro.gpu_lock = opts_.eval.gpu_lock.has_value();
+  ro.memory_limit_bytes = opts_.eval.memory_limit_bytes;
+  bool cut = false;
+  ro.timeout = std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(capped(ro.timeout, &cut)));
+  int gpu = ro.device == "cuda" && opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
+  Slots::Hold hold{opts_.gpus, gpu};
+  ro.gpu = gpu >= 0 ? gpu : opts_.eval.gpu;
+  ReferenceProfile p = anvil::profile_reference(env_, *task, ro);
+  if (!p.ok) {
+    out.error = true;
+    out.error_kind = "tool_error";
+    out.out_of_time = cut && p.error.find("did not finish") != std::string::npos;
+    out.text = std::string("profile_reference failed: ") + (p.task_error ? "the reference itself fails: " : "") + p.error;
+    return out;
+  }
+  out.text = reference_profile_text(p.report);
+  const Json& c = p.report.value("compile", Json());
+  out.detail = {{"cached", p.cached},
+                {"eager_ms", p.report.value("eager", Json::object()).value("ms", Json())},
+                {"compile_ms", c.is_object() ? c.value("ms", Json()) : Json()},
+                {"seconds", p.seconds}};
   return out;
 }
 
@@ -570,9 +750,11 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
   std::string err;
   fs::permissions(task_dir, fs::perms(0755));  // read by the jail's user
   write_file_atomic(task_dir / "model.py", task->code, &err, 0644);
+  bool reference = a.value("target", std::string("model_new")) == "reference";
   std::vector<std::string> argv = {ncu.string(), "--csv", "--page", "raw", "--profile-from-start", "off",
                                    "--target-processes", "all", "--metrics", ncu_metrics(), env_.python.string(), "-m",
                                    "anvil.ncu_target", (task_dir / "model.py").string(), opts_.workdir.string()};
+  if (reference) argv.push_back("--reference");
   JailResult r = run_ncu(argv, task_dir, gpu >= 0 ? gpu : opts_.eval.gpu);
   if (!r.ok() || r.output.find("\"ID\"") == std::string::npos) {
     out.error = true;
@@ -586,13 +768,14 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
   }
   auto report = ncu_report(r.output, static_cast<size_t>(std::max(1L, a.value("top", 5L))));
   if (!report) {
-    out.text = "ncu_profile: no kernel was profiled (did forward launch any CUDA kernel?)\n" + tail_lines(r.err_output, 10);
+    out.text = std::string("ncu_profile: no kernel was profiled (did ") + (reference ? "Model" : "ModelNew") +
+               "'s forward launch any CUDA kernel?)\n" + tail_lines(r.err_output, 10);
     out.error = true;
     out.error_kind = "tool_error";
     return out;
   }
-  out.text = report->text;
-  out.detail = {{"kernels", report->kernels}, {"gpu_ns", report->gpu_ns}};
+  out.text = (reference ? "Nsight Compute on model.py's Model (the reference):\n" : "") + report->text;
+  out.detail = {{"kernels", report->kernels}, {"gpu_ns", report->gpu_ns}, {"target", reference ? "reference" : "model_new"}};
   return out;
 }
 

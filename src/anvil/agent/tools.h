@@ -1,14 +1,17 @@
 // tools.h: the agent's tool box: OpenAI function schemas and their dispatch.
 //
 // Tools (flat JSON arguments): bash, read_file, write_file, edit_file, glob,
-// todo_write, compile, verify, profile, ncu_profile (only where Nsight Compute
-// is installed and a GPU is present) and finish. compile, verify and profile
-// are the protected harness (the build service and the evaluator of
-// src/anvil/env/): they answer in compact text (compiler errors as
-// file:line, the mismatch report, times against eager and torch.compile and
-// the reward it would earn); their verdicts are advisory, the episode's
-// reward comes from a fresh evaluation after it ends. Every answer is cut to
-// a limit, saying what was cut.
+// todo_write, compile, verify, profile, tune, profile_reference (where this
+// host judges: not under a cluster's workers), ncu_profile (only where Nsight
+// Compute is installed and a GPU is present) and finish. compile, verify,
+// profile and tune are the protected harness (the build service and the
+// evaluator of src/anvil/env/): they answer in compact text (compiler errors
+// as file:line, the mismatch report, times against eager and torch.compile and
+// the reward it would earn; tune, one judged evaluation per launch
+// configuration); their verdicts are advisory, the episode's reward comes from
+// a fresh evaluation after it ends. profile_reference measures the task's
+// reference (env/reference_profile.h). Every answer is cut to a limit, saying
+// what was cut.
 //
 // Arguments are checked against the schema before a tool runs: a missing
 // required argument or a wrong type comes back as an error result, never an
@@ -33,6 +36,9 @@
 #include "anvil/env/toolchain.h"
 
 namespace anvil {
+
+// The most launch configurations one tune call tries (each a judged evaluation).
+inline constexpr size_t kMaxTuneConfigs = 16;
 
 // A fixed set of interchangeable resources (the GPUs of a host, or CPU slots
 // for builds and CPU evaluations), shared by concurrent episodes. acquire()
@@ -125,6 +131,12 @@ class ToolBox {
   ToolOutcome compile(const nlohmann::json& a);
   ToolOutcome evaluate_tool(const nlohmann::json& a, bool timed);
   ToolOutcome ncu_profile(const nlohmann::json& a);
+  ToolOutcome profile_reference(const nlohmann::json& a);
+  ToolOutcome tune(const nlohmann::json& a);
+  // verify's and profile's evaluation of the workdir (the options' template, this task and workdir).
+  EvalOptions workdir_evaluation(bool timed) const;
+  // One evaluation, within the episode's wall clock: on a GPU the queue gives, or by the remote judge.
+  EvalResult judge(EvalOptions o);
   JailResult run_ncu(const std::vector<std::string>& argv, const std::filesystem::path& task_dir, int gpu);
   // The shorter of `limit` and what is left of the episode's wall clock (*cut: the clock's).
   std::chrono::milliseconds capped(std::chrono::milliseconds limit, bool* cut) const;

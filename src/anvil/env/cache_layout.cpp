@@ -17,6 +17,7 @@ const std::vector<CacheAreaInfo>& cache_areas() {
       {CacheArea::kBaselines, "baselines", "eager and torch.compile baselines", true},
       {CacheArea::kRoofline, "roofline", "GPUs' measured peaks", true},
       {CacheArea::kVet, "vet", "vetting reports", true},
+      {CacheArea::kReference, "reference", "references' profiles", true},
       {CacheArea::kKernelNames, "kernel-names", "kernel names of compiled modules", true},
       {CacheArea::kZygote, "zygote", "warm zygotes' sockets", false},
       {CacheArea::kLocks, "locks", "lock files", false},

@@ -20,6 +20,7 @@ enum class CacheArea {
   kBaselines,    // eager and torch.compile baselines (baselines.h)
   kRoofline,     // a GPU's measured peaks (baselines.h)
   kVet,          // vetting reports (vet.h)
+  kReference,    // references' profiles (reference_profile.h)
   kKernelNames,  // kernel names read from compiled modules (python/anvil/evidence.py)
   kZygote,       // the warm zygotes' sockets and tokens (launch.h)
   kLocks,        // lock files: builds, the GPU lock of `anvil baselines`

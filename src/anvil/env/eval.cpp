@@ -200,6 +200,9 @@ std::optional<std::string> settle(const Environment& env, const EvalOptions& opt
   if (opts.trials < 1 || opts.calls < 1 || opts.warmup < 0 || opts.input_sets < 1) {
     return std::string("trials, calls and input sets must be at least 1");
   }
+  if (opts.config && (*opts.config < 0 || *opts.config > kMaxConfig)) {
+    return "config " + std::to_string(*opts.config) + ": a launch configuration is an integer from 0 to 2^31-1";
+  }
   if (!env.torch.present) return env.probe_error;
   return std::nullopt;
 }
@@ -236,6 +239,7 @@ nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, c
         {"baseline_kernel_sum", opts.kernel_sum && opts.timing != "events" && device == "cuda"},
         {"hide_launch", opts.hide_launch && device == "cuda"},
         {"compile_mode", opts.compile_mode}}}};
+  if (opts.config) request["config"] = *opts.config;  // not in the baselines' key: it changes only the candidate
   if (opts.defenses) {
     fs::path cuobjdump = env.cuda_home / "bin" / "cuobjdump";
     request["defenses"] = {{"enabled", true},
@@ -420,6 +424,7 @@ End prepare(Evaluation& e) {
            {"output_tail", ""}};
   if (auto bad = settle(e.env, e.opts, &e.settings)) return e.fail(*bad);
   e.j()["protocol"] = e.settings.protocol.rules();
+  if (e.opts.config) e.j()["candidate"]["config"] = *e.opts.config;  // the tune tool's value, not ModelNew's own
 
   std::string err;
   e.task = load_task(e.env, e.opts.task, &err);

@@ -50,6 +50,9 @@ class RunnerLauncher {
                         const SubprocessOptions& so, const std::filesystem::path& scratch) const = 0;
 };
 
+// The largest launch configuration (EvalOptions::config): a launcher's `int config` holds it.
+inline constexpr int64_t kMaxConfig = 0x7fffffff;
+
 struct EvalOptions {
   std::string task;       // FILE or DATASET#ROW
   std::string candidate;  // a workdir, or a KernelBench single file (model_new.py)
@@ -59,6 +62,9 @@ struct EvalOptions {
   std::string preset;     // tolerance preset: strict | paper | kernelbench; empty: the protocol's
   int trials = 5;
   std::optional<uint32_t> seed;   // default: a fresh random seed, recorded in the result
+  // The candidate's launch configuration (the agent's `tune`): ModelNew's integer attribute `config`
+  // set to this after it is constructed (a ModelNew without one is a load_error). Unset: its own.
+  std::optional<int64_t> config;  // 0 to kMaxConfig
   // Timing.
   int warmup = 10;
   int calls = 30;

@@ -113,6 +113,7 @@ const char* module_name(PyModule m) {
   switch (m) {
     case PyModule::kVet: return "vet";
     case PyModule::kWarm: return "warm";
+    case PyModule::kReferenceProfile: return "reference_profile";
     case PyModule::kRunner: break;
   }
   return "runner";

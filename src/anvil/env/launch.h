@@ -28,9 +28,10 @@ namespace anvil {
 std::map<std::string, std::string> runner_environment(const Environment& env);
 
 // What a launched process runs: an evaluation (python/anvil/runner.py), a task's vetting
-// (python/anvil/vet.py) or the warming of its compile caches (python/anvil/warm.py). Each reads one
-// request on stdin and writes one report to fd 3.
-enum class PyModule { kRunner, kVet, kWarm };
+// (python/anvil/vet.py), the warming of its compile caches (python/anvil/warm.py) or the profile of
+// its reference (python/anvil/reference_profile.py). Each reads one request on stdin and writes one
+// report to fd 3.
+enum class PyModule { kRunner, kVet, kWarm, kReferenceProfile };
 
 // A fresh `python -I` process running `module` as PID 1 of a new PID namespace; so: its limits,
 // cwd, env, stdin (the request).

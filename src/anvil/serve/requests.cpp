@@ -18,7 +18,8 @@ const std::vector<std::string> kCandidateKeys = {"path", "source", "files", "bes
 const std::vector<std::string> kCandidateForms = {"path", "source", "files"};
 const std::vector<std::string> kCompileModes = {"default", "reduce-overhead", "max-autotune",
                                                 "max-autotune-no-cudagraphs", "none"};
-const std::vector<std::string> kOptionKeys = {"protocol", "preset", "trials", "seed", "measure_time", "compile_mode"};
+const std::vector<std::string> kOptionKeys = {"protocol", "preset", "trials", "seed", "measure_time", "compile_mode",
+                                              "config"};
 
 // Exactly one of `keys` present.
 std::optional<Invalid> one_of(const Json& obj, const std::string& where, const std::vector<std::string>& keys) {
@@ -55,6 +56,7 @@ EvalOptions with_options(EvalOptions o, const Json& op) {
   if (op.contains("seed")) o.seed = op["seed"].get<uint32_t>();
   if (op.contains("measure_time")) o.measure_time = op["measure_time"];
   if (op.contains("compile_mode")) o.compile_mode = op["compile_mode"];
+  if (op.contains("config")) o.config = op["config"].get<int64_t>();
   return o;
 }
 
@@ -202,6 +204,9 @@ std::optional<Invalid> validate_options(const Json& body, Json* out) {
   }
   if (op.contains("measure_time") && !op["measure_time"].is_boolean()) {
     return Invalid{"options.measure_time", "true or false"};
+  }
+  if (op.contains("config") && (!op["config"].is_number_integer() || op["config"] < 0 || op["config"] > kMaxConfig)) {
+    return Invalid{"options.config", "an integer from 0 to 2^31-1 (ModelNew's launch configuration)"};
   }
   *out = op;
   return std::nullopt;

@@ -129,6 +129,7 @@ std::unique_ptr<ToolBox> Sessions::tool_box(const Json& meta) const {
     t.remote = [remote = opts_.remote, options = meta["options"]](const EvalOptions& o) {
       Json request = {{"task", {{"path", o.task}}}, {"candidate", {{"path", o.candidate}}}, {"options", options}};
       request["options"]["measure_time"] = o.measure_time;
+      if (o.config) request["options"]["config"] = *o.config;  // the tune tool's
       return remote(request);
     };
   }

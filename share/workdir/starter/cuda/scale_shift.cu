@@ -15,10 +15,13 @@ __global__ void scale_shift_kernel(const float* __restrict__ x, float* __restric
 
 }  // namespace
 
-// Returns the launch's cudaError_t (0: success).
-extern "C" int scale_shift_launch(const float* x, float* y, int64_t n, float a, float b, cudaStream_t stream) {
+// Returns the launch's cudaError_t (0: success). `config` is the launch configuration the agent's
+// tune tool sweeps: here the threads per block, 128 << (config % 4) (128, 256, 512 or 1024).
+extern "C" int scale_shift_launch(const float* x, float* y, int64_t n, float a, float b, int config,
+                                  cudaStream_t stream) {
   if (n == 0) return 0;
-  int64_t blocks = (n + 255) / 256;
-  scale_shift_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, stream>>>(x, y, n, a, b);
+  const int threads = 128 << (config & 3);
+  int64_t blocks = (n + threads - 1) / threads;
+  scale_shift_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(x, y, n, a, b);
   return static_cast<int>(cudaGetLastError());
 }
