@@ -17,13 +17,17 @@ Script (a JSON object):
                                          HTTP 400 "This model's maximum context length is ..." error
      "reject_fields": ["top_k", ...],    a request carrying one of these fields gets OpenAI's HTTP 400
                                          "Unrecognized request argument supplied: top_k"
-     "models_route": true}               false: GET /v1/models answers 404 (servers without it)
+     "models_route": true,               false: GET /v1/models answers 404 (servers without it)
+     "usage": false}                     no answer carries "usage" (a server that counts nothing);
+                                         default: every answer does (below), unless its turn says
 
     TURN  = {"content": str|null,
              "tool_calls": [{"name": str, "arguments": object|str}],
              "finish_reason": str,       default "tool_calls" when there are calls, else "stop"
              "reasoning_content": str,   optional, copied into the message
-             "delay_s": float}           optional, seconds the answer waits (a slow model)
+             "delay_s": float,           optional, seconds the answer waits (a slow model)
+             "usage": object|null}       optional, this turn's "usage" exactly as given (exact token
+                                         counts for a test); null: the answer has none
     FAULT = "503", "500", "429", ...     that HTTP status with a JSON error body; "429" carries
                                          "Retry-After: 0", "429:N" carries "Retry-After: N"
           | "drop"                       the connection is closed without an answer
@@ -39,7 +43,8 @@ Token ids (deterministic, for the RL fields): with "return_token_ids": true in t
 response carries "prompt_token_ids" (the UTF-8 bytes of json.dumps(messages), at most 4096) and the
 choice "token_ids" (the UTF-8 bytes of the content and the tool-call arguments, at most 2048); with
 "logprobs": true, choices[0].logprobs.content holds one {"token", "logprob": -0.1, "bytes"} per token
-id. "usage" is always present (prompt_tokens = len(json.dumps(messages)) // 4).
+id. "usage" is present unless the script or the turn says otherwise (by default prompt_tokens =
+len(json.dumps(messages)) // 4, completion_tokens = the number of token ids above).
 
 Token-in/token-out (vLLM's endpoints, for `anvil agent --tokens`), with a toy tokenizer: the UTF-8
 bytes of the text, and ids from 256 on for the markers <bos> <|system|> <|user|> <|assistant|>
@@ -105,16 +110,27 @@ def answer_for(script, turn, body):
     ids = list(text.encode("utf-8"))[:2048] or [0]
     prompt = json.dumps(body.get("messages"))
     choice = {"index": 0, "message": message, "finish_reason": finish}
-    resp = {"id": "replay-%d" % turn, "object": "chat.completion", "model": script.get("model", "replay"),
-            "choices": [choice],
-            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(ids),
-                      "total_tokens": len(prompt) // 4 + len(ids)}}
+    resp = set_usage({"id": "replay-%d" % turn, "object": "chat.completion", "model": script.get("model", "replay"),
+                      "choices": [choice]}, script, turn,
+                     {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(ids),
+                      "total_tokens": len(prompt) // 4 + len(ids)})
     if body.get("return_token_ids"):
         resp["prompt_token_ids"] = list(prompt.encode("utf-8"))[:4096]
         choice["token_ids"] = ids
     if body.get("logprobs"):
         choice["logprobs"] = {"content": [{"token": chr(b) if 32 <= b < 127 else "<0x%02x>" % b, "logprob": -0.1,
                                            "bytes": [b]} for b in ids]}
+    return resp
+
+
+def set_usage(resp, script, turn, default):
+    """resp["usage"]: the turn's own when its script gives one (null: none), else `default`, unless
+    the script's "usage" is false (no usage at all)."""
+    turns = script.get("turns") or []
+    t = turns[turn] if turn < len(turns) else {}
+    usage = t["usage"] if "usage" in t else (None if script.get("usage") is False else default)
+    if usage is not None:
+        resp["usage"] = usage
     return resp
 
 
@@ -181,9 +197,9 @@ def completion_for(script, body):
     ids = toy_tokens(text) + ([MARKER_ID["<|end|>"]] if finish == "stop" else [])
     choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": finish,
               "logprobs": {"tokens": [toy_text([t]) for t in ids], "token_logprobs": [-0.1] * len(ids)}}
-    return {"id": "replay-cmpl-%d" % turn, "object": "text_completion", "model": script.get("model", "replay"),
-            "choices": [choice], "prompt_token_ids": prompt,
-            "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(ids), "total_tokens": len(prompt) + len(ids)}}
+    return set_usage({"id": "replay-cmpl-%d" % turn, "object": "text_completion", "model": script.get("model", "replay"),
+                      "choices": [choice], "prompt_token_ids": prompt}, script, turn,
+                     {"prompt_tokens": len(prompt), "completion_tokens": len(ids), "total_tokens": len(prompt) + len(ids)})
 
 
 def make_handler(state):

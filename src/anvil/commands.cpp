@@ -868,6 +868,27 @@ int cmd_agent(const AgentArgs& a) {
 
 namespace {
 
+// --price-input and --price-output checked: both or neither (a cost of prompt tokens alone would
+// pass for the whole cost), each a non-negative number. False with the error said on stderr.
+bool read_prices(const char* cmd, const PriceArgs& a, std::optional<Pricing>* pricing) {
+  if (!a.input && !a.output) return true;
+  if (!a.input || !a.output) {
+    std::fprintf(stderr, "anvil %s: %s given without %s: give both (USD per million prompt and completion tokens), "
+                         "or neither for no cost\n", cmd, a.input ? "--price-input" : "--price-output",
+                 a.input ? "--price-output" : "--price-input");
+    return false;
+  }
+  std::string err;
+  auto in = parse_price("--price-input", *a.input, &err);
+  auto out = in ? parse_price("--price-output", *a.output, &err) : std::nullopt;
+  if (!in || !out) {
+    std::fprintf(stderr, "anvil %s: %s\n", cmd, err.c_str());
+    return false;
+  }
+  *pricing = Pricing{*in, *out};
+  return true;
+}
+
 int print_results(const nlohmann::json& r, bool json) {
   if (json) std::printf("%s\n", r.dump(2).c_str());
   else std::printf("%s", bench_summary_text(r).c_str());
@@ -919,6 +940,11 @@ int cmd_bench(const BenchArgs& a) {
     std::fprintf(stderr, "anvil bench: give one of --solutions DIR or --agent (with --endpoint and --model)\n");
     return 2;
   }
+  if (!read_prices("bench", a.prices, &o.pricing)) return 2;
+  if (o.pricing && !a.agent) {
+    std::fprintf(stderr, "anvil bench: --price-input/--price-output price the agent's tokens: give them with --agent\n");
+    return 2;
+  }
   if (o.out.empty()) {
     if (o.resume) {
       std::fprintf(stderr, "anvil bench: --resume needs --out DIR (the run directory to continue)\n");
@@ -946,9 +972,11 @@ int cmd_bench(const BenchArgs& a) {
   return print_results(*r, a.json);
 }
 
-int cmd_bench_report(const std::string& out, bool json) {
+int cmd_bench_report(const std::string& out, bool json, const PriceArgs& prices) {
+  std::optional<Pricing> pricing;
+  if (!read_prices("bench report", prices, &pricing)) return 2;
   std::string err;
-  auto r = bench_report(out, &err);
+  auto r = bench_report(out, &err, pricing);
   if (!r) {
     std::fprintf(stderr, "anvil bench report: %s\n", err.c_str());
     return 2;

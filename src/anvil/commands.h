@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,10 +146,16 @@ struct AgentArgs {
 // not run (usage, unreachable endpoint, unknown model, environment).
 int cmd_agent(const AgentArgs& a);
 
+// --price-input and --price-output as given (checked by the command: USD per million tokens).
+struct PriceArgs {
+  std::optional<std::string> input, output;
+};
+
 struct BenchArgs {
   BenchOptions opts;      // tasks, solutions, variant, out, resume, eval, gpus
   bool agent = false;     // run the agent on every task instead of reading --solutions
   AgentArgs agent_args;   // with --agent: the endpoint, model and episode settings
+  PriceArgs prices;       // with --agent: the model's prices, for the cost in the results
   bool json = false;      // print results.json instead of the summary
 };
 // Evaluates the suite and writes OUT/results.json, report.md, report.html.
@@ -156,8 +163,9 @@ struct BenchArgs {
 // task could not be evaluated (anvil's or the environment's failure, listed);
 // 2: could not run.
 int cmd_bench(const BenchArgs& a);
-// Recomputes the results and reports of a run directory from its records.
-int cmd_bench_report(const std::string& out, bool json);
+// Recomputes the results and reports of a run directory from its records;
+// with prices (an agent run's), at those prices from now on.
+int cmd_bench_report(const std::string& out, bool json, const PriceArgs& prices = {});
 // Two runs (directories or results.json files) side by side, as Markdown (or
 // JSON); --out also writes the Markdown to a file.
 int cmd_bench_compare(const std::string& a, const std::string& b, const std::string& out, bool json);

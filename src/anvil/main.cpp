@@ -420,6 +420,19 @@ void add_agent(CLI::App& app, int& status) {
   });
 }
 
+// The model's prices for an agent run's cost: kept as text, checked by the command (a
+// negative or non-numeric price is refused by name there).
+void add_price_options(CLI::App* cmd, anvil::PriceArgs& p) {
+  cmd->add_option_function<std::string>(
+      "--price-input", [&p](const std::string& v) { p.input = v; },
+      "with --agent: USD per million prompt (input) tokens, for the cost in the results; with --price-output")
+      ->type_name("USD");
+  cmd->add_option_function<std::string>(
+      "--price-output", [&p](const std::string& v) { p.output = v; },
+      "with --agent: USD per million completion (output) tokens; with --price-input")
+      ->type_name("USD");
+}
+
 void add_bench(CLI::App& app, int& status) {
   static anvil::BenchArgs bn;
   static EvalFlags bnf;
@@ -448,12 +461,15 @@ void add_bench(CLI::App& app, int& status) {
   add_eval_options(bench_cmd, bn.opts.eval, bnf);
   bench_cmd->add_flag("--agent", bn.agent, "run the agent on every task (one episode each) and judge its workdir");
   add_agent_options(bench_cmd, bn.agent_args, bnaf, "--sample-seed");
+  add_price_options(bench_cmd, bn.prices);
   static std::string report_dir;
   static bool report_json = false;
+  static anvil::PriceArgs report_prices;
   auto* report_cmd = bench_cmd->add_subcommand("report", "recompute results.json, report.md and report.html of a run");
   report_cmd->add_option("run", report_dir, "the run directory")->required();
   report_cmd->add_flag("--json", report_json, "print results.json");
-  report_cmd->callback([&] { status = anvil::cmd_bench_report(report_dir, report_json); });
+  add_price_options(report_cmd, report_prices);
+  report_cmd->callback([&] { status = anvil::cmd_bench_report(report_dir, report_json, report_prices); });
   static std::string cmp_a, cmp_b, cmp_out;
   static bool cmp_json = false;
   auto* cmp_cmd = bench_cmd->add_subcommand("compare", "two runs side by side, per level and per task");

@@ -327,6 +327,9 @@ std::string event_line(const Json& rec) {
 Json assemble(const fs::path& out, const Json& run) {
   std::vector<SuiteTask> tasks;
   for (const auto& t : run["suite"]["tasks"]) tasks.push_back(task_from_json(t));
+  const Json& s = run["settings"];
+  bool agent = s.value("agent", Json()).is_object();
+  Json pricing = agent ? run.value("pricing", Json()) : Json();
   Json rows = Json::array();
   Json missing = Json::array(), not_evaluated = Json::array();
   std::vector<std::string> levels;
@@ -350,6 +353,10 @@ Json assemble(const fs::path& out, const Json& run) {
       row[k] = rec->value(k, Json());
     }
     if (rec->contains("episode")) row["episode"] = (*rec)["episode"];
+    if (agent) {  // what the episode cost: its tokens (null: no episode record) at the run's prices
+      row["usage"] = rec->value("usage", Json());
+      row["cost_usd"] = task_cost(row["usage"], pricing);
+    }
     std::string status = rec->value("status", std::string());
     if (status == "missing") missing.push_back({{"level", t.level}, {"id", t.id}, {"name", t.name}, {"task", t.spec},
                                                 {"reason", row["message"]}});
@@ -390,7 +397,7 @@ Json assemble(const fs::path& out, const Json& run) {
   Json r = {{"schema", "anvil.bench/1"},
             {"run", run.value("last", Json::object())},
             {"fingerprint", fingerprint},
-            {"rules", metric_rules()},
+            {"rules", metric_rules(agent)},
             {"levels", lv},
             {"families", fams},
             {"overall", compute_metrics(all)},
@@ -401,13 +408,13 @@ Json assemble(const fs::path& out, const Json& run) {
               {"unreadable", run["suite"].value("unreadable", Json::array())},
               {"not_evaluated", not_evaluated}}}};
   r["run"]["out"] = out.string();
-  const Json& s = run["settings"];
   r["run"]["tasks"] = s["tasks"];
   r["run"]["solutions"] = s["solutions"];
   r["run"]["variant"] = s["variant"];
-  r["run"]["agent"] = s["agent"].is_object()
+  r["run"]["agent"] = agent
                           ? Json{{"endpoint", s["agent"]["endpoint"]}, {"model", s["agent"]["model"]}}
                           : Json(nullptr);
+  if (agent) r["run"]["pricing"] = pricing;
   return r;
 }
 
@@ -463,6 +470,8 @@ void run_agent_tasks(const Environment& env, const BenchOptions& o, const std::v
     rec["episode"] = (fs::path("agent") / ro.dirs[i] / "sample-0").string();
     Json c = traj ? traj->value("counters", Json::object()) : Json::object();
     rec["turns"] = c.value("turns", 0);
+    // An interrupted episode's tokens were spent too: its usage is kept whatever its status.
+    rec["usage"] = traj ? episode_usage(*traj) : Json(nullptr);
     if (!(old && old->value("status", std::string()) == "evaluated") && rec["status"] == "evaluated") ++*evaluated;
     write_file_atomic(rec_path, rec.dump(1) + "\n", &err);
   }
@@ -647,6 +656,7 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
   auto opened = open_run(o, settings, fp, err);
   if (!opened) return std::nullopt;
   Json run = std::move(*opened);
+  if (o.pricing) run["pricing"] = o.pricing->to_json();  // else the prices an earlier invocation gave, if any
   Json suite_j = {{"tasks", Json::array()}, {"unreadable", problems_json(suite->unreadable)},
                   {"extra", problems_json(suite->extra)}};
   for (const auto& t : suite->tasks) suite_j["tasks"].push_back(task_json(t));
@@ -708,16 +718,52 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
   return results;
 }
 
-std::optional<Json> bench_report(const fs::path& out, std::string* err) {
+std::optional<Json> bench_report(const fs::path& out, std::string* err, const std::optional<Pricing>& pricing) {
   auto run = read_json(out / "bench.json");
   if (!run || run->value("schema", std::string()) != kRunSchema || !(*run)["suite"].is_object()) {
     *err = out.string() + ": not a benchmark run (no readable bench.json)";
     return std::nullopt;
   }
+  if (pricing) {
+    if (!(*run)["settings"].value("agent", Json()).is_object()) {
+      *err = out.string() + ": --price-input/--price-output price an agent's tokens, and this run has no agent "
+                            "(it judged --solutions)";
+      return std::nullopt;
+    }
+    (*run)["pricing"] = pricing->to_json();  // kept: a later report without prices still has the cost
+    if (!write_file_atomic(out / "bench.json", run->dump(1) + "\n", err)) return std::nullopt;
+  }
   Json results = assemble(out, *run);
   if (!write_outputs(out, results, err)) return std::nullopt;
   return results;
 }
+
+namespace {
+
+// "model usage: 40 turns (40 reported), 51200 prompt + 3100 completion tokens; cost $0.2000 (...)"
+std::string usage_text(const Json& u, const Json& pricing) {
+  std::string s = "model usage: " + std::to_string(u.value("turns", 0L)) + " turns (" +
+                  std::to_string(u.value("reported_turns", 0L)) + " reported), ";
+  Json prompt = u.value("prompt_tokens", Json()), completion = u.value("completion_tokens", Json());
+  Json cost = u.value("cost_usd", Json());
+  if (!prompt.is_number()) {
+    s += "tokens not reported by the server";
+  } else {
+    s += prompt.dump() + " prompt + " + completion.dump() + " completion tokens";
+  }
+  char b[160];
+  if (cost.is_number() && pricing.is_object()) {
+    std::snprintf(b, sizeof b, "; cost $%.4f (at $%g / $%g per million prompt / completion tokens)",
+                  cost.get<double>(), pricing.value("input_usd_per_mtok", 0.0),
+                  pricing.value("output_usd_per_mtok", 0.0));
+    s += b;
+  } else if (!pricing.is_object()) {
+    s += "; no cost (no --price-input/--price-output)";
+  }
+  return s;
+}
+
+}  // namespace
 
 std::string bench_summary_text(const Json& r) {
   auto pct = [](const Json& v) {
@@ -743,6 +789,7 @@ std::string bench_summary_text(const Json& r) {
   };
   for (const auto& l : r["levels"]) line(l["level"].get<std::string>(), l["metrics"]);
   if (r["levels"].size() > 1) line("overall", r["overall"]);
+  if (r["overall"].contains("usage")) s += usage_text(r["overall"]["usage"], r["run"].value("pricing", Json())) + "\n";
   const Json& p = r["problems"];
   for (const char* k : {"missing", "extra", "unreadable", "not_evaluated"}) {
     if (!p[k].empty()) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "anvil/agent/runs.h"
+#include "anvil/bench/metrics.h"
 #include "anvil/env/eval.h"
 
 namespace anvil {
@@ -39,6 +40,9 @@ struct BenchOptions {
   // by its final, fresh evaluation.
   ModelClient* model = nullptr;
   RunOptions agent;        // the episodes' template (tasks, out and resume are set here)
+  // The model's prices, for the cost of its tokens. Not a setting of the run (a resumed run may
+  // give them, or others): kept in bench.json, and the last given stays; none: no cost.
+  std::optional<Pricing> pricing;
 };
 
 // Runs the benchmark and writes OUT/results.json, OUT/report.md and
@@ -48,8 +52,10 @@ struct BenchOptions {
 std::optional<nlohmann::json> run_bench(const Environment& env, const BenchOptions& opts, std::string* err);
 
 // Recomputes results and reports from a run directory's records (no
-// evaluation); nullopt with *err when OUT is not a benchmark run.
-std::optional<nlohmann::json> bench_report(const std::filesystem::path& out, std::string* err);
+// evaluation); nullopt with *err when OUT is not a benchmark run. With
+// `pricing`, the run's prices become those (an agent run's only).
+std::optional<nlohmann::json> bench_report(const std::filesystem::path& out, std::string* err,
+                                           const std::optional<Pricing>& pricing = std::nullopt);
 
 // A few human lines: the overall metrics, problems, where the reports are.
 std::string bench_summary_text(const nlohmann::json& results);

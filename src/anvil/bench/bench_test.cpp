@@ -131,6 +131,12 @@ TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
   EXPECT_GE(res["run"]["prebuild"]["compiled"], 1) << res["run"].dump();
   EXPECT_EQ(res["fingerprint"]["device"], "cpu");
   EXPECT_EQ(res["fingerprint"]["preset"], "strict");
+  // No agent, no model usage: no tokens, no cost, no prices anywhere (docs/bench.md).
+  EXPECT_FALSE(all.contains("usage")) << all.dump();
+  EXPECT_FALSE(res["levels"][0]["metrics"].contains("usage"));
+  EXPECT_FALSE(res["run"].contains("pricing"));
+  EXPECT_FALSE(res["rules"].contains("tokens"));
+  for (const auto& row : res["tasks"]) EXPECT_FALSE(row.contains("usage") || row.contains("cost_usd")) << row.dump();
   // Every row points at its record, which holds the full evaluation.
   for (const auto& row : res["tasks"]) {
     auto rec = read_file(s.out / row["record"].get<std::string>());
@@ -172,6 +178,11 @@ TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
   SubprocessResult rep = run_subprocess({ANVIL_BINARY, "bench", "report", s.out.string(), "--json"}, quick());
   ASSERT_EQ(rep.exit_code, 0) << rep.err_output;
   EXPECT_EQ(parse(rep)["overall"], res["overall"]);
+  // Prices price an agent's tokens: a run of --solutions has none to price.
+  SubprocessResult priced = run_subprocess(
+      {ANVIL_BINARY, "bench", "report", s.out.string(), "--price-input", "1", "--price-output", "2"}, quick());
+  EXPECT_EQ(priced.exit_code, 2);
+  EXPECT_NE(priced.err_output.find("this run has no agent"), std::string::npos) << priced.err_output;
 
   // A run compared with itself changes nothing; against a copy where a task
   // lost its solution, that task is listed.
@@ -301,11 +312,45 @@ TEST(Bench, AgentEpisodesAreJudgedPerTaskAndResumeKeepsThem) {
   };
   size_t requests = chats();
   EXPECT_EQ(requests, 6u);
+  // The model's tokens, as its server counted them: each record's are its trajectory's counters,
+  // and the totals their sums. No prices were given: no cost, not a cost of 0.
+  long prompt = 0, completion = 0;
+  for (const auto& row : res["tasks"]) {
+    Json traj = Json::parse(*read_file(s.out / row["episode"].get<std::string>() / "trajectory.json"));
+    const Json& c = traj["counters"];
+    EXPECT_EQ(row["usage"], (Json{{"turns", 3}, {"reported_turns", 3}, {"prompt_tokens", c["prompt_tokens"]},
+                                  {"completion_tokens", c["completion_tokens"]}}))
+        << row.dump();
+    EXPECT_GT(c["prompt_tokens"].get<long>(), 0);
+    prompt += c["prompt_tokens"].get<long>();
+    completion += c["completion_tokens"].get<long>();
+    EXPECT_TRUE(row["cost_usd"].is_null());
+  }
+  const Json& u = res["overall"]["usage"];
+  EXPECT_EQ(u["episodes"], 2);
+  EXPECT_EQ(u["turns"], 6);
+  EXPECT_EQ(u["prompt_tokens"], prompt);
+  EXPECT_EQ(u["completion_tokens"], completion);
+  EXPECT_TRUE(u["cost_usd"].is_null());
+  EXPECT_TRUE(res["run"]["pricing"].is_null());
+  EXPECT_EQ(res["levels"][0]["metrics"]["usage"], u);
+  EXPECT_NE(read_file(s.out / "report.md")->find("| overall | 2 | 6 | 6 | " + std::to_string(prompt) + " | " +
+                                                 std::to_string(completion) + " |\n"),
+            std::string::npos);
+  // Prices given afterwards price the same tokens, and stay with the run.
+  SubprocessResult rep = run_subprocess(
+      {ANVIL_BINARY, "bench", "report", s.out.string(), "--price-input", "3", "--price-output", "15", "--json"}, quick());
+  ASSERT_EQ(rep.exit_code, 0) << rep.err_output;
+  Json priced = parse(rep);
+  EXPECT_EQ(priced["run"]["pricing"], (Json{{"input_usd_per_mtok", 3.0}, {"output_usd_per_mtok", 15.0}}));
+  EXPECT_NEAR(priced["overall"]["usage"]["cost_usd"].get<double>(), (prompt * 3.0 + completion * 15.0) / 1e6, 1e-12);
   args.push_back("--resume");
   SubprocessResult again = run_subprocess(args, quick());
   ASSERT_EQ(again.exit_code, 0) << again.err_output;
-  EXPECT_EQ(parse(again)["run"]["evaluated"], 0);
+  Json aj = parse(again);
+  EXPECT_EQ(aj["run"]["evaluated"], 0);
   EXPECT_EQ(chats(), requests);  // no episode ran again
+  EXPECT_EQ(aj["overall"]["usage"], priced["overall"]["usage"]);  // the prices kept, the tokens not counted twice
 }
 
 // The bundled examples as a suite (a flat folder) against their CPU candidates: the
@@ -367,6 +412,31 @@ TEST(Bench, UsageErrorsAreOneClearLine) {
                      quick());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err_output.find("--overlap: Value 0 not in range 1 to 16"), std::string::npos) << r.err_output;
+}
+
+// A bad price is refused by name before any model is asked anything (the endpoint is never reached).
+TEST(Bench, PricesAreCheckedBeforeTheRun) {
+  std::vector<std::string> base = {ANVIL_BINARY, "bench", "--tasks", kSource + "/examples/tasks", "--agent",
+                                   "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--out", "/nonexistent-out"};
+  auto refused = [&](std::vector<std::string> extra, const std::string& why) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    SubprocessResult r = run_subprocess(a, quick());
+    EXPECT_EQ(r.exit_code, 2) << r.err_output;
+    EXPECT_NE(r.err_output.find(why), std::string::npos) << r.err_output;
+    EXPECT_EQ(r.err_output.find("127.0.0.1:9"), std::string::npos) << "the endpoint was tried: " << r.err_output;
+  };
+  refused({"--price-input=-1", "--price-output", "1"},
+          "anvil bench: --price-input -1: a price cannot be negative (USD per million tokens, e.g. 3 or 0.15)");
+  refused({"--price-input", "1", "--price-output", "abc"},
+          "anvil bench: --price-output 'abc': not a number (USD per million tokens, e.g. 3 or 0.15)");
+  refused({"--price-input", "1"}, "anvil bench: --price-input given without --price-output: give both");
+  refused({"--price-output", "1"}, "anvil bench: --price-output given without --price-input: give both");
+  SubprocessResult r = run_subprocess({ANVIL_BINARY, "bench", "--tasks", kSource + "/examples/tasks", "--solutions",
+                                       kSource + "/examples/candidates", "--price-input", "1", "--price-output", "2"},
+                                      quick());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err_output.find("price the agent's tokens: give them with --agent"), std::string::npos) << r.err_output;
 }
 
 }  // namespace

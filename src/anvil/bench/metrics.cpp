@@ -2,7 +2,9 @@
 #include "anvil/bench/metrics.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -107,11 +109,107 @@ Json compute_metrics(const std::vector<Json>& rows) {
   m["geomean"] = geo;
   m["median"] = med;
   m["measured"] = measured;
+  if (Json u = usage_totals(rows); !u.is_null()) m["usage"] = u;
   return m;
 }
 
-Json metric_rules() {
-  return {
+Json Pricing::to_json() const {
+  return {{"input_usd_per_mtok", input_per_mtok}, {"output_usd_per_mtok", output_per_mtok}};
+}
+
+std::optional<double> parse_price(const std::string& flag, const std::string& text, std::string* err) {
+  const std::string what = " (USD per million tokens, e.g. 3 or 0.15)";
+  // Decimal notation only: strtod alone would also take "inf", "nan" and hexadecimal.
+  bool decimal = !text.empty() && text.find_first_not_of("0123456789.eE+-") == std::string::npos &&
+                 text.find_first_of("0123456789") != std::string::npos;
+  char* end = nullptr;
+  errno = 0;
+  double v = decimal ? std::strtod(text.c_str(), &end) : 0;
+  if (!decimal || end != text.c_str() + text.size()) {
+    *err = flag + " '" + text + "': not a number" + what;
+    return std::nullopt;
+  }
+  if (errno == ERANGE || !std::isfinite(v)) {
+    *err = flag + " " + text + ": out of range" + what;
+    return std::nullopt;
+  }
+  if (v < 0) {
+    *err = flag + " " + text + ": a price cannot be negative" + what;
+    return std::nullopt;
+  }
+  return v;
+}
+
+namespace {
+
+// A token count the server reported: a non-negative integer, else nothing.
+std::optional<long> token_count(const Json& usage, const char* key) {
+  if (!usage.is_object()) return std::nullopt;
+  auto it = usage.find(key);
+  if (it == usage.end() || !(it->is_number_integer() || it->is_number_unsigned())) return std::nullopt;
+  long v = it->get<long>();
+  return v >= 0 ? std::optional<long>(v) : std::nullopt;
+}
+
+}  // namespace
+
+Json episode_usage(const Json& trajectory) {
+  long turns = 0, reported = 0, prompt = 0, completion = 0;
+  auto it = trajectory.is_object() ? trajectory.find("turns") : trajectory.end();
+  if (trajectory.is_object() && it != trajectory.end() && it->is_array()) {
+    for (const auto& t : *it) {
+      ++turns;
+      const Json& u = t.is_object() ? t.value("usage", Json()) : Json();
+      auto p = token_count(u, "prompt_tokens"), c = token_count(u, "completion_tokens");
+      if (!p && !c) continue;  // no usage, or none anvil can read: not reported
+      ++reported;
+      prompt += p.value_or(0);
+      completion += c.value_or(0);
+    }
+  }
+  bool none = turns > 0 && reported == 0;
+  return {{"turns", turns},
+          {"reported_turns", reported},
+          {"prompt_tokens", none ? Json(nullptr) : Json(prompt)},
+          {"completion_tokens", none ? Json(nullptr) : Json(completion)}};
+}
+
+Json task_cost(const Json& usage, const Json& pricing) {
+  if (!pricing.is_object() || !usage.is_object()) return nullptr;
+  auto p = token_count(usage, "prompt_tokens"), c = token_count(usage, "completion_tokens");
+  if (!p || !c) return nullptr;
+  return (static_cast<double>(*p) * pricing.value("input_usd_per_mtok", 0.0) +
+          static_cast<double>(*c) * pricing.value("output_usd_per_mtok", 0.0)) /
+         1e6;
+}
+
+Json usage_totals(const std::vector<Json>& rows) {
+  if (std::none_of(rows.begin(), rows.end(), [](const Json& r) { return r.contains("usage"); })) return nullptr;
+  long episodes = 0, turns = 0, reported = 0;
+  std::optional<long> prompt, completion;
+  std::optional<double> cost;
+  for (const auto& r : rows) {
+    const Json& u = r.value("usage", Json());
+    if (!u.is_object()) continue;  // the episode did not start: nothing was asked of the model
+    ++episodes;
+    turns += token_count(u, "turns").value_or(0);
+    reported += token_count(u, "reported_turns").value_or(0);
+    if (auto p = token_count(u, "prompt_tokens")) prompt = prompt.value_or(0) + *p;
+    if (auto c = token_count(u, "completion_tokens")) completion = completion.value_or(0) + *c;
+    const Json& c = r.value("cost_usd", Json());
+    if (c.is_number()) cost = cost.value_or(0.0) + c.get<double>();
+  }
+  auto or_null_l = [](std::optional<long> v) { return v ? Json(*v) : Json(nullptr); };
+  return {{"episodes", episodes},
+          {"turns", turns},
+          {"reported_turns", reported},
+          {"prompt_tokens", or_null_l(prompt)},
+          {"completion_tokens", or_null_l(completion)},
+          {"cost_usd", or_null(cost)}};
+}
+
+Json metric_rules(bool usage) {
+  Json rules = {
       {"pass_rate", "correct tasks / all tasks (a missing or unevaluated solution is a failed task)"},
       {"faster", more_than_faster() + ", as the reward: speedup > " + faster_threshold(true) +
                      " (speedup = baseline time / solution time)"},
@@ -125,6 +223,13 @@ Json metric_rules() {
       {"compile", "compile metrics are n/a: no torch.compile time was measured (--compile-mode none, or "
                   "torch.compile failed on every task)"},
   };
+  if (!usage) return rules;
+  rules["tokens"] = "the agent's prompt and completion tokens as the model server counted them (each answer's "
+                    "usage), summed over an episode's turns; not reported: the server sent no usage";
+  rules["cost_usd"] = "prompt tokens x the input price + completion tokens x the output price (USD per million "
+                      "tokens, --price-input and --price-output), at list price (no cached-prompt discount); none "
+                      "without prices or without reported tokens";
+  return rules;
 }
 
 }  // namespace anvil

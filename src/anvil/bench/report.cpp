@@ -100,6 +100,22 @@ std::string fixed2(const Json& v) {
   return d ? format("%.2f", *d) : "n/a";
 }
 
+// A token count; null is a count the model server did not report (never 0).
+std::string tokens(const Json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
+  auto d = number(v);
+  return d ? format("%.0f", *d) : "not reported";
+}
+
+// US dollars: cents for whole dollars, more digits below them (a task of a few
+// thousand tokens costs a fraction of a cent).
+std::string usd(const Json& v) {
+  auto d = number(v);
+  if (!d) return "n/a";
+  if (*d == 0 || *d >= 1) return format("%.2f", *d);
+  return format(*d >= 0.01 ? "%.4f" : "%.6f", *d);
+}
+
 // 1, 2, 4x on one side, 1/2x, 1/4x on the other: a tick of a log2 axis.
 std::string ratio_label(int log2_value) {
   if (log2_value >= 0) return std::to_string(1L << log2_value) + "x";
@@ -233,6 +249,18 @@ std::vector<Item> fingerprint_items(const Json& r) {
   return items;
 }
 
+// An agent run's usage (docs/bench.md, "Tokens and cost"): in `overall` only when the run had an agent.
+bool has_usage(const Json& r) { return at(at(r, "overall"), "usage").is_object(); }
+
+bool priced(const Json& r) { return at(at(r, "run"), "pricing").is_object(); }
+
+std::string prices_text(const Json& r) {
+  const Json& p = at(at(r, "run"), "pricing");
+  if (!p.is_object()) return "none given (--price-input, --price-output): no cost";
+  return "USD " + text(at(p, "input_usd_per_mtok")) + " per million prompt tokens, USD " +
+         text(at(p, "output_usd_per_mtok")) + " per million completion tokens";
+}
+
 std::vector<Item> run_items(const Json& r) {
   const Json& run = at(r, "run");
   std::vector<Item> items = {
@@ -244,6 +272,7 @@ std::vector<Item> run_items(const Json& r) {
   } else {
     items.push_back({"solutions", text(at(run, "solutions"))});
   }
+  if (agent.is_object()) items.push_back({"prices", prices_text(r)});
   std::vector<Item> rest = {
       {"variant", text(at(run, "variant"))},
       {"output", text(at(run, "out"))},
@@ -336,6 +365,42 @@ Table metrics_table(const Json& r, Grouping g = Grouping::kLevel) {
   return t;
 }
 
+// The agent's tokens (and their cost, with prices) per level and overall.
+Table usage_table(const Json& r) {
+  Table t;
+  t.head = {"level", "episodes", "turns", "turns reported", "prompt tokens", "completion tokens"};
+  if (priced(r)) t.head.push_back("cost (USD)");
+  t.numeric.assign(t.head.size(), true);
+  t.numeric[0] = false;
+  for (const auto& [name, m] : metric_rows(r)) {
+    const Json& u = at(*m, "usage");
+    std::vector<std::string> row = {name,
+                                    text(at(u, "episodes")),
+                                    text(at(u, "turns")),
+                                    text(at(u, "reported_turns")),
+                                    tokens(at(u, "prompt_tokens")),
+                                    tokens(at(u, "completion_tokens"))};
+    if (priced(r)) row.push_back(at(u, "cost_usd").is_null() ? "not reported" : usd(at(u, "cost_usd")));
+    t.rows.push_back(row);
+    t.row_class.push_back(name == "overall" ? "overall" : "");
+  }
+  return t;
+}
+
+// What the usage table's reader needs to know: where the counts come from, the prices, and
+// whether the sums are whole.
+std::string usage_note(const Json& r) {
+  const Json& u = at(at(r, "overall"), "usage");
+  std::string s = "The agent's tokens as the model server counted them (the usage of each answer), summed over "
+                  "each episode's turns; not reported: the server sent no usage. Prices: " + prices_text(r) + ".";
+  long turns = count(at(u, "turns")), reported = count(at(u, "reported_turns"));
+  if (reported < turns && reported > 0) {
+    s += " The server reported " + std::to_string(reported) + " of " + std::to_string(turns) +
+         " turns: the sums are a lower bound.";
+  }
+  return s;
+}
+
 // Outcome categories in plotting order: ok split by its reward, then every
 // failing outcome, each with a fixed colour (Okabe-Ito, greens for ok).
 struct Category {
@@ -415,16 +480,46 @@ Table outcome_table(const Json& r) {
   return t;
 }
 
+// The task table's usage cells: turns and tokens, and with prices the cost; n/a without an episode.
+std::vector<std::string> usage_cells(const Json& row, bool with_cost) {
+  const Json& u = at(row, "usage");
+  if (!u.is_object()) return std::vector<std::string>(with_cost ? 4 : 3, "n/a");
+  std::vector<std::string> c = {text(at(u, "turns")), tokens(at(u, "prompt_tokens")),
+                                tokens(at(u, "completion_tokens"))};
+  if (with_cost) c.push_back(at(row, "cost_usd").is_null() ? "not reported" : usd(at(row, "cost_usd")));
+  return c;
+}
+
+// One row per task; the message last (the HTML gives its full text as the cell's title).
 Table task_table(const Json& r, std::vector<std::string>* full_messages = nullptr) {
   Table t;
   t.head = {"level",    "id",         "name",    "outcome",   "reward", "candidate ms",
-            "eager ms", "compile ms", "x eager", "x compile", "message"};
-  t.numeric = {false, true, false, false, true, true, true, true, true, true, false};
+            "eager ms", "compile ms", "x eager", "x compile"};
+  t.numeric = {false, true, false, false, true, true, true, true, true, true};
+  bool usage = has_usage(r), with_cost = priced(r);
+  if (usage) {
+    for (const char* h : {"turns", "prompt tokens", "completion tokens"}) t.head.push_back(h);
+    if (with_cost) t.head.push_back("cost (USD)");
+    t.numeric.resize(t.head.size(), true);
+  }
+  t.head.push_back("message");
+  t.numeric.push_back(false);
   for (const auto& row : items_of(at(r, "tasks"))) {
-    t.rows.push_back({level_of(row), text(at(row, "id")), text(at(row, "name")), text(at(row, "outcome")),
-                      text(at(row, "reward")), millis(at(row, "candidate_ms")), millis(at(row, "eager_ms")),
-                      millis(at(row, "compile_ms")), times(at(row, "speedup_eager")), times(at(row, "speedup_compile")),
-                      short_message(at(row, "message"))});
+    std::vector<std::string> cells = {level_of(row),
+                                      text(at(row, "id")),
+                                      text(at(row, "name")),
+                                      text(at(row, "outcome")),
+                                      text(at(row, "reward")),
+                                      millis(at(row, "candidate_ms")),
+                                      millis(at(row, "eager_ms")),
+                                      millis(at(row, "compile_ms")),
+                                      times(at(row, "speedup_eager")),
+                                      times(at(row, "speedup_compile"))};
+    if (usage) {
+      for (auto& c : usage_cells(row, with_cost)) cells.push_back(std::move(c));
+    }
+    cells.push_back(short_message(at(row, "message")));
+    t.rows.push_back(std::move(cells));
     t.row_class.push_back(is_correct(row) ? "" : "failed");
     if (full_messages) full_messages->push_back(at(row, "message").is_string() ? text(at(row, "message")) : "");
   }
@@ -1053,6 +1148,18 @@ std::string html_card(const std::string& value, const std::string& label) {
   return "<div class=\"card\"><b>" + esc(value) + "</b><span>" + esc(label) + "</span></div>";
 }
 
+// An agent run's tokens, and its cost when priced, beside the headline numbers.
+std::string usage_cards(const Json& r) {
+  if (!has_usage(r)) return "";
+  const Json& u = at(at(r, "overall"), "usage");
+  const Json& p = at(u, "prompt_tokens");
+  std::string all = p.is_null() ? tokens(p) : tokens(Json(count(p) + count(at(u, "completion_tokens"))));
+  std::string o = html_card(all, "tokens (prompt + completion)");
+  const Json& cost = at(u, "cost_usd");
+  if (priced(r)) o += html_card(cost.is_null() ? "not reported" : "$" + usd(cost), "cost (USD)");
+  return o;
+}
+
 std::string html_problems(const Json& r) {
   auto lists = problem_lists(r);
   if (lists.empty()) return "<p>none</p>\n";
@@ -1076,6 +1183,7 @@ std::string render_markdown(const nlohmann::json& r) {
   if (!items_of(at(r, "families")).empty()) {
     o += "\n## By kernel family\n\n" + md_line(kFamilyNote) + "\n\n" + md_table(metrics_table(r, Grouping::kFamily));
   }
+  if (has_usage(r)) o += "\n## Model usage\n\n" + md_line(usage_note(r)) + "\n\n" + md_table(usage_table(r));
   o += "\n## Outcomes\n\n" + md_table(outcome_table(r));
   o += "\n## Rules\n\n" + md_items(rule_items(r));
   o += "\n## Run\n\n" + md_items(run_items(r));
@@ -1107,7 +1215,7 @@ std::string render_html(const nlohmann::json& r) {
        html_card(pct(at(overall, "faster_than_eager_rate")), "faster than eager") +
        html_card(pct(at(overall, "faster_than_compile_rate")), "faster than torch.compile") +
        html_card(times(at(at(at(overall, "geomean"), "eager"), "correct")), "geomean vs eager (correct)") +
-       html_card(fixed2(at(overall, "mean_reward")), "mean reward") + "</div>\n</header>\n";
+       html_card(fixed2(at(overall, "mean_reward")), "mean reward") + usage_cards(r) + "</div>\n</header>\n";
 
   o += "<h2>Metrics</h2>\n<p class=\"note\">Rates are shares of all tasks of the level (a failed or missing task "
        "counts as not fast); speedup = baseline time / solution time; n/a: not measured.</p>\n";
@@ -1117,6 +1225,9 @@ std::string render_html(const nlohmann::json& r) {
          html_table(metrics_table(r, Grouping::kFamily));
   }
 
+  if (has_usage(r)) {
+    o += "<h2>Model usage</h2>\n<p class=\"note\">" + esc(usage_note(r)) + "</p>\n" + html_table(usage_table(r));
+  }
   o += "<h2>Outcomes</h2>\n<figure>\n" + plot_outcomes(r) + "</figure>\n" + html_table(outcome_table(r));
 
   o += "<h2>Speedups</h2>\n<figure>\n" + (plots.compile_measured ? plot_scatter(plots) : plot_sorted_bars(plots));
@@ -1143,7 +1254,7 @@ std::string render_html(const nlohmann::json& r) {
   o += "<h2>Tasks</h2>\n";
   std::vector<std::string> messages;
   Table tasks = task_table(r, &messages);
-  o += tasks.rows.empty() ? "<p>no tasks</p>\n" : html_table(tasks, &messages, 10);
+  o += tasks.rows.empty() ? "<p>no tasks</p>\n" : html_table(tasks, &messages, tasks.head.size() - 1);
   const Json& anvil = at(at(r, "fingerprint"), "anvil");
   o += "<footer>anvil " + esc(text(at(anvil, "version"))) + " (" + esc(text(at(anvil, "rev"))) + "), " +
        esc(text(at(r, "schema"))) + "; this page is self-contained and works offline.</footer>\n";

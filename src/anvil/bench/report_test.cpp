@@ -230,6 +230,110 @@ TEST(Report, TheCompileRuleShowsOnlyWhereCompileMetricsAreNa) {
   EXPECT_NE(render_html(suite(false)).find(why), std::string::npos);
 }
 
+Json usage(long turns, long reported, Json prompt, Json completion) {
+  return {{"turns", turns}, {"reported_turns", reported}, {"prompt_tokens", prompt}, {"completion_tokens", completion}};
+}
+
+// An agent run: level1's two episodes counted by the server, level2's one episode not counted
+// (no usage in its answers) and one that never started; with `priced`, at 2.5 and 10 USD per
+// million prompt / completion tokens (each counted episode costs 0.02).
+Json agent_run(bool priced) {
+  std::vector<Json> rows = {
+      row("level1", 1, "ReLU", "ok", 2, 0.05, 0.2),
+      row("level1", 2, "Softmax", "wrong_answer", -1, nullptr, 0.2, nullptr, "wrong"),
+      row("level2", 1, "Fused", "ok", 2, 1.0, 3.0),
+      row("level2", 2, "Norm", "not_evaluated", -1, nullptr, nullptr, nullptr, "the episode did not start"),
+  };
+  Json prices = priced ? Pricing{2.5, 10}.to_json() : Json();
+  std::vector<Json> usages = {usage(2, 2, 4000, 1000), usage(3, 3, 6000, 500), usage(4, 0, nullptr, nullptr),
+                              nullptr};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i]["usage"] = usages[i];
+    rows[i]["cost_usd"] = task_cost(usages[i], prices);
+  }
+  Json r = results(rows, false);
+  r["run"]["agent"] = {{"endpoint", "https://api.example.com/v1"}, {"model", "m-large"}};
+  r["run"]["solutions"] = nullptr;
+  r["run"]["pricing"] = prices;
+  r["rules"] = metric_rules(true);
+  return r;
+}
+
+std::string after(const std::string& s, const std::string& heading) {
+  size_t at = s.find(heading);
+  return at == std::string::npos ? "" : s.substr(at);
+}
+
+TEST(ReportUsage, MarkdownHasTokensAndCostPerLevelAndTaskAndNotReportedWhereTheServerSentNone) {
+  std::string md = render_markdown(agent_run(true));
+  std::string sec = after(md, "## Model usage\n");
+  ASSERT_FALSE(sec.empty()) << md;
+  EXPECT_NE(sec.find("| level | episodes | turns | turns reported | prompt tokens | completion tokens | cost (USD) |"),
+            std::string::npos)
+      << sec;
+  EXPECT_EQ(md_row(sec, "level1"), "| level1 | 2 | 5 | 5 | 10000 | 1500 | 0.0400 |");
+  EXPECT_EQ(md_row(sec, "level2"), "| level2 | 1 | 4 | 0 | not reported | not reported | not reported |");
+  EXPECT_EQ(md_row(sec, "overall"), "| overall | 3 | 9 | 5 | 10000 | 1500 | 0.0400 |");
+  EXPECT_NE(sec.find("The server reported 5 of 9 turns: the sums are a lower bound."), std::string::npos) << sec;
+  EXPECT_NE(sec.find("Prices: USD 2.5 per million prompt tokens, USD 10 per million completion tokens."),
+            std::string::npos)
+      << sec;
+  // Per task: turns, tokens, cost before the message; n/a for the episode that never started.
+  std::string tasks = after(md, "## Tasks\n");
+  EXPECT_NE(tasks.find("| x compile | turns | prompt tokens | completion tokens | cost (USD) | message |"),
+            std::string::npos)
+      << tasks;
+  EXPECT_NE(md_row(tasks, "level1 | 1").find("| 2 | 4000 | 1000 | 0.0200 |"), std::string::npos)
+      << md_row(tasks, "level1 | 1");
+  EXPECT_NE(md_row(tasks, "level2 | 1").find("| 4 | not reported | not reported | not reported |"),
+            std::string::npos)
+      << md_row(tasks, "level2 | 1");
+  EXPECT_NE(md_row(tasks, "level2 | 2").find("| n/a | n/a | n/a | n/a | the episode did not start |"),
+            std::string::npos)
+      << md_row(tasks, "level2 | 2");
+  EXPECT_NE(md.find("**prices**: USD 2.5 per million prompt tokens"), std::string::npos);
+  EXPECT_NE(md.find("**tokens**: the agent's prompt and completion tokens"), std::string::npos);
+  EXPECT_NE(md.find("**cost_usd**: prompt tokens x the input price"), std::string::npos);
+}
+
+TEST(ReportUsage, WithoutPricesThereIsNoCostAndWithoutTheAgentNoUsage) {
+  std::string md = render_markdown(agent_run(false));
+  EXPECT_EQ(md_row(after(md, "## Model usage\n"), "overall"), "| overall | 3 | 9 | 5 | 10000 | 1500 |");
+  EXPECT_EQ(md.find("cost (USD)"), std::string::npos);
+  EXPECT_NE(md.find("**prices**: none given (--price-input, --price-output): no cost"), std::string::npos);
+  std::string html = render_html(agent_run(false));
+  EXPECT_NE(html.find("<h2>Model usage</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<b>11500</b><span>tokens (prompt + completion)</span>"), std::string::npos);
+  EXPECT_EQ(html.find("cost (USD)"), std::string::npos);
+  // A run of --solutions: no usage anywhere.
+  for (const std::string& page : {render_markdown(suite(true)), render_html(suite(true))}) {
+    for (const char* s : {"Model usage", "prompt tokens", "prices", "cost"}) {
+      EXPECT_EQ(page.find(s), std::string::npos) << s;
+    }
+  }
+}
+
+TEST(ReportUsage, HtmlHasTheUsageTableTheCardsAndTheTaskColumns) {
+  std::string html = render_html(agent_run(true));
+  EXPECT_NE(html.find("<b>$0.0400</b><span>cost (USD)</span>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">not reported</td>"), std::string::npos);
+  EXPECT_NE(html.find("<th class=\"num\">cost (USD)</th>"), std::string::npos);
+  EXPECT_NE(html.find(">the episode did not start</td></tr>"), std::string::npos);  // the message: still last
+  // Nothing reported at all: not reported, never 0.
+  Json none = agent_run(true);
+  for (auto& row : none["tasks"]) {
+    if (row["usage"].is_object()) row["usage"] = usage(row["usage"]["turns"].get<long>(), 0, nullptr, nullptr);
+    row["cost_usd"] = nullptr;
+  }
+  std::vector<Json> rows(none["tasks"].begin(), none["tasks"].end());
+  none["overall"] = compute_metrics(rows);
+  std::string page = render_html(none);
+  EXPECT_NE(page.find("<b>not reported</b><span>tokens (prompt + completion)</span>"), std::string::npos);
+  EXPECT_NE(page.find("<b>not reported</b><span>cost (USD)</span>"), std::string::npos);
+  EXPECT_EQ(md_row(after(render_markdown(none), "## Model usage\n"), "overall"),
+            "| overall | 3 | 9 | 0 | not reported | not reported | not reported |");
+}
+
 TEST(Report, HtmlEscapesEveryTextFromTheResults) {
   Json r = suite(true);
   r["run"]["tasks"] = "suite<&>\"'";
