@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import importlib.util
 import inspect
+import numbers
 import os
 import random
 import re
@@ -666,7 +667,7 @@ class Harness:
             own = getattr(new, "config", None)
         except BaseException as e:  # noqa: BLE001 - the candidate's own attribute raised
             raise Outcome("load_error", raised(e, "ModelNew.config"), trace(e))
-        if isinstance(own, bool) or not isinstance(own, int):
+        if isinstance(own, bool) or not isinstance(own, numbers.Integral):
             raise Outcome("load_error", "tune needs ModelNew.__init__ to set an integer self.config (the launch "
                           "configuration forward passes to your launchers); it has %s" % (
                               "none" if own is None else "a %s" % type(own).__name__))

@@ -4,7 +4,7 @@ python -m anvil.ncu_target TASK_FILE WORKDIR [--reference]: imports the task's M
 workdir's ModelNew (with its built cuda_extension), copies Model's weights into it, makes one seeded
 input set, runs two warm-up calls, then exactly one forward call between cudaProfilerStart and
 cudaProfilerStop (ncu runs with --profile-from-start off, so only that call's kernels are
-profiled). With --reference the call profiled is Model's (the workdir is not imported).
+profiled). With --reference the call profiled is Model's (the workdir's model_new.py is not imported).
 """
 import importlib.util
 import os

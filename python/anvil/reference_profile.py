@@ -1,28 +1,35 @@
 """anvil.reference_profile: where the reference's time goes, for the agent's profile_reference tool
 and `anvil task profile` (src/anvil/env/reference_profile.h runs it and formats the answer).
 
-Model(*get_init_inputs()) (seed 0) on the task's inputs (seeds 1-3, rotated), timed as the judge
-times the baselines (anvil.timing.measure: CUDA events around each call, L2 flushed, launch latency
-hidden, the median), eager and torch.compile (the judge's compile baseline, anvil.timing.compiled),
-TF32 off as the judge has it; then, on a GPU, the kernels each launches, from the profiled calls
+Model(*get_init_inputs()) (seed 0) on the task's inputs (seeds 1, 2, ..., rotated; one set where a
+set is 1 GiB or more, as the judge's lean rule), timed as the judge times the baselines
+(anvil.timing.measure: CUDA events around each call, L2 flushed, launch latency hidden, the median),
+eager and torch.compile (the judge's compile baseline, anvil.timing.compiled), TF32 as the
+evaluation's flags have it (off by default); then, on a GPU, the kernels each launches, from the profiled calls
 that follow the timed ones (per forward: launches, milliseconds, share of the GPU time), the work of
 one call (FLOPs of matrix products and convolutions by torch's FlopCounterMode; the fewest bytes it
 must move: inputs, parameters, buffers and outputs, each once) and the GPU's peaks (a 1 GiB copy's
 bandwidth; an fp32 matrix product's rate with TF32 off, the precision the judge holds a candidate
 to). On the CPU: the times and what takes them (self CPU time of aten ops and compiled regions).
 
+The task's module, its model and its inputs are made on the host first; only then is the GPU's lock
+(the request's gpu_lock, exclusive, as a measurement of baselines takes it) asked for, so the host's
+work keeps nobody waiting.
+
 One request on stdin, one report on fd 3 (anvil.zygote's child) or as stdout's last line:
   request {"protocol": "anvil.reference-profile/1", "task_file", "device": "cuda"|"cpu",
-           "compile_mode": "default"|MODE|"none", "warmup", "calls", "top", "gpu_lock": PATH (optional:
-           taken exclusive before CUDA starts, as a measurement of baselines takes it)}
+           "compile_mode": "default"|MODE|"none", "warmup", "calls", "input_sets", "allow_tf32",
+           "top" (rows kept per model, default 50), "gpu_lock": PATH (optional)}
   report  {"protocol", "status": "done", "device", "gpu", "torch", "method": {...},
            "eager": PART, "compile": PART | null, "work": {"flops", "bytes", "input_bytes",
            "parameter_bytes", "output_bytes"} | {"error"}, "peaks": {"bandwidth_bytes_per_s",
            "fp32_flops_per_s"} | null, "seconds"}
-where PART is {"ms", "min_ms", "kernel_sum_ms", "launches", "kernels": [{"name", "launches", "ms",
-"share"}]} ("ops" in place of "kernels" on the CPU), or {"error": one line} when that model failed
-(torch.compile of a reference inductor cannot compile). A failing task: {"status": "error",
-"outcome": "task_error", "message", "detail"}; a bad request: {"status": "error", "message"}.
+where PART is {"ms", "min_ms", "p25_ms", "p75_ms", "kernel_sum_ms", "launches", "kernels": [{"name",
+"launches", "ms", "share"}]} ("ops" in place of "kernels" on the CPU), or {"error": one line} when
+that model failed (torch.compile of a reference inductor cannot compile); peaks {"error"} where they
+could not be measured. A failing task: {"status": "error", "outcome": "task_error", "message",
+"detail"}; out of GPU memory: {"status": "error", "outcome": "gpu_memory", "message"}; a bad
+request: {"status": "error", "message"}.
 """
 import json
 import sys
@@ -32,7 +39,7 @@ from anvil._cli import answer_one, exit_after, one_line, quiet_stdout, tail
 
 PROTOCOL = "anvil.reference-profile/1"
 
-INPUT_SETS = 3
+ROWS = 50  # kernels (ops on the CPU) kept per model; the tool shows the first `top`
 NAME_CHARS = 160  # a kernel's name as shown (templated library kernels run to thousands)
 
 
@@ -80,7 +87,8 @@ def _part(fn, sets, device, args, top):
     cuda = device == "cuda"
     trace = {} if cuda else None
     result = timing.measure(fn, sets, device, warmup=args.warmup, calls=args.calls, trace=trace)
-    part = {"ms": result["median_ms"], "min_ms": result["min_ms"], "kernel_sum_ms": result.get("kernel_sum_ms")}
+    part = {"ms": result["median_ms"], "min_ms": result["min_ms"], "p25_ms": result["p25_ms"], "p75_ms": result["p75_ms"],
+            "kernel_sum_ms": result.get("kernel_sum_ms")}
     if cuda:
         calls = max(1, trace.get("calls") or 1)
         part["launches"] = round(len(trace.get("kernels", [])) / calls, 3)
@@ -107,20 +115,24 @@ def _work(module_model, sets, torch):
 
 
 def _peaks(device, torch):
+    """The GPU's copy bandwidth and fp32 matrix rate (TF32 off); None where they cannot be measured
+    (the task's memory left no room: the floor is then not given, the rest stands)."""
     from anvil import evidence
 
     m = 8192
-    a = torch.randn(m, m, device=device)
-    b = torch.randn(m, m, device=device)
     tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
     try:
+        a = torch.randn(m, m, device=device)
+        b = torch.randn(m, m, device=device)
+        torch.backends.cuda.matmul.allow_tf32 = False
         torch.mm(a, b)
         fp32 = 2 * m ** 3 / evidence.best_seconds(lambda: torch.mm(a, b))
+        del a, b
+        return {"bandwidth_bytes_per_s": evidence.measure_bandwidth(device), "fp32_flops_per_s": fp32}
+    except Exception as e:  # noqa: BLE001 - out of memory beside the task's tensors
+        return {"error": "%s: %s" % (type(e).__name__, one_line(e))}
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
-    del a, b
-    return {"bandwidth_bytes_per_s": evidence.measure_bandwidth(device), "fp32_flops_per_s": fp32}
 
 
 class Request:
@@ -136,7 +148,9 @@ class Request:
         self.task = req.get("task_file")
         self.device = req.get("device", "cuda")
         self.compile_mode = req.get("compile_mode", "default")
-        self.warmup, self.calls, self.top = req.get("warmup", 10), req.get("calls", 30), req.get("top", 8)
+        self.warmup, self.calls = req.get("warmup", 10), req.get("calls", 30)
+        self.input_sets, self.top = req.get("input_sets", 4), req.get("top", ROWS)
+        self.allow_tf32 = req.get("allow_tf32", False)
         self.gpu_lock = req.get("gpu_lock")
         if not isinstance(self.task, str) or not self.task:
             raise RequestError("task_file: a path is required")
@@ -144,10 +158,12 @@ class Request:
             raise RequestError("device: cuda or cpu is required")
         if not isinstance(self.compile_mode, str):
             raise RequestError("compile_mode: a string is required")
-        for name, low in (("warmup", 0), ("calls", 1), ("top", 1)):
+        for name, low in (("warmup", 0), ("calls", 1), ("input_sets", 1), ("top", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise RequestError("%s: an integer of at least %d is required" % (name, low))
+        if not isinstance(self.allow_tf32, bool):
+            raise RequestError("allow_tf32: true or false is required")
         if self.gpu_lock is not None and not isinstance(self.gpu_lock, str):
             raise RequestError("gpu_lock: a path is required")
 
@@ -156,32 +172,62 @@ class RequestError(Exception):
     pass
 
 
+def _failed(e, torch):
+    """The report of a reference that failed: out of memory is the GPU's limit, anything else the task's."""
+    from anvil.harness import memory_error
+
+    what = "%s: %s" % (type(e).__name__, one_line(e))
+    if memory_error(e, torch) is not None:
+        return {"status": "error", "outcome": "gpu_memory", "message": "the GPU ran out of memory: " + what}
+    return {"status": "error", "outcome": "task_error", "message": what, "detail": tail(repr(e))}
+
+
+def _prepare(args, torch):
+    """The reference and its input sets, made on the host (before the GPU's lock is asked for): as
+    the judge, one set where a set is LEAN_BYTES or more (a large task's inputs are drawn per use)."""
+    from anvil import task_probe
+    from anvil.harness import LEAN_BYTES, tensor_bytes
+
+    module = task_probe.load_task(args.task)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs()).eval()
+    first = _inputs(module, torch, "cpu", 1)
+    count = 1 if tensor_bytes(list(first)) >= LEAN_BYTES else args.input_sets
+    return model, [first] + [_inputs(module, torch, "cpu", 1 + i) for i in range(1, count)]
+
+
 def profile(args):
     """The report's body for a checked request (Request)."""
     from anvil import task_probe, timing
+    from anvil.harness import map_tensors
 
-    lock = timing.GpuLock(args.gpu_lock) if args.gpu_lock and args.device == "cuda" else None  # before CUDA starts
     import torch
 
     device = args.device
-    torch.backends.cuda.matmul.allow_tf32 = False  # the judge's baselines: the reference's own precision
-    torch.backends.cudnn.allow_tf32 = False
+    # The judge's baselines: TF32 as the evaluation's flags have it (off unless asked for).
+    torch.backends.cuda.matmul.allow_tf32 = args.allow_tf32
+    torch.backends.cudnn.allow_tf32 = args.allow_tf32
     try:
-        module = task_probe.load_task(args.task)
-        torch.manual_seed(0)
-        model = module.Model(*module.get_init_inputs()).eval().to(device)
-        sets = [_inputs(module, torch, device, 1 + i) for i in range(INPUT_SETS)]
-        with torch.no_grad():
-            model(*sets[0])
+        model, host_sets = _prepare(args, torch)
     except task_probe.TaskError as e:
         return {"status": "error", "outcome": "task_error", "message": e.cause, "detail": e.detail}
     except Exception as e:  # noqa: BLE001 - the task's failure is its answer
-        return {"status": "error", "outcome": "task_error", "message": "%s: %s" % (type(e).__name__, one_line(e)),
-                "detail": tail(repr(e))}
+        return _failed(e, torch)
+    # The GPU's lock, exclusive, only now: the host's work above kept nobody waiting.
+    lock = timing.GpuLock(args.gpu_lock) if args.gpu_lock and device == "cuda" else None
+    try:
+        model = model.to(device)
+        sets = [tuple(map_tensors(list(s), lambda t: t.to(device))) for s in host_sets]
+        del host_sets
+        with torch.no_grad():
+            model(*sets[0])
+    except Exception as e:  # noqa: BLE001
+        return _failed(e, torch)
     report = {"status": "done", "device": device, "torch": torch.__version__,
               "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None,
               "method": {"timing": "cuda_events" if device == "cuda" else "wall_clock", "warmup": args.warmup,
-                         "calls": args.calls, "flush_l2": device == "cuda", "input_sets": INPUT_SETS}}
+                         "calls": args.calls, "flush_l2": device == "cuda", "input_sets": len(sets),
+                         "allow_tf32": args.allow_tf32}}
     with torch.no_grad():
         report["eager"] = _part(model, sets, device, args, args.top)
         report["compile"] = None
@@ -194,6 +240,7 @@ def profile(args):
             report["work"] = _work(model, sets, torch)
         except Exception as e:  # noqa: BLE001 - no count: the floor is not given
             report["work"] = {"error": "%s: %s" % (type(e).__name__, one_line(e))}
+    del sets
     report["peaks"] = _peaks(device, torch) if device == "cuda" else None
     if lock is not None:
         report["gpu_lock_waited_s"] = round(lock.waited_s, 3)

@@ -83,10 +83,12 @@ def test_tune_judges_each_configuration_and_names_the_fastest(episode):
     tunes = [text for name, text in results if name == "tune"]
     assert len(tunes) == 5, tunes
     no_config, swept, negative, twice, empty = tunes
-    # The bundled candidate sets no self.config: every row is the load_error that says so.
-    assert [line.split()[1] for line in no_config.splitlines()[1:3]] == ["load_error"] * 2, no_config
+    # The bundled candidate sets no self.config: the first row is the load_error that says so, and no other
+    # value is tried (each would fail alike).
+    assert no_config.splitlines()[1].split()[:2] == ["0", "load_error"], no_config
     assert "no configuration was correct" in no_config, no_config
     assert "tune needs ModelNew.__init__ to set an integer self.config" in no_config, no_config
+    assert "1 configuration(s) not tried: every value would fail the same way" in no_config, no_config
     rows = {line.split()[0]: line.split()[1] for line in swept.splitlines()[1:4]}
     assert rows == {"0": "ok", "3": "runtime_error", "1": "ok"}, swept
     assert "config 3: no such launch configuration" in swept, swept  # the value reached forward
@@ -97,6 +99,15 @@ def test_tune_judges_each_configuration_and_names_the_fastest(episode):
     assert negative.startswith("error: tune: configs: -1 is not an integer from 0 to 2^31-1"), negative
     assert twice.startswith("error: tune: configs: 4 is given twice"), twice
     assert empty.startswith("error: tune: configs: give 1 to 16 values (got 0)"), empty
+
+
+def test_tunes_record_carries_one_outcome_for_the_training_filter(episode):
+    """anvil rft drops an episode whose verify, profile or tune said hack_suspected: tune's detail has
+    one outcome, as theirs do (hack_suspected when any row is, ok when one was correct)."""
+    record, _results = episode
+    details = [c.get("detail") or {} for t in record["turns"] for c in t["tool_calls"] if c["name"] == "tune"]
+    assert [d.get("outcome") for d in details] == ["load_error", "ok", None, None, None], details
+    assert [r["outcome"] for r in details[1]["rows"]] == ["ok", "runtime_error", "ok"]
 
 
 def test_the_final_judgement_uses_modelnews_own_config(episode):
@@ -131,3 +142,30 @@ def test_anvil_task_profile_prints_the_same_profile(small_task, tmp_path):
     r = subprocess.run([scripted_agent.ANVIL, "task", "profile", small_task, "--device", "tpu"], capture_output=True,
                        text=True, env=env, timeout=60)
     assert r.returncode != 0 and "tpu" in r.stderr, r.stderr
+
+
+def test_the_reference_profile_keeps_one_input_set_for_a_large_task(small_task, monkeypatch):
+    """As the judge's lean rule: a task whose input set is LEAN_BYTES or more is profiled on one set
+    (four sets of a 20 GiB task would not fit where the judge evaluates it fine)."""
+    import types
+
+    from anvil import harness, reference_profile
+    import torch
+
+    args = types.SimpleNamespace(task=small_task, input_sets=4)
+    _model, sets = reference_profile._prepare(args, torch)
+    assert len(sets) == 4
+    monkeypatch.setattr(harness, "LEAN_BYTES", 128 * 256 * 4)  # the small task's one input, exactly
+    _model, sets = reference_profile._prepare(args, torch)
+    assert len(sets) == 1
+
+
+def test_the_reference_profile_says_out_of_memory_is_not_the_tasks_fault():
+    import torch
+
+    from anvil import reference_profile
+
+    oom = reference_profile._failed(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"), torch)
+    assert oom["outcome"] == "gpu_memory" and "ran out of memory" in oom["message"], oom
+    broken = reference_profile._failed(KeyError("no such column"), torch)
+    assert broken["outcome"] == "task_error" and broken["message"] == "KeyError: 'no such column'", broken

@@ -246,7 +246,7 @@ int cmd_task_profile(const TaskProfileArgs& a) {
     std::printf("%s\n", p.report.dump(2).c_str());
   } else {
     std::printf("task %s (%s)%s\n%s", task->name.c_str(), task->hash.substr(0, 12).c_str(), p.cached ? ", cached" : "",
-                reference_profile_text(p.report).c_str());
+                reference_profile_text(p.report, a.top).c_str());
   }
   return 0;
 }

@@ -53,6 +53,7 @@ struct TaskProfileArgs {
   std::string task;
   ReferenceProfileOptions opts;
   std::string device;  // empty: cuda where a GPU is found, else cpu
+  size_t top = 8;      // kernels (ops) shown per model
   bool json = false;
 };
 // `anvil task profile`: the reference's profile (env/reference_profile.h). 0: profiled; 1: the task is

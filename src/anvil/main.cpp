@@ -268,7 +268,8 @@ void add_task(CLI::App& app, int& status) {
                        "torch.compile's mode (default, reduce-overhead, max-autotune, ...); none: eager alone");
   prof_cmd->add_option("--calls", prof.opts.calls, "timed calls per model (default 30)")->check(CLI::Range(1, 100000));
   prof_cmd->add_option("--warmup", prof.opts.warmup, "warm-up calls (default 10)")->check(CLI::Range(0, 100000));
-  prof_cmd->add_option("--top", prof.opts.top, "kernels listed per model (default 8)")->check(CLI::Range(1, 1000));
+  prof_cmd->add_option("--top", prof.top, "kernels listed per model (default 8)")
+      ->check(CLI::Range(size_t{1}, anvil::kReferenceProfileRows));
   prof_cmd->add_flag("--no-cache", prof_no_cache, "profile again instead of using a cached report");
   prof_cmd->add_flag("--json", prof.json, "print the report as JSON (anvil.reference-profile/1)");
   prof_cmd->callback([&] {

@@ -128,6 +128,8 @@ int Slots::acquire(int priority) {
 void Slots::release(int id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    auto held = holders_.find(id);
+    if (held == holders_.end() || held->second <= 0) return;  // never granted (a Hold of -1: nothing taken)
     auto it = since_.find(id);
     if (--holders_[id] == 0 && it != since_.end()) {
       held_s_[id] += std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
@@ -530,6 +532,10 @@ ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
 
 namespace {
 
+// How the harness says a ModelNew has no integer config of its own (python/anvil/harness.py
+// Harness.set_config; test_agent_tools.py checks both ends): every value would fail alike.
+constexpr const char* kNoConfigMessage = "tune needs ModelNew.__init__ to set an integer self.config";
+
 // The configurations asked for, or why they cannot be tried.
 std::optional<std::vector<int64_t>> tune_configs(const Json& given, std::string* why) {
   std::vector<int64_t> out;
@@ -594,10 +600,11 @@ ToolOutcome ToolBox::tune(const Json& a) {
   }
   Json rows = Json::array();
   std::optional<size_t> best;
-  std::string first_failure;
+  std::string first_failure, stopped;
   for (int64_t c : *configs) {
     if (out_of_time()) {
       out.out_of_time = true;
+      stopped = "the episode's wall clock ran out";
       break;
     }
     EvalOptions o = workdir_evaluation(true);
@@ -612,9 +619,16 @@ ToolOutcome ToolBox::tune(const Json& a) {
       row["reward"] = r.json.value("reward", -1);
       const Json& t = r.json.contains("timing") && r.json["timing"].is_object() ? r.json["timing"] : Json::object();
       for (const char* k : {"candidate_ms", "speedup_eager", "speedup_compile"}) row[k] = t.value(k, Json());
+      std::string message = trim(r.json.value("message", std::string()));
       if (row["outcome"] != "ok" && first_failure.empty()) {
-        first_failure = "config " + std::to_string(c) + ": " + row["outcome"].get<std::string>() + ": " +
-                        trim(r.json.value("message", std::string()));
+        first_failure = "config " + std::to_string(c) + ": " + row["outcome"].get<std::string>() + ": " + message;
+      }
+      // What no other value can change: the build, or a ModelNew without its own config.
+      if (row["outcome"] == "compile_error" ||
+          (row["outcome"] == "load_error" && message.find(kNoConfigMessage) != std::string::npos)) {
+        stopped = "every value would fail the same way";
+        rows.push_back(row);
+        break;
       }
       if (row["outcome"] == "ok" && row["candidate_ms"].is_number() &&
           (!best || row["candidate_ms"].get<double>() < rows[*best]["candidate_ms"].get<double>())) {
@@ -625,9 +639,17 @@ ToolOutcome ToolBox::tune(const Json& a) {
   }
   out.text = tune_text(rows, best, first_failure);
   if (rows.size() < configs->size()) {
-    out.text += std::to_string(configs->size() - rows.size()) + " configuration(s) not tried: the episode's wall clock ran out\n";
+    out.text += std::to_string(configs->size() - rows.size()) + " configuration(s) not tried: " + stopped + "\n";
   }
+  // One outcome for the episode's record, as verify's and profile's: hack_suspected when any row is
+  // (anvil rft drops such an episode), ok when one was correct, else the first row's.
+  std::string summary = rows.empty() ? "" : rows[0]["outcome"].get<std::string>();
+  for (const auto& r : rows) {
+    if (r["outcome"] == "hack_suspected") summary = "hack_suspected";
+  }
+  if (summary != "hack_suspected" && best) summary = "ok";
   out.detail = {{"rows", rows}, {"best", best ? rows[*best]["config"] : Json()}};
+  if (!summary.empty() && summary != "not evaluated") out.detail["outcome"] = summary;
   return out;
 }
 
@@ -642,20 +664,14 @@ ToolOutcome ToolBox::profile_reference(const Json& a) {
     out.text = "profile_reference: " + out.text;
     return out;
   }
-  ReferenceProfileOptions ro;
-  ro.device = !opts_.eval.device.empty() ? opts_.eval.device : env_.gpus.empty() ? "cpu" : "cuda";
-  ro.compile_mode = opts_.eval.compile_mode;
-  ro.warmup = opts_.eval.warmup;
-  ro.calls = opts_.eval.calls;
-  ro.top = static_cast<int>(std::clamp(a.value("top", 8L), 1L, 50L));
-  ro.zygote = opts_.eval.zygote_socket;
-  ro.gpu_lock = opts_.eval.gpu_lock.has_value();
-  ro.memory_limit_bytes = opts_.eval.memory_limit_bytes;
+  ReferenceProfileOptions ro = reference_profile_options(opts_.eval, env_);
+  size_t top = static_cast<size_t>(std::clamp(a.value("top", 8L), 1L, static_cast<long>(kReferenceProfileRows)));
   bool cut = false;
   ro.timeout = std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(capped(ro.timeout, &cut)));
-  int gpu = ro.device == "cuda" && opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
+  // A slot as an evaluation takes one (on the CPU too: the slots keep timings apart there as well).
+  int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
   Slots::Hold hold{opts_.gpus, gpu};
-  ro.gpu = gpu >= 0 ? gpu : opts_.eval.gpu;
+  ro.gpu = ro.device == "cuda" && gpu >= 0 ? gpu : opts_.eval.gpu;
   ReferenceProfile p = anvil::profile_reference(env_, *task, ro);
   if (!p.ok) {
     out.error = true;
@@ -664,7 +680,7 @@ ToolOutcome ToolBox::profile_reference(const Json& a) {
     out.text = std::string("profile_reference failed: ") + (p.task_error ? "the reference itself fails: " : "") + p.error;
     return out;
   }
-  out.text = reference_profile_text(p.report);
+  out.text = reference_profile_text(p.report, top);
   const Json& c = p.report.value("compile", Json());
   out.detail = {{"cached", p.cached},
                 {"eager_ms", p.report.value("eager", Json::object()).value("ms", Json())},

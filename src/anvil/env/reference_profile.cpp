@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "anvil/env/baselines.h"
 #include "anvil/env/cache_layout.h"
 #include "anvil/env/eval.h"
 #include "anvil/env/launch.h"
@@ -81,8 +82,10 @@ std::string time_line(const char* label, const nlohmann::json& part, bool cuda) 
 }
 
 // What the next milestones take, from the times measured here (reward.h).
-std::string targets(std::optional<double> eager, std::optional<double> compile) {
-  std::string s;
+std::string targets(std::optional<double> eager, std::optional<double> compile, bool kernel_sum) {
+  std::string s = kernel_sum ? "(The reward compares GPU kernel time here, --timing kernel-sum: the targets are from "
+                               "the baselines' GPU busy time.)\n"
+                             : "";
   if (eager && compile) {
     s += "To earn 3 (" + more_than_faster() + " than both): under " + ms(std::min(*eager, *compile) / kFasterThreshold) +
          ". To earn 2 (" + more_than_faster() + " than eager): under " + ms(*eager / kFasterThreshold) + ".\n";
@@ -110,6 +113,9 @@ std::string work_lines(const nlohmann::json& r, std::optional<double> eager) {
   if (bytes > 0 && flops > 0) s += printf_string(": %.2f FLOP/byte", flops / bytes);
   s += ".\n";
   const nlohmann::json& p = r.value("peaks", nlohmann::json());
+  if (p.is_object() && p.contains("error")) {
+    return s + "Roofline floor: not given (the GPU's peaks could not be measured: " + p["error"].get<std::string>() + ").\n";
+  }
   auto bw = number(p, "bandwidth_bytes_per_s"), fp32 = number(p, "fp32_flops_per_s");
   if (!bw || !fp32 || *bw <= 0 || *fp32 <= 0) return s;
   double mem_ms = bytes / *bw * 1e3, math_ms = flops / *fp32 * 1e3, floor = std::max(mem_ms, math_ms);
@@ -120,12 +126,17 @@ std::string work_lines(const nlohmann::json& r, std::optional<double> eager) {
   return s + ".\n";
 }
 
-std::string rows(const char* label, const nlohmann::json& part, bool cuda) {
+std::string rows(const char* label, const nlohmann::json& part, bool cuda, size_t top) {
   const char* key = cuda ? "kernels" : "ops";
   if (!part.is_object() || !part.contains(key) || !part[key].is_array() || part[key].empty()) return "";
   std::string s = std::string(label) + (cuda ? "'s kernels (GPU time per forward, share, launches per forward):\n"
                                              : "'s time by op (self CPU time per forward, share, calls per forward):\n");
+  size_t shown = 0;
   for (const auto& row : part[key]) {
+    if (shown++ == top) {
+      s += "  (" + std::to_string(part[key].size() - top) + " more; top shows more)\n";
+      break;
+    }
     auto share = number(row, "share");
     s += (share ? printf_string("  %5.1f%%", 100 * *share) : std::string("      ?")) + "  " +
          ms(number(row, "ms").value_or(0)) + printf_string("  x%g  ", number(row, "launches").value_or(0)) +
@@ -144,9 +155,38 @@ std::string reference_profile_key(const Environment& env, const Task& task, cons
       .add("gpu", opts.device == "cuda" && !env.gpus.empty() ? env.gpus[0].name + "|" + env.driver : "cpu")
       .add("torch", env.torch.version + "|" + env.torch.cuda)
       .add("compile_mode", opts.compile_mode)
-      .add("method", std::to_string(opts.warmup) + "|" + std::to_string(opts.calls) + "|" + std::to_string(opts.top));
+      .add("method", std::to_string(opts.warmup) + "|" + std::to_string(opts.calls) + "|" +
+                         std::to_string(opts.input_sets) + "|" + (opts.allow_tf32 ? "tf32" : "fp32") + "|" + opts.timing);
   for (const char* rel : kSources) h.add(rel, hash_file(env.home / rel).value_or("missing"));
   return h.hex();
+}
+
+std::string unclean_reference_profile(const nlohmann::json& report) {
+  std::string device = report.value("device", std::string("cpu"));
+  for (const char* part : {"eager", "compile"}) {
+    const nlohmann::json& p = report.value(part, nlohmann::json());
+    if (!p.is_object() || !p.contains("ms")) continue;
+    nlohmann::json t = {{"median_ms", p["ms"]}, {"p25_ms", p.value("p25_ms", nlohmann::json())},
+                        {"p75_ms", p.value("p75_ms", nlohmann::json())}};
+    if (auto why = unclean_baseline(t, device, false)) return std::string(part) + ": " + *why;
+  }
+  return "";
+}
+
+ReferenceProfileOptions reference_profile_options(const EvalOptions& eval, const Environment& env) {
+  ReferenceProfileOptions o;
+  o.device = !eval.device.empty() ? eval.device : env.gpus.empty() ? "cpu" : "cuda";
+  o.gpu = eval.gpu;
+  o.compile_mode = eval.compile_mode;
+  o.warmup = eval.warmup;
+  o.calls = eval.calls;
+  o.input_sets = eval.input_sets;
+  o.allow_tf32 = eval.allow_tf32;
+  o.timing = eval.timing;
+  o.zygote = eval.zygote_socket;
+  o.gpu_lock = eval.gpu_lock.has_value();
+  o.memory_limit_bytes = eval.memory_limit_bytes;
+  return o;
 }
 
 ReferenceProfile profile_reference(const Environment& env, const Task& task, const ReferenceProfileOptions& opts) {
@@ -162,7 +202,7 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
   if (opts.use_cache) {
     if (auto text = read_file(entry)) {
       auto j = nlohmann::json::parse(*text, nullptr, false);
-      if (j.is_object() && j.value("status", std::string()) == "done") {
+      if (j.is_object() && j.value("protocol", std::string()) == kProtocol && j.value("status", std::string()) == "done") {
         res.ok = res.cached = true;
         res.report = j;
         return res;
@@ -182,9 +222,11 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
   fs::path file = dir / "model.py";
   std::string err;
   if (!write_file_atomic(file, task.code, &err, 0444)) return fail(err);
-  nlohmann::json request = {{"protocol", kProtocol}, {"task_file", file.string()}, {"device", opts.device},
-                            {"compile_mode", opts.compile_mode}, {"warmup", opts.warmup}, {"calls", opts.calls},
-                            {"top", opts.top}};
+  nlohmann::json request = {{"protocol", kProtocol},         {"task_file", file.string()},
+                            {"device", opts.device},            {"compile_mode", opts.compile_mode},
+                            {"warmup", opts.warmup},            {"calls", opts.calls},
+                            {"input_sets", opts.input_sets},    {"allow_tf32", opts.allow_tf32},
+                            {"top", kReferenceProfileRows}};
   if (opts.device == "cuda" && opts.gpu_lock) request["gpu_lock"] = gpu_lock_path(env, opts.gpu).string();
 
   SubprocessOptions so;
@@ -221,11 +263,17 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
     return fail(replace_all(report.value("message", std::string("no reason given")), file.string(), task.spec));
   }
   res.ok = true;
-  if (opts.use_cache && !write_file_atomic(entry, report.dump(1) + "\n", &err)) res.report["cache_error"] = err;
+  res.report["method"]["reward_time"] = opts.timing;
+  res.unclean = unclean_reference_profile(report);
+  if (!res.unclean.empty()) {
+    res.report["not_kept"] = res.unclean;
+  } else if (opts.use_cache && !write_file_atomic(entry, res.report.dump(1) + "\n", &err)) {
+    res.report["cache_error"] = err;
+  }
   return res;
 }
 
-std::string reference_profile_text(const nlohmann::json& r) {
+std::string reference_profile_text(const nlohmann::json& r, size_t top) {
   bool cuda = r.value("device", std::string()) == "cuda";
   const nlohmann::json& m = r.value("method", nlohmann::json::object());
   std::string s = "The reference (model.py's Model) on " +
@@ -235,11 +283,14 @@ std::string reference_profile_text(const nlohmann::json& r) {
   const nlohmann::json& eager = r.value("eager", nlohmann::json());
   const nlohmann::json& compile = r.value("compile", nlohmann::json());
   s += time_line("eager", eager, cuda) + time_line("torch.compile", compile, cuda);
-  auto te = number(eager, "ms");
-  auto tc = compile.is_object() ? number(compile, "ms") : std::nullopt;
-  s += targets(te, tc);
-  s += work_lines(r, te);
-  s += rows("eager", eager, cuda) + rows("torch.compile", compile, cuda);
+  bool kernel_sum = cuda && m.value("reward_time", std::string()) == "kernel-sum";
+  const char* compared = kernel_sum ? "kernel_sum_ms" : "ms";
+  auto te = number(eager, compared);
+  auto tc = compile.is_object() ? number(compile, compared) : std::nullopt;
+  s += targets(te, tc, kernel_sum);
+  s += work_lines(r, number(eager, "ms"));
+  s += rows("eager", eager, cuda, top) + rows("torch.compile", compile, cuda, top);
+  if (r.contains("not_kept")) s += "(Measured on a busy machine, not kept: " + r["not_kept"].get<std::string>() + ".)\n";
   return s;
 }
 

@@ -13,18 +13,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "anvil/env/eval.h"
 #include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
 
 namespace anvil {
 
+// The rows of kernels (ops on the CPU) a report keeps per model; the text shows the first `top`.
+inline constexpr size_t kReferenceProfileRows = 50;
+
 struct ReferenceProfileOptions {
   std::string device = "cuda";           // "cuda" or "cpu"
   int gpu = 0;                           // which GPU (CUDA_VISIBLE_DEVICES) on "cuda"
   std::string compile_mode = "default";  // torch.compile's mode; "none": eager alone
-  int warmup = 10;                       // as EvalOptions: the baselines' method
+  // As EvalOptions: the baselines' method, and the time the reward compares (events | kernel-sum).
+  int warmup = 10;
   int calls = 30;
-  int top = 8;                           // kernels (ops on the CPU) listed per model
+  int input_sets = 4;
+  bool allow_tf32 = false;
+  std::string timing = "events";
   bool gpu_lock = false;                 // take the GPU's lock (eval.h gpu_lock_path) exclusive while it measures
   bool use_cache = true;
   std::string zygote = "auto";           // launch.h: "auto", "none" or a socket's path
@@ -32,10 +39,14 @@ struct ReferenceProfileOptions {
   size_t memory_limit_bytes = 64ull << 30;
 };
 
+// The options an evaluation's options imply (the agent's profile_reference: the episode's own).
+ReferenceProfileOptions reference_profile_options(const EvalOptions& eval, const Environment& env);
+
 struct ReferenceProfile {
   bool ok = false;
   std::string error;       // why not, when !ok
   bool task_error = false;  // !ok because the task itself fails (its reference raises, or it cannot be loaded)
+  std::string unclean;     // ok, but not kept in the cache: why (a disturbed measurement, as baselines.h's rule)
   nlohmann::json report;   // anvil.reference-profile/1 (python/anvil/reference_profile.py)
   bool cached = false;
   double seconds = 0;      // the measuring process's wall time (0 when cached)
@@ -45,10 +56,17 @@ struct ReferenceProfile {
 // measuring sources.
 std::string reference_profile_key(const Environment& env, const Task& task, const ReferenceProfileOptions& opts);
 
+// A report is kept in the cache only when its times are clean by the baselines' rule (baselines.h
+// unclean_baseline: on a GPU, an interquartile spread within 10% of the median): a profile disturbed
+// by other work on the machine (another episode's shell on the GPU, say) would mislead every later
+// episode of the task. Why not, or "" when clean.
+std::string unclean_reference_profile(const nlohmann::json& report);
+
 ReferenceProfile profile_reference(const Environment& env, const Task& task, const ReferenceProfileOptions& opts);
 
-// The report as the agent reads it: the times and what the next milestones take (reward.h), the work
-// and the floor, then the kernels of each model by their share of the GPU's time.
-std::string reference_profile_text(const nlohmann::json& report);
+// The report as the agent reads it: the times and what the next milestones take (reward.h, from the
+// time the reward compares), the work and the floor, then the first `top` kernels of each model by
+// their share of the GPU's time.
+std::string reference_profile_text(const nlohmann::json& report, size_t top = 8);
 
 }  // namespace anvil

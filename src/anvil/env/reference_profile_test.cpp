@@ -79,6 +79,38 @@ TEST(ReferenceProfileText, WhatWasNotMeasuredIsSaid) {
   EXPECT_NE(reference_profile_text(r).find("torch.compile  not measured (compile mode none)"), std::string::npos);
 }
 
+TEST(ReferenceProfileText, ADisturbedProfileIsNotKept) {
+  Json r = gpu_report();
+  r["eager"]["p25_ms"] = 1.98;
+  r["eager"]["p75_ms"] = 2.02;  // 2% of the median: clean
+  r["compile"]["p25_ms"] = 1.49;
+  r["compile"]["p75_ms"] = 1.51;
+  EXPECT_EQ(unclean_reference_profile(r), "");
+  r["compile"]["p75_ms"] = 1.9;  // 27%: another's work beside it
+  EXPECT_NE(unclean_reference_profile(r).find("compile: its samples spread 27%"), std::string::npos)
+      << unclean_reference_profile(r);
+  r["not_kept"] = unclean_reference_profile(r);
+  EXPECT_NE(reference_profile_text(r).find("(Measured on a busy machine, not kept: compile: its samples spread"),
+            std::string::npos);
+  r["device"] = "cpu";  // the CPU's rule has no spread limit
+  EXPECT_EQ(unclean_reference_profile(r), "");
+}
+
+TEST(ReferenceProfileText, TopRowsAndTheRewardsTime) {
+  Json r = gpu_report();
+  std::string one = reference_profile_text(r, 1);
+  EXPECT_NE(one.find("sm90_xmma_gemm_f32f32"), std::string::npos) << one;
+  EXPECT_EQ(one.find("vectorized_elementwise_kernel"), std::string::npos) << one;
+  EXPECT_NE(one.find("(1 more; top shows more)"), std::string::npos) << one;
+  // --timing kernel-sum: the targets come from the GPU busy time the reward compares.
+  r["method"]["reward_time"] = "kernel-sum";
+  std::string ks = reference_profile_text(r);
+  char three[64];
+  std::snprintf(three, sizeof three, "under %.4f ms", 1.4 / kFasterThreshold);
+  EXPECT_NE(ks.find(std::string("To earn 3 (") + more_than_faster() + " than both): " + three), std::string::npos) << ks;
+  EXPECT_NE(ks.find("--timing kernel-sum"), std::string::npos) << ks;
+}
+
 TEST(ReferenceProfileText, OnTheCpuOpsByTime) {
   Json r = gpu_report();
   r["device"] = "cpu";

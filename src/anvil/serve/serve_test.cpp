@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <atomic>
 #include <thread>
 
 #include "anvil/agent/http.h"
@@ -306,6 +307,26 @@ TEST(ServeSlots, AGpusSlotsFillEvenlyAndItsHeldTimeCountsOnce) {
   EXPECT_LT(held, 0.35) << "two holds at once counted twice";
 }
 
+// A Hold of nothing (-1: a caller that took no slot) gives nothing back: the slots stay as many as
+// there are (a release of -1 once added a slot for good, and with it an evaluation beside another).
+TEST(ServeSlots, ReleasingASlotNeverTakenChangesNothing) {
+  Slots one({0});
+  { Slots::Hold nothing{&one, -1}; }
+  one.release(7);
+  int a = one.acquire(0);
+  EXPECT_EQ(a, 0);
+  std::atomic<bool> second{false};
+  std::thread t([&] {
+    one.release(one.acquire(0));
+    second = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(second) << "a second slot was granted while the only one is held";
+  one.release(a);
+  t.join();
+  EXPECT_TRUE(second);
+}
+
 // `anvil serve --overlap 2` on two GPUs, its judge replaced by a runner that answers a canned
 // correct report after a while (no GPU here): two evaluations at once on each GPU, never a third,
 // each taking its GPU's lock with its wave ("together"); --overlap 1 takes no lock.
@@ -591,6 +612,11 @@ TEST(Serve, JudgesCandidatesByPathAndByTextAndAnswersBadInputByField) {
   expect_error(400, "options.compile_mode", "POST", "/v1/evaluations",
                Json({{"task", {{"path", small_task()}}}, {"candidate", {{"source", "x"}}},
                      {"options", {{"compile_mode", "fastest"}}}}).dump());
+  for (Json config : {Json(-1), Json(1.5), Json("2"), Json(true), Json(int64_t{1} << 31)}) {
+    expect_error(400, "options.config", "POST", "/v1/evaluations",
+                 Json({{"task", {{"path", small_task()}}}, {"candidate", {{"source", "x"}}},
+                       {"options", {{"config", config}}}}).dump());
+  }
   EXPECT_EQ(s.json("GET", "/health")["status"], "ok") << "still serving";
 
   std::string metrics = s.call("GET", "/metrics").body;
@@ -774,6 +800,9 @@ TEST(Serve, ASessionRunsToolsInOrderSurvivesARestartAndFinalizesToOneEvaluation)
   EXPECT_EQ(status, 400) << bad_task.dump();
   EXPECT_EQ(bad_task["error"]["field"], "task") << bad_task.dump();
   EXPECT_EQ(s->json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}, {"ttl", 5}})["error"]["field"], "ttl");
+  // A launch configuration is the tune tool's, per evaluation: a session's finale judges ModelNew's own.
+  EXPECT_EQ(s->json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}, {"options", {{"config", 2}}}})["error"]["field"],
+            "options.config");
 
   // Ended while a request runs: DELETE answers at once, the request stops after its current call.
   Json busy = s->json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}, {"ttl_s", 600}}, {}, &status);

@@ -203,6 +203,9 @@ std::optional<Invalid> Sessions::validate_create(const Json& body, const std::st
   out->request.erase("idempotency_key");
   if (auto bad = validate_task(body, opts_.limits, &out->task)) return bad;
   if (auto bad = validate_options(body, &out->options)) return bad;
+  if (out->options.contains("config")) {  // the session's finale judges ModelNew's own value, as the agent is told
+    return Invalid{"options.config", "not a session's option: its tune tool sets a launch configuration per evaluation"};
+  }
   out->ttl = opts_.ttl.count();
   if (body.contains("ttl_s")) {
     int64_t least = std::min<int64_t>(60, opts_.ttl.count());

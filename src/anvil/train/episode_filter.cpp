@@ -164,7 +164,7 @@ Judged judged(const EpisodeCall& c) {
   const Json& ok_field = member(*c.record, "ok");
   bool ok = ok_field.is_boolean() && ok_field.get<bool>();
   if (c.name == "compile") return ok ? Judged::kPassed : Judged::kFailed;
-  if (c.name != "verify" && c.name != "profile") return Judged::kNothing;
+  if (c.name != "verify" && c.name != "profile" && c.name != "tune") return Judged::kNothing;
   std::string outcome = str_at(member(*c.record, "detail"), "outcome");
   if (!ok || outcome.empty()) return Judged::kNothing;  // the harness could not evaluate: nothing judged
   return outcome == "ok" ? Judged::kPassed : Judged::kFailed;

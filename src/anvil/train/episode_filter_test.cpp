@@ -83,6 +83,12 @@ TEST(EpisodeFilter, ASuspectedHackInTheFinalEvaluationOrAnyToolCallIsDropped) {
   r = good_record();
   add_turn(r, {{"profile", Json::object(), "FAILED: hack_suspected", true, {{"outcome", "hack_suspected"}}}});
   EXPECT_EQ(reason(r), "hack_suspected");
+  // tune: one row of its table suspected (its detail's outcome says so, as ToolBox::tune writes it).
+  r = good_record();
+  add_turn(r, {{"tune", {{"configs", {0, 1}}}, "config ... hack_suspected ...", true,
+                {{"outcome", "hack_suspected"},
+                 {"rows", {{{"config", 0}, {"outcome", "ok"}}, {{"config", 1}, {"outcome", "hack_suspected"}}}}}}});
+  EXPECT_EQ(reason(r), "hack_suspected");
 }
 
 TEST(EpisodeFilter, AnyMalformedCallIsDropped) {
