@@ -75,7 +75,10 @@ std::string time_line(const char* label, const nlohmann::json& part, bool cuda) 
     auto launches = number(part, "launches");
     std::string extra;
     if (busy) extra += "GPU busy " + ms(*busy);
-    if (launches) extra += (extra.empty() ? "" : ", ") + printf_string("%g kernel launches a call", *launches);
+    if (launches) {
+      extra += (extra.empty() ? "" : ", ") + printf_string(*launches == 1 ? "%g kernel launch a call" : "%g kernel launches a call",
+                                                           *launches);
+    }
     if (!extra.empty()) s += "  (" + extra + ")";
   }
   return s + "\n";
@@ -97,7 +100,8 @@ std::string targets(std::optional<double> eager, std::optional<double> compile, 
   return s;
 }
 
-std::string work_lines(const nlohmann::json& r, std::optional<double> eager) {
+// `eager`: eager's time; `three_ms`: the time reward 3 asks for (0: none).
+std::string work_lines(const nlohmann::json& r, std::optional<double> eager, double three_ms) {
   const nlohmann::json& w = r.value("work", nlohmann::json());
   if (!w.is_object() || w.contains("error")) {
     return "Work of one call: not counted" +
@@ -120,10 +124,17 @@ std::string work_lines(const nlohmann::json& r, std::optional<double> eager) {
   if (!bw || !fp32 || *bw <= 0 || *fp32 <= 0) return s;
   double mem_ms = bytes / *bw * 1e3, math_ms = flops / *fp32 * 1e3, floor = std::max(mem_ms, math_ms);
   s += "Roofline floor: " + ms(floor) + ", " + (mem_ms >= math_ms ? "memory-bound" : "compute-bound") + " (" +
-       bytes_text(bytes) + printf_string(" at %.0f GB/s measured: ", *bw / 1e9) + ms(mem_ms) + "; " + flops_text(flops) +
-       printf_string(" at %.1f TFLOP/s fp32 measured: ", *fp32 / 1e12) + ms(math_ms) + ")";
-  if (eager && *eager > 0) s += printf_string(". Eager runs at %.1f%% of it", 100 * floor / *eager);
-  return s + ".\n";
+       bytes_text(bytes) + printf_string(" at %.0f GB/s measured: ", *bw / 1e9) + ms(mem_ms) +
+       (flops > 0 ? "; " + flops_text(flops) + printf_string(" at %.1f TFLOP/s fp32 measured: ", *fp32 / 1e12) + ms(math_ms)
+                  : std::string()) +
+       ")";
+  if (eager && *eager > 0) s += printf_string(". Eager reaches %.1f%% of the floor's speed", 100 * floor / *eager);
+  s += ".\n";
+  if (three_ms > 0 && three_ms < floor) {
+    s += "Reward 3 asks for under " + ms(three_ms) + ", below this floor: it takes fewer bytes or FLOPs than the " +
+         "reference's, or more than the measured peaks.\n";
+  }
+  return s;
 }
 
 std::string rows(const char* label, const nlohmann::json& part, bool cuda, size_t top) {
@@ -288,7 +299,7 @@ std::string reference_profile_text(const nlohmann::json& r, size_t top) {
   auto te = number(eager, compared);
   auto tc = compile.is_object() ? number(compile, compared) : std::nullopt;
   s += targets(te, tc, kernel_sum);
-  s += work_lines(r, number(eager, "ms"));
+  s += work_lines(r, number(eager, "ms"), te && tc ? std::min(*te, *tc) / kFasterThreshold : 0.0);
   s += rows("eager", eager, cuda, top) + rows("torch.compile", compile, cuda, top);
   if (r.contains("not_kept")) s += "(Measured on a busy machine, not kept: " + r["not_kept"].get<std::string>() + ".)\n";
   return s;

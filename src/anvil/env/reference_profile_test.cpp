@@ -36,6 +36,7 @@ TEST(ReferenceProfileText, TimesTargetsWorkFloorAndKernels) {
   std::string t = reference_profile_text(gpu_report());
   EXPECT_NE(t.find("NVIDIA H100 80GB HBM3, median of 30 calls after 10 warm-up calls"), std::string::npos) << t;
   EXPECT_NE(t.find("eager          2.0000 ms  (GPU busy 1.8000 ms, 3 kernel launches a call)"), std::string::npos) << t;
+  EXPECT_NE(t.find("torch.compile  1.5000 ms  (GPU busy 1.4000 ms, 2 kernel launches a call)"), std::string::npos) << t;
   EXPECT_NE(t.find("torch.compile  1.5000 ms"), std::string::npos) << t;
   // The next milestones from the faster baseline, at the reward's own threshold.
   char three[64], two[64];
@@ -48,7 +49,8 @@ TEST(ReferenceProfileText, TimesTargetsWorkFloorAndKernels) {
   EXPECT_NE(t.find("1.00 GB moved at least (inputs 400.0 MB, parameters 200.0 MB, outputs 400.0 MB, each once)"),
             std::string::npos) << t;
   EXPECT_NE(t.find("Roofline floor: 1.0000 ms, compute-bound"), std::string::npos) << t;
-  EXPECT_NE(t.find("Eager runs at 50.0% of it"), std::string::npos) << t;
+  EXPECT_NE(t.find("Eager reaches 50.0% of the floor's speed"), std::string::npos) << t;
+  EXPECT_EQ(t.find("below this floor"), std::string::npos) << t;  // 3 asks for 1.43 ms, above the 1 ms floor
   EXPECT_NE(t.find("at 2500 GB/s measured: 0.4000 ms"), std::string::npos) << t;
   EXPECT_NE(t.find("   66.7%  1.2000 ms  x1  sm90_xmma_gemm_f32f32"), std::string::npos) << t;
   EXPECT_NE(t.find("torch.compile's kernels"), std::string::npos) << t;
@@ -61,7 +63,14 @@ TEST(ReferenceProfileText, MemoryBoundFloorAndEagersShareOfIt) {
   std::string t = reference_profile_text(r);
   EXPECT_NE(t.find("no matrix product or convolution"), std::string::npos) << t;
   EXPECT_NE(t.find("Roofline floor: 0.4000 ms, memory-bound"), std::string::npos) << t;
-  EXPECT_NE(t.find("Eager runs at 20.0% of it"), std::string::npos) << t;  // 0.4 / 2.0
+  EXPECT_NE(t.find("Eager reaches 20.0% of the floor's speed"), std::string::npos) << t;  // 0.4 / 2.0
+  EXPECT_EQ(t.find("TFLOP/s fp32 measured"), std::string::npos) << t;  // no FLOPs: no compute term
+  // torch.compile already at the floor (as 01_elementwise_chain on an H100): 3 is out of reach.
+  r["compile"]["ms"] = 0.41;
+  t = reference_profile_text(r);
+  char three[64];
+  std::snprintf(three, sizeof three, "Reward 3 asks for under %.4f ms, below this floor", 0.41 / kFasterThreshold);
+  EXPECT_NE(t.find(three), std::string::npos) << t;
 }
 
 TEST(ReferenceProfileText, WhatWasNotMeasuredIsSaid) {
