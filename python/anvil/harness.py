@@ -256,7 +256,9 @@ def signature_key(sig):
 def takes_anything(sig):
     """(self, *args, **kwargs): nn.Module's own constructor, which a ModelNew without one of its own
     inherits (KernelBench's candidates for a Model whose constructor takes nothing often have none),
-    or a catch-all; it is called as Model's is, and whatever it cannot take fails there."""
+    or a catch-all; it is called as Model's is, and whatever it cannot take fails there. The same of a
+    Model without a constructor of its own: a ModelNew with one (to set its launch configuration,
+    say: `def __init__(self)`) is called with get_init_inputs() as Model is, and judged."""
     kinds = [p.kind for p in list(sig.parameters.values())[1:]]
     return kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]
 
@@ -655,7 +657,7 @@ class Harness:
             raise Outcome("load_error", "model_new.py defines no class `ModelNew` (a torch.nn.Module subclass)")
         ref_sig, new_sig = signature(self.Model), signature(cls)
         if (ref_sig is not None and new_sig is not None and signature_key(ref_sig) != signature_key(new_sig)
-                and not takes_anything(new_sig)):
+                and not takes_anything(new_sig) and not takes_anything(ref_sig)):
             raise Outcome("load_error", "ModelNew.__init__%s differs from Model.__init__%s: the constructor "
                           "must take the same arguments" % (new_sig, ref_sig))
         self.ModelNew = cls

@@ -428,6 +428,32 @@ class ModelNew(nn.Module):
     assert failed(make(wrong, task=NO_ARGS_TASK), "wrong_answer")["message"].startswith("trial 0")
 
 
+def test_a_modelnew_with_a_constructor_for_a_model_without_one_is_judged(make):
+    """The other way round (scripts/first_kernel.sh, 2026-12-05): Model has nn.Module's constructor,
+    which takes anything; a ModelNew that defines __init__(self) to set its launch configuration is
+    called with get_init_inputs() as Model is, and judged, not refused as a different signature. One
+    that cannot take get_init_inputs() fails there, by name."""
+    task = NO_ARGS_TASK.replace("    def __init__(self):\n        super().__init__()\n\n", "")
+    assert "__init__" not in task
+    own_init = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = 1
+
+    def forward(self, x):
+        return torch.relu(x)
+"""
+    run = evaluate(make(own_init, task=task))
+    assert run.report["outcome"] is None, run.report
+    needs_more = own_init.replace("def __init__(self):", "def __init__(self, width):")
+    report = failed(make(needs_more, task=task), "load_error")
+    assert "ModelNew(*get_init_inputs())" in report["message"] and "width" in report["message"], report["message"]
+
+
 def test_parameter_names_differ(make):
     renamed = CORRECT.replace("self.lin", "self.fc")
     report = failed(make(renamed), "load_error")
