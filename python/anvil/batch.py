@@ -34,6 +34,8 @@ import math
 import os
 import random
 
+from anvil import share
+
 TARGET_MS = 10.0     # a candidate's batch is sized to last about this long (the GPU clock's fixed cost: ~0.3 ms on an H100)
 MIN_CALLS = 2
 MAX_CALLS = 256      # the judge draws, and runs the reference on, every call's inputs: its host work grows with N
@@ -898,9 +900,7 @@ class _Gather:
 
     @staticmethod
     def _load():
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "share", "batch", "gather.ptx")
-        if os.environ.get("ANVIL_HOME"):
-            path = os.path.join(os.environ["ANVIL_HOME"], "share", "batch", "gather.ptx")
+        path = share.path("batch", "gather.ptx")
         try:
             with open(path, "rb") as f:
                 ptx = f.read() + b"\0"

@@ -32,6 +32,8 @@ import random
 import resource
 import signal
 
+from anvil import share
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
@@ -64,7 +66,6 @@ ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER
             "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 _NEVER_KEPT = ("/", "/tmp", "/dev/shm", "/run")
 NEW_ROOT = "/tmp"  # the mount point the new root's tmpfs covers until pivot_root moves it to /
-_SETTINGS = os.path.join("share", "sandbox.json")
 
 
 class ConfinementError(Exception):
@@ -79,8 +80,7 @@ class _MountAttr(ctypes.Structure):
 def settings():
     """share/sandbox.json, the confinement's constants shared with the C++ jail: under $ANVIL_HOME
     (anvil sets it for the runner), else beside this package in anvil's tree."""
-    home = os.environ.get("ANVIL_HOME") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    path = os.path.join(home, _SETTINGS)
+    path = share.path("sandbox.json")
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)

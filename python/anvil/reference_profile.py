@@ -35,6 +35,7 @@ import json
 import sys
 import time
 
+from anvil import share
 from anvil._cli import answer_one, exit_after, one_line, quiet_stdout, tail
 
 PROTOCOL = "anvil.reference-profile/1"
@@ -148,8 +149,9 @@ class Request:
         self.task = req.get("task_file")
         self.device = req.get("device", "cuda")
         self.compile_mode = req.get("compile_mode", "default")
-        self.warmup, self.calls = req.get("warmup", 10), req.get("calls", 30)
-        self.input_sets, self.top = req.get("input_sets", 4), req.get("top", ROWS)
+        defaults = share.timing()
+        self.warmup, self.calls = req.get("warmup", defaults["warmup"]), req.get("calls", defaults["calls"])
+        self.input_sets, self.top = req.get("input_sets", defaults["input_sets"]), req.get("top", ROWS)
         self.allow_tf32 = req.get("allow_tf32", False)
         self.gpu_lock = req.get("gpu_lock")
         if not isinstance(self.task, str) or not self.task:

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from anvil import compare, timing
+from anvil import compare, share, timing
 from anvil._cli import ReportChannel, exit_after, tail
 from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, SEEDED_HINT, CannotServe, Harness, Outcome,
                            RequestError, candidate_failed, map_tensors, raised, tensor_pairs, trace, what)
@@ -29,17 +29,12 @@ from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, SEEDED_HINT, Cann
 MEASURABLE = ("candidate", "eager", "compile")
 # "none": the baselines alone (eager, torch.compile), no candidate imported (anvil baselines)
 CANDIDATE_KINDS = ("workdir", "file", "none")
-STRICT = {"preset": "strict",
-          "float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-5},
-          "float16": {"atol": 1e-2, "rtol": 1e-2, "norm": 1e-3},
-          "bfloat16": {"atol": 1e-2, "rtol": 1e-2, "norm": 1e-2},
-          "float64": {"atol": 1e-7, "rtol": 1e-7, "norm": 1e-9}}
 FLAGS = {"allow_tf32": False, "cudnn_allow_tf32": False, "cudnn_benchmark": False,
          "cudnn_deterministic": False}
-TIMING = {"measure": ["candidate", "eager", "compile"], "warmup": 5, "calls": 30, "input_sets": 4,
+# The timing's defaults beyond share/protocol.json's (warmup, calls, input_sets: share.timing()).
+TIMING = {"measure": ["candidate", "eager", "compile"],
           "flush_l2": True, "kernel_sum": True, "baseline_kernel_sum": True, "compile_mode": "default",
           "hide_launch": True, "lean_bytes": LEAN_BYTES}
-RULES = {"name": "cuda-agent", "torch_ops": False, "own_work": True, "weights": "by_name"}
 WEIGHTS = ("by_name", "by_name_or_seed")
 DEFENSES = {"enabled": True, "policy": None, "allow_lower_precision": False, "roofline": {},
             "roofline_slack": 1.25, "precision_ratio": 16.0, "cuobjdump": None}
@@ -68,12 +63,13 @@ def parse_request(text):
     out.setdefault("device", "cuda")
     out.setdefault("seed", 0)
     out.setdefault("trials", 5)
-    out["tolerance"] = request.get("tolerance") if request.get("tolerance") is not None else dict(STRICT)
+    out["tolerance"] = request.get("tolerance") if request.get("tolerance") is not None else share.default_tolerance()
     out["flags"] = dict(FLAGS, **(request.get("flags") or {}))
-    out["rules"] = dict(RULES, **(request.get("rules") or {}))
+    out["rules"] = dict(share.rules(), **(request.get("rules") or {}))
     if out["rules"]["weights"] not in WEIGHTS:
         raise RequestError("rules.weights %r, expected one of %s" % (out["rules"]["weights"], ", ".join(WEIGHTS)))
-    out["timing"] = dict(TIMING, **(request.get("timing") or {}))
+    out["timing"] = dict(share.timing(), **TIMING)
+    out["timing"].update(request.get("timing") or {})
     defenses = request.get("defenses")
     if defenses is False:
         defenses = {"enabled": False}

@@ -6,7 +6,7 @@ the input (docs/vet.md). `anvil vet` writes one JSON request on stdin:
 
     {"task_file": PATH, "device": "cpu"|"cuda", "seed": 0, "tolerance": {"preset": "strict",
      "float32": {"atol", "rtol", "norm"}, ...}, "gpu_lock": PATH, "gpu_lock_shared": true}
-                                (tolerance: runner.STRICT's shape; default strict)
+                                (tolerance: share.tolerance()'s shape; default strict)
 
 gpu_lock (optional): the GPU's lock file (timing.GpuLock), taken before CUDA starts and held to the
 end: shared (gpu_lock_shared, the default) beside other vettings and warm-ups, exclusive for a
@@ -62,15 +62,11 @@ import sys
 import time
 import traceback
 
+from anvil import share
 from anvil._cli import answer_one, exit_after, one_line, quiet_stdout, tail
 from anvil.harness import memory_error, meta_input_bytes, tensor_bytes
 
 PROTOCOL = "anvil.vet/1"
-STRICT = {"preset": "strict",
-          "float32": {"atol": 1e-4, "rtol": 1e-4, "norm": 1e-5},
-          "float16": {"atol": 1e-2, "rtol": 1e-2, "norm": 1e-3},
-          "bfloat16": {"atol": 1e-2, "rtol": 1e-2, "norm": 1e-2},
-          "float64": {"atol": 1e-7, "rtol": 1e-7, "norm": 1e-9}}
 FLAGS = ("zero_output", "tiny_output", "constant_output", "equals_input", "input_independent")
 DISTRIBUTIONS = ("task", "signed", "scaled", "heavy")
 SETS_HELD = 4  # sets of inputs vetting holds at once at most (Vet.too_large)
@@ -113,7 +109,7 @@ def parse_request(text):
     out.setdefault("device", "cpu")
     out.setdefault("seed", 0)
     if out.get("tolerance") is None:
-        out["tolerance"] = dict(STRICT)
+        out["tolerance"] = share.default_tolerance()
     if not isinstance(out["device"], str):
         raise VetError("bad request: device: a string is required")
     if isinstance(out["seed"], bool) or not isinstance(out["seed"], int):

@@ -21,3 +21,39 @@ def test_timing_escape_compares_with_the_larger_median_of_timed_and_inspected_ca
     assert [f[0] for f in findings.timing_escape(_judge({}, median_ms=1.0), a)] == ["timing_escape"]
     assert findings.timing_escape(_judge({"median_ms": 1.9}, median_ms=1.0), a) == []
     assert findings.timing_escape(_judge({"median_ms": None}, median_ms=1.9), a) == []
+
+
+def docs_reasons():
+    """The reasons of docs/anti-hacking.md's table, in its order."""
+    import os
+    import re
+
+    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "docs", "anti-hacking.md")
+    text = open(docs).read()
+    table = text[text.index("| reason | evidence |"):]
+    table = table[:table.index("\n\n")]
+    return re.findall(r"^\| `(\w+)` \|", table, re.M)
+
+
+def test_the_judge_ranks_the_reasons_as_docs_anti_hacking_md_lists_them():
+    """The first reason found names the verdict: judge.REASONS is that rank, and the documented
+    table lists the same reasons in the same order (anvil's own timing_forged, decided after the
+    runner, last)."""
+    from anvil import judge
+
+    assert docs_reasons() == list(judge.REASONS) + ["timing_forged"]
+
+
+def test_every_check_of_the_registry_yields_only_ranked_reasons():
+    """Each check in findings.CHECKS is named after, or yields, reasons of judge.REASONS: a check
+    added without a rank would sort last and could never name a verdict before a weaker one."""
+    import inspect
+    import re
+
+    from anvil import judge
+
+    for check in findings.CHECKS:
+        said = set(re.findall(r'[\[(]\("(\w+)",', inspect.getsource(check)))
+        assert said, check.__name__
+        assert said <= set(judge.REASONS), (check.__name__, said - set(judge.REASONS))

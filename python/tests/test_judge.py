@@ -607,7 +607,7 @@ KERNELBENCH = {"rules": {"name": "kernelbench", "torch_ops": True, "own_work": F
 
 
 def kernelbench(request):
-    """The request as the kernelbench protocol makes it (src/anvil/env/protocol.cpp)."""
+    """The request as the kernelbench protocol makes it (share/protocol.json, env/protocol.cpp)."""
     request.update(KERNELBENCH)
     request["defenses"]["policy"] = {"torch_ops": True, "own_work": False}
     return request

@@ -91,35 +91,23 @@ def cpp_body(text, opening):
 
 
 def protocols():
-    """{name: {field: value}} from protocol_named() in src/anvil/env/protocol.cpp, fields named as
-    struct Protocol declares them (src/anvil/env/protocol.h)."""
+    """{name: {field: value}} from share/protocol.json (compiled into protocol_named(), read by the
+    runner), fields named as struct Protocol declares them (src/anvil/env/protocol.h)."""
+    out = {}
+    for name, p in json.loads(read("share/protocol.json"))["protocols"].items():
+        out[name] = {"name": name, "tolerance": p["tolerance"], "torch_ops": p["torch_ops"],
+                     "own_work": p["own_work"], "seeded_weights": p["weights"] == "by_name_or_seed"}
     header = read("src/anvil/env/protocol.h")
     struct = header[header.index("struct Protocol {"):]
     fields = re.findall(r"^\s+(?:std::string|bool)\s+(\w+)", struct[:struct.index("};")], re.M)
-    out = {}
-    for m in re.finditer(r"return Protocol\{([^}]*)\}", read("src/anvil/env/protocol.cpp")):
-        values = [json.loads(v.strip()) for v in m.group(1).split(",")]
-        entry = dict(zip(fields, values))
-        out[entry["name"]] = entry
-    assert out and all(len(e) == len(fields) for e in out.values()), out
+    assert out and all(sorted(e) == sorted(fields) for e in out.values()), (out, fields)
     return out
 
 
 def tolerance_presets():
-    """{preset: {dtype: (atol, rtol, norm or None)}} from tolerance_preset() in protocol.cpp."""
-    body = cpp_body(read("src/anvil/env/protocol.cpp"), "nlohmann::json tolerance_preset(")
-    parts = re.split(r'if \(preset == "(\w+)"\) \{', body)
-
-    def triple(spec):
-        v = dict(re.findall(r'\{"(atol|rtol|norm)", ([^{}]+?)\}', spec))
-        return tuple(None if v[k] == "nullptr" else float(v[k]) for k in ("atol", "rtol", "norm"))
-
-    out = {}
-    for name, block in zip(parts[1::2], parts[2::2]):
-        local = {var: triple(spec) for var, spec in re.findall(r"nlohmann::json (\w+) = (\{\{.*?\}\});", block)}
-        out[name] = {dtype: local[spec] if spec in local else triple(spec)
-                     for dtype, spec in re.findall(r'\{"(float\d+|bfloat16)", (\w+|\{\{.*?\}\})\}', block)}
-    return out
+    """{preset: {dtype: (atol, rtol, norm or None)}} from share/protocol.json."""
+    return {name: {dtype: (t["atol"], t["rtol"], t["norm"]) for dtype, t in dtypes.items()}
+            for name, dtypes in json.loads(read("share/protocol.json"))["tolerance_presets"].items()}
 
 
 class _Judge:

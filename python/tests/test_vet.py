@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from conftest import PYTHON_DIR
-from anvil import vet
+from anvil import share, vet
 
 EXAMPLES = os.path.join(os.path.dirname(PYTHON_DIR), "examples", "vet")
 DEVICE = os.environ.get("ANVIL_TEST_DEVICE", "cpu")
@@ -166,9 +166,9 @@ def test_constant_across_names_the_leaf_and_its_value():
     import torch
 
     outs = [torch.tensor(2.0 + d) for d in (0.0, 1e-5, -1e-5)]
-    assert vet.constant_across(outs, vet.STRICT) == [("output", pytest.approx(2.0))]
-    assert vet.constant_across([torch.tensor(2.0), torch.tensor(2.1)], vet.STRICT) == []
-    assert vet.constant_across([torch.tensor([1, 1]), torch.tensor([1, 1])], vet.STRICT) == []  # integers: exact, elsewhere
+    assert vet.constant_across(outs, share.tolerance("strict")) == [("output", pytest.approx(2.0))]
+    assert vet.constant_across([torch.tensor(2.0), torch.tensor(2.1)], share.tolerance("strict")) == []
+    assert vet.constant_across([torch.tensor([1, 1]), torch.tensor([1, 1])], share.tolerance("strict")) == []  # integers: exact, elsewhere
 
 
 def test_the_gpu_running_out_of_memory_is_not_vetted_not_an_error():
@@ -205,7 +205,7 @@ def test_the_gpu_full_at_cuda_start_is_memory_limited_not_an_error(monkeypatch):
     # there stays the vetting's error.
     import torch
 
-    request = {"task_file": "/nonexistent/model.py", "tolerance": vet.STRICT, "seed": 0, "device": "cuda"}
+    request = {"task_file": "/nonexistent/model.py", "tolerance": share.tolerance("strict"), "seed": 0, "device": "cuda"}
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
 
     def full():

@@ -267,9 +267,14 @@ int cmd_eval(const EvalArgs& a) {
   EvalResult r = evaluate(env, opts);
   if (!r.evaluated) {
     if (a.json) {
-      std::printf("%s\n", nlohmann::json{{"schema", "anvil.eval/1"}, {"evaluated", false}, {"error", r.error}}.dump(2).c_str());
+      std::printf("%s\n", nlohmann::json{{"schema", "anvil.eval/1"},
+                                          {"evaluated", false},
+                                          {"error_kind", eval_error_name(r.error_kind)},
+                                          {"error", r.error}}
+                               .dump(2)
+                               .c_str());
     }
-    std::fprintf(stderr, "anvil eval: could not evaluate: %s\n", r.error.c_str());
+    std::fprintf(stderr, "anvil eval: could not evaluate (%s error): %s\n", eval_error_name(r.error_kind), r.error.c_str());
     return 2;
   }
   std::string text = r.json.dump(2) + "\n";

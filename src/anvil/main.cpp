@@ -29,6 +29,21 @@ void add_gpus_option(CLI::App* cmd, std::vector<int>& gpus, const std::string& w
   cmd->add_option("--gpus", gpus, what)->delimiter(',')->check(CLI::Range(0, 255));
 }
 
+// --timing NAME into a TimingMethod; an unknown name is refused with the known ones.
+void add_timing_option(CLI::App* cmd, anvil::TimingMethod& method) {
+  cmd->add_option_function<std::string>(
+         "--timing", [&method](const std::string& name) { method = anvil::timing_method_named(name); },
+         "what the reward uses: events (default) or kernel-sum")
+      ->check([](const std::string& name) {
+        try {
+          anvil::timing_method_named(name);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
+}
+
 void add_eval_options(CLI::App* cmd, anvil::EvalOptions& o, EvalFlags& f) {
   cmd->add_option("--protocol", o.protocol,
                   "the rules judged by: cuda-agent (default: no torch compute in the forward, weights by name) or "
@@ -39,14 +54,14 @@ void add_eval_options(CLI::App* cmd, anvil::EvalOptions& o, EvalFlags& f) {
                   "1e-4, fp16/bf16 1e-2; kernelbench's default)");
   cmd->add_option("--trials", o.trials, "input sets checked (default 5)");
   f.seed_opt = cmd->add_option("--seed", f.seed, "base seed (default: random, recorded in the result)");
-  cmd->add_option("--warmup", o.warmup, "warm-up calls before timing (default 10)");
-  cmd->add_option("--calls", o.calls, "timed calls (default 30)");
-  cmd->add_option("--input-sets", o.input_sets, "input sets rotated while timing (default 4)");
+  cmd->add_option("--warmup", o.warmup, "warm-up calls before timing (default " + std::to_string(o.warmup) + ")");
+  cmd->add_option("--calls", o.calls, "timed calls (default " + std::to_string(o.calls) + ")");
+  cmd->add_option("--input-sets", o.input_sets, "input sets rotated while timing (default " + std::to_string(o.input_sets) + ")");
   cmd->add_flag("--no-flush", f.no_flush, "do not flush L2 before each timed call");
   cmd->add_flag("--no-kernel-sum", f.no_kernel_sum, "skip the profiler's kernel-time sum");
   cmd->add_flag("--show-launch", f.show_launch,
                 "let the host's launch latency into event times (no GPU sleep before each call)");
-  cmd->add_option("--timing", o.timing, "what the reward uses: events (default) or kernel-sum");
+  add_timing_option(cmd, o.timing);
   cmd->add_option("--compile-mode", o.compile_mode,
                   "torch.compile mode for the baseline: default, reduce-overhead, max-autotune, ... or none");
   cmd->add_flag("--tf32", o.allow_tf32, "allow TF32 in matmul and cuDNN (default: off, for all three)");
@@ -266,8 +281,8 @@ void add_task(CLI::App& app, int& status) {
   prof_cmd->add_option("--gpu", prof.opts.gpu, "which GPU (default 0)");
   prof_cmd->add_option("--compile-mode", prof.opts.compile_mode,
                        "torch.compile's mode (default, reduce-overhead, max-autotune, ...); none: eager alone");
-  prof_cmd->add_option("--calls", prof.opts.calls, "timed calls per model (default 30)")->check(CLI::Range(1, 100000));
-  prof_cmd->add_option("--warmup", prof.opts.warmup, "warm-up calls (default 10)")->check(CLI::Range(0, 100000));
+  prof_cmd->add_option("--calls", prof.opts.calls, "timed calls per model (default " + std::to_string(prof.opts.calls) + ")")->check(CLI::Range(1, 100000));
+  prof_cmd->add_option("--warmup", prof.opts.warmup, "warm-up calls (default " + std::to_string(prof.opts.warmup) + ")")->check(CLI::Range(0, 100000));
   prof_cmd->add_option("--top", prof.top, "kernels listed per model (default 8)")
       ->check(CLI::Range(size_t{1}, anvil::kReferenceProfileRows));
   prof_cmd->add_flag("--no-cache", prof_no_cache, "profile again instead of using a cached report");
@@ -407,7 +422,7 @@ void add_agent(CLI::App& app, int& status) {
                         "the rules judged by: cuda-agent (default) or kernelbench (docs/protocols.md)");
   agent_cmd->add_option("--preset", ag.run.episode.tools.eval.preset,
                         "tolerances: strict, paper or kernelbench (default: the protocol's)");
-  agent_cmd->add_option("--timing", ag.run.episode.tools.eval.timing, "what the reward uses: events (default) or kernel-sum");
+  add_timing_option(agent_cmd, ag.run.episode.tools.eval.timing);
   agent_cmd->add_option("--compile-mode", ag.run.episode.tools.eval.compile_mode,
                         "torch.compile mode of the baseline, or none");
   agent_cmd->add_flag("--tf32", ag_tf32, "allow TF32 (default: off)");

@@ -112,7 +112,7 @@ Json settings_json(const BenchOptions& o, const std::string& variant) {
               {"flush_l2", e.flush_l2},
               {"hide_launch", e.hide_launch},
               {"kernel_sum", e.kernel_sum},
-              {"timing", e.timing},
+              {"timing", timing_method_name(e.timing)},
               {"compile_mode", e.compile_mode},
               {"allow_tf32", e.allow_tf32},
               {"defenses", e.defenses},
@@ -144,7 +144,7 @@ std::string triton_version(const Environment& env) {
 }
 
 std::string timing_text(const EvalOptions& e) {
-  std::string s = e.timing == "kernel-sum" ? "kernel-sum (the profiler's kernel time per call)" : "events";
+  std::string s = e.timing == TimingMethod::kKernelSum ? "kernel-sum (the profiler's kernel time per call)" : "events";
   s += ": median of " + std::to_string(e.calls) + " calls after " + std::to_string(e.warmup) + " warm-up, " +
        std::to_string(e.input_sets) + " rotated input sets, L2 " + (e.flush_l2 ? "flushed" : "not flushed") +
        ", host launch latency " + (e.hide_launch ? "hidden" : "counted");
@@ -377,7 +377,11 @@ Json assemble(const fs::path& out, const Json& run) {
     const Json& tm = (*rec)["eval"]["timing"];
     if (!tm.contains("method")) continue;
     EvalOptions e;
-    e.timing = tm.value("method", e.timing);
+    try {
+      e.timing = timing_method_named(tm.value("method", std::string()));
+    } catch (const std::invalid_argument&) {
+      continue;  // a record of another anvil's: its method is not one this one knows
+    }
     e.calls = tm.value("calls", e.calls);
     e.warmup = tm.value("warmup", e.warmup);
     e.input_sets = tm.value("input_sets", e.input_sets);

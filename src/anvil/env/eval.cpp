@@ -194,9 +194,6 @@ std::optional<std::string> settle(const Environment& env, const EvalOptions& opt
   } catch (const std::exception& e) {
     return std::string(e.what());
   }
-  if (opts.timing != "events" && opts.timing != "kernel-sum") {
-    return "unknown timing method '" + opts.timing + "' (use events or kernel-sum)";
-  }
   if (opts.trials < 1 || opts.calls < 1 || opts.warmup < 0 || opts.input_sets < 1) {
     return std::string("trials, calls and input sets must be at least 1");
   }
@@ -236,7 +233,7 @@ nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, c
         {"flush_l2", opts.flush_l2 && device == "cuda"},
         {"kernel_sum", opts.kernel_sum && device == "cuda"},
         // the baselines' kernel sums only where the reward compares them (a profiled pass per model)
-        {"baseline_kernel_sum", opts.kernel_sum && opts.timing != "events" && device == "cuda"},
+        {"baseline_kernel_sum", opts.kernel_sum && opts.timing != TimingMethod::kEvents && device == "cuda"},
         {"hide_launch", opts.hide_launch && device == "cuda"},
         {"compile_mode", opts.compile_mode}}}};
   if (opts.config) request["config"] = *opts.config;  // not in the baselines' key: it changes only the candidate
@@ -386,8 +383,9 @@ struct Evaluation {
 
   nlohmann::json& j() { return res.json; }
   // anvil could not evaluate (environment, usage): no outcome.
-  EvalResult fail(const std::string& why) {
+  EvalResult fail(EvalError kind, const std::string& why) {
     res.evaluated = false;
+    res.error_kind = kind;
     res.error = paths(why);
     paths.apply(res.json);
     return res;
@@ -422,13 +420,13 @@ End prepare(Evaluation& e) {
            {"isolation", nullptr},
            {"seconds", nullptr},
            {"output_tail", ""}};
-  if (auto bad = settle(e.env, e.opts, &e.settings)) return e.fail(*bad);
+  if (auto bad = settle(e.env, e.opts, &e.settings)) return e.fail(EvalError::kUsage, *bad);
   e.j()["protocol"] = e.settings.protocol.rules();
   if (e.opts.config) e.j()["candidate"]["config"] = *e.opts.config;  // the tune tool's value, not ModelNew's own
 
   std::string err;
   e.task = load_task(e.env, e.opts.task, &err);
-  if (!e.task) return e.fail(err);  // no such file or row: usage, like a missing candidate (exit 2)
+  if (!e.task) return e.fail(EvalError::kUsage, err);  // no such file or row: usage, like a missing candidate (exit 2)
   e.j()["task"] = {{"spec", e.task->spec}, {"name", e.task->name}, {"hash", e.task->hash}};
 
   // The candidate: a private copy.
@@ -436,12 +434,12 @@ End prepare(Evaluation& e) {
   fs::path cand(e.opts.candidate);
   e.is_dir = fs::is_directory(cand, ec);
   bool is_file = !e.is_dir && fs::is_regular_file(cand, ec);
-  if (!e.is_dir && !is_file) return e.fail("candidate " + e.opts.candidate + " does not exist");
+  if (!e.is_dir && !is_file) return e.fail(EvalError::kUsage, "candidate " + e.opts.candidate + " does not exist");
   e.kind = e.is_dir ? "workdir" : "file";
   try {
     e.private_dir = make_temp_dir(cache_dir(e.env, CacheArea::kTmp), "eval");
   } catch (const std::exception& ex) {
-    return e.fail(ex.what());
+    return e.fail(EvalError::kEnvironment, ex.what());
   }
   e.work = e.private_dir / "candidate";
   e.harness = e.private_dir / "harness";
@@ -450,12 +448,12 @@ End prepare(Evaluation& e) {
     bool refused = false;
     if (!copy_candidate(cand, e.work, &err, &refused)) {  // too large: the candidate's doing, judged (reward -1)
       return refused ? e.finish(Outcome::kLoadError, "the candidate cannot be judged: " + err)
-                     : e.fail("cannot copy the candidate: " + err);
+                     : e.fail(EvalError::kEnvironment, "cannot copy the candidate: " + err);
     }
   } else if (!copy_single_file_candidate(cand, e.work, &err)) {
-    return e.fail("cannot copy the candidate: " + err);
+    return e.fail(EvalError::kEnvironment, "cannot copy the candidate: " + err);
   }
-  if (!write_file_atomic(e.harness / "model.py", e.task->code, &err, 0444)) return e.fail(err);
+  if (!write_file_atomic(e.harness / "model.py", e.task->code, &err, 0444)) return e.fail(EvalError::kEnvironment, err);
   return std::nullopt;
 }
 
@@ -479,7 +477,7 @@ End build(Evaluation& e) {
     if (!b.mode.empty()) e.j()["candidate"]["mode"] = b.mode;
     if (!b.ok) {
       e.j()["candidate"]["kind"] = e.kind;
-      if (b.error_kind == "environment_error") return e.fail(b.error);
+      if (b.error_kind == "environment_error") return e.fail(EvalError::kEnvironment, b.error);
       return e.finish(Outcome::kCompileError, b.error_kind == "compile_error" ? b.diagnostics : b.error);
     }
     if (e.device.empty()) e.device = b.device;
@@ -489,10 +487,10 @@ End build(Evaluation& e) {
   e.j()["candidate"]["kind"] = e.kind;
   e.j()["candidate"]["device"] = e.device;
   if (e.device == "cuda" && e.env.gpus.empty()) {
-    return e.fail("no GPU found: " + e.opts.candidate + " is a CUDA candidate; evaluate it on a GPU host, or evaluate "
+    return e.fail(EvalError::kEnvironment, "no GPU found: " + e.opts.candidate + " is a CUDA candidate; evaluate it on a GPU host, or evaluate "
                   "its CPU variant here");
   }
-  if (e.device != "cuda" && e.device != "cpu") return e.fail("unknown device '" + e.device + "' (use cuda or cpu)");
+  if (e.device != "cuda" && e.device != "cpu") return e.fail(EvalError::kUsage, "unknown device '" + e.device + "' (use cuda or cpu)");
   return std::nullopt;
 }
 
@@ -537,7 +535,7 @@ void plan(Evaluation& e) {
   if (e.want_compile && !e.have_compile) e.request["timing"]["measure"].push_back("compile");
   // What the judge needs to tell whether its batch holds the claim down (reward.h): it times the
   // batch again while it does.
-  const char* claim_field = opts.timing == "events" ? "median_ms" : "kernel_sum_ms";
+  const char* claim_field = timing_method_field(opts.timing);
   nlohmann::json bound = {{"slack", kBatchSlack}, {"claim", claim_field}};
   if (e.have_eager) {
     const nlohmann::json& eager = e.baselines["eager"];
@@ -579,7 +577,7 @@ End run(Evaluation& e) {
       launched.ended_at_report ? "at its report (killed then, its teardown not waited for)" : "at its exit";
   e.j()["output_tail"] = clean_tail(e.ran.output, e.paths);
   e.j()["seconds"] = {{"build", e.build_seconds}, {"run", since(tr)}, {"total", since(e.t0)}};
-  if (!e.ran.started) return e.fail("cannot start the runner (" + e.env.python.string() + "): " + e.ran.error);
+  if (!e.ran.started) return e.fail(EvalError::kRunner, "cannot start the runner (" + e.env.python.string() + "): " + e.ran.error);
   e.report = parse_report(e.ran);  // a corrupt report is the same as none
   return std::nullopt;
 }
@@ -617,7 +615,7 @@ End interpret(Evaluation& e) {
   if (report.is_object() && report.value("status", std::string()) != "done") {
     // The runner could not do its work (a bad request, no device): not the candidate's fault.
     e.res.memory_limited = report.value("memory_limited", false) == true;
-    return e.fail("the runner could not evaluate: " + report.value("message", std::string("no reason given")) +
+    return e.fail(EvalError::kRunner, "the runner could not evaluate: " + report.value("message", std::string("no reason given")) +
                   (report.value("detail", std::string()).empty()
                        ? ""
                        : "\n" + tail_lines(report.value("detail", std::string()), 8)));
@@ -693,7 +691,7 @@ EvalResult score(Evaluation& e) {
   nlohmann::json& j = e.j();
   j["correct"] = true;
   const nlohmann::json& timing = e.report.value("timing", nlohmann::json::object());
-  const char* field = opts.timing == "events" ? "median_ms" : "kernel_sum_ms";
+  const char* field = timing_method_field(opts.timing);
   nlohmann::json cand_t = timing.value("candidate", nlohmann::json());
   nlohmann::json eager_t = e.have_eager ? e.baselines["eager"] : timing.value("eager", nlohmann::json());
   nlohmann::json compile_t = !e.want_compile ? nlohmann::json(nullptr)
@@ -740,7 +738,7 @@ EvalResult score(Evaluation& e) {
     if (eager_ms) se = *eager_ms / *cand_ms;
     if (compile_ms) sc = *compile_ms / *cand_ms;
   }
-  j["timing"] = {{"method", opts.timing},
+  j["timing"] = {{"method", timing_method_name(opts.timing)},
                  {"candidate_ms", opt(cand_ms)},
                  {"eager_ms", opt(eager_ms)},
                  {"compile_ms", opt(compile_ms)},
@@ -824,6 +822,15 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
                                                           "prepared with it, as the judge measured: run again alone"}};
   }
   return again;
+}
+
+const char* eval_error_name(EvalError e) {
+  switch (e) {
+    case EvalError::kUsage: return "usage";
+    case EvalError::kEnvironment: return "environment";
+    case EvalError::kRunner: return "runner";
+  }
+  return "environment";
 }
 
 const char* baselines_status_name(BaselinesResult::Status s) {
@@ -932,7 +939,7 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
   j["task"] = {{"spec", task.spec}, {"name", task.name}, {"hash", task.hash}};
   j["device"] = p.device;
   paths = user_paths(p.private_dir, "", false, task.row < 0 ? task.spec : std::string());
-  const char* field = opts.timing == "events" ? "median_ms" : "kernel_sum_ms";
+  const char* field = timing_method_field(opts.timing);
   nlohmann::json cached = opts.use_baseline_cache ? load_baselines(p.cache_path) : nlohmann::json::object();
   bool want_compile = opts.compile_mode != "none";
   bool have_eager = cached.contains("eager"), have_compile = cached.contains("compile");

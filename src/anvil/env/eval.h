@@ -58,7 +58,7 @@ struct EvalOptions {
   std::string candidate;  // a workdir, or a KernelBench single file (model_new.py)
   std::string device;     // "cuda", "cpu"; empty: cuda for CUDA candidates, cpu for CPU variants
   int gpu = 0;            // which GPU (CUDA_VISIBLE_DEVICES for the runner)
-  std::string protocol = "cuda-agent";  // the rules judged by: cuda-agent | kernelbench (env/protocol.h)
+  std::string protocol = protocol_names().front();  // the rules judged by: cuda-agent | kernelbench (env/protocol.h)
   std::string preset;     // tolerance preset: strict | paper | kernelbench; empty: the protocol's
   int trials = 5;
   std::optional<uint32_t> seed;   // default: a fresh random seed, recorded in the result
@@ -66,14 +66,14 @@ struct EvalOptions {
   // set to this after it is constructed (a ModelNew without one is a load_error). Unset: its own.
   std::optional<int64_t> config;  // 0 to kMaxConfig
   // Timing.
-  int warmup = 10;
-  int calls = 30;
-  int input_sets = 4;
+  int warmup = timing_defaults().warmup;  // share/protocol.json's timing
+  int calls = timing_defaults().calls;
+  int input_sets = timing_defaults().input_sets;
   bool flush_l2 = true;
   bool hide_launch = true;             // a GPU sleep hides the host's launch latency (timing.py)
   bool kernel_sum = true;              // also measure the profiler's kernel-time sum
   bool measure_time = true;            // false: verify only (no timing, no baselines, no speed reward)
-  std::string timing = "events";       // what the reward uses: events | kernel-sum
+  TimingMethod timing = TimingMethod::kEvents;  // what the reward uses (protocol.h)
   std::string compile_mode = "default";  // torch.compile mode; "none" skips the compile baseline
   bool allow_tf32 = false;             // the reference's semantics by default
   bool use_baseline_cache = true;
@@ -103,9 +103,21 @@ struct EvalOptions {
   BuildOptions build;
 };
 
+// Why anvil could not evaluate (no verdict on the candidate, no reward), for the caller to act on:
+// a usage error is the request's to fix, an environment error the machine's, a runner error the
+// judge's process's (it could not start, or could not do its own work: memory_limited says when
+// the GPU's memory was short).
+enum class EvalError {
+  kUsage,        // an unknown protocol, preset or device; a task or candidate that does not exist
+  kEnvironment,  // no GPU for a CUDA candidate, the toolchain, the cache's files
+  kRunner,       // the runner did not start, or reported that it could not evaluate
+};
+const char* eval_error_name(EvalError e);  // "usage", "environment", "runner"
+
 struct EvalResult {
   nlohmann::json json;  // the documented result (schema anvil.eval/1)
-  bool evaluated = false;  // false: anvil could not evaluate (environment, usage)
+  bool evaluated = false;  // false: anvil could not evaluate (error_kind says whose fault)
+  EvalError error_kind = EvalError::kEnvironment;  // when !evaluated
   std::string error;       // why not, when !evaluated
   bool memory_limited = false;  // !evaluated: the GPU ran out of memory for the judge's own work (its report)
   std::string summary() const;  // a few human lines

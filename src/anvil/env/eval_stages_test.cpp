@@ -211,12 +211,43 @@ TEST_F(EvalStages, EveryEndOfTheRunnerIsAnOutcome) {
 TEST_F(EvalStages, ARunnerThatCouldNotWorkIsNoOutcome) {
   EvalResult res = evaluate_with(reported({{"status", "error"}, {"message", "no such device"}}));
   EXPECT_FALSE(res.evaluated);
+  EXPECT_EQ(res.error_kind, EvalError::kRunner);
   EXPECT_NE(res.error.find("the runner could not evaluate: no such device"), std::string::npos) << res.error;
   SubprocessResult never;
   never.error = "no such file";
   res = evaluate_with(never);
   EXPECT_FALSE(res.evaluated);
+  EXPECT_EQ(res.error_kind, EvalError::kRunner);
+  EXPECT_STREQ(eval_error_name(res.error_kind), "runner");
   EXPECT_NE(res.error.find("cannot start the runner"), std::string::npos) << res.error;
+}
+
+// The request's mistakes are usage errors, the machine's environment errors: no runner is asked.
+TEST_F(EvalStages, WhatCannotBeEvaluatedSaysWhoseFaultItIs) {
+  CannedRunner runner(reported(correct(1.0, 2.0, 2.0)));
+  opts_.runner = &runner;
+  EvalOptions bad = opts_;
+  bad.protocol = "KernelBench";
+  EvalResult res = evaluate(env_, bad);
+  EXPECT_FALSE(res.evaluated);
+  EXPECT_EQ(res.error_kind, EvalError::kUsage) << res.error;
+  bad = opts_;
+  bad.candidate = opts_.candidate + ".missing";
+  res = evaluate(env_, bad);
+  EXPECT_EQ(res.error_kind, EvalError::kUsage) << res.error;
+  bad = opts_;
+  bad.device = "tpu";
+  res = evaluate(env_, bad);
+  EXPECT_EQ(res.error_kind, EvalError::kUsage) << res.error;
+  on_a_gpu();
+  env_.gpus.clear();
+  bad = opts_;
+  bad.device = "cuda";
+  res = evaluate(env_, bad);
+  EXPECT_FALSE(res.evaluated);
+  EXPECT_EQ(res.error_kind, EvalError::kEnvironment) << res.error;
+  EXPECT_NE(res.error.find("no GPU found"), std::string::npos) << res.error;
+  EXPECT_TRUE(runner.requests.empty());
 }
 
 // Answers its reports in turn, the last one again once they are used up.

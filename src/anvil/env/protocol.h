@@ -1,5 +1,6 @@
 // protocol.h: the rules a candidate is judged by, as named presets
-// (docs/protocols.md), and the tolerance presets they use.
+// (docs/protocols.md), the tolerance presets they use and a timed evaluation's defaults. Their one
+// home is share/protocol.json, compiled in here and read by the Python runner (python/anvil/presets.py).
 //
 // cuda-agent (the default) is CUDA-Agent's rule set: no torch compute in
 // ModelNew.forward, the candidate's own kernels (cuBLAS/cuDNN allowed) do the
@@ -20,9 +21,18 @@
 
 namespace anvil {
 
-// The names of the tolerance presets and of the protocols, for usage text.
-extern const std::vector<std::string> kTolerancePresets;  // strict, paper, kernelbench
-extern const std::vector<std::string> kProtocols;         // cuda-agent, kernelbench
+// The names of the tolerance presets and of the protocols, in share/protocol.json's order, for usage
+// text: strict, paper, kernelbench; cuda-agent (the default), kernelbench.
+const std::vector<std::string>& tolerance_preset_names();
+const std::vector<std::string>& protocol_names();
+
+// A timed evaluation's defaults (share/protocol.json's "timing").
+struct TimingDefaults {
+  int warmup = 0;      // untimed calls before timing
+  int calls = 0;       // timed calls
+  int input_sets = 0;  // input sets rotated while timing
+};
+const TimingDefaults& timing_defaults();
 
 // Tolerances of a preset, as the runner protocol's "tolerance" object; throws
 // std::invalid_argument for an unknown preset.
@@ -41,6 +51,16 @@ struct Protocol {
   // What the request's defenses.policy sets over the runner's default policy.
   nlohmann::json policy() const;
 };
+
+// What the reward's time is: the median of the CUDA events around each timed call (events), or the
+// profiler's kernel-time sum per call (kernel-sum). The result, the trajectory and the reports name it
+// as timing_method_name says.
+enum class TimingMethod { kEvents, kKernelSum };
+const char* timing_method_name(TimingMethod m);  // "events", "kernel-sum"
+// The method of that name; throws std::invalid_argument naming the known ones.
+TimingMethod timing_method_named(const std::string& name);
+// The runner report's field of the candidate's time that this method reads: median_ms, kernel_sum_ms.
+const char* timing_method_field(TimingMethod m);
 
 // The protocol of that name; throws std::invalid_argument naming the known ones.
 Protocol protocol_named(const std::string& name);

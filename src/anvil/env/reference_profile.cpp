@@ -167,7 +167,7 @@ std::string reference_profile_key(const Environment& env, const Task& task, cons
       .add("torch", env.torch.version + "|" + env.torch.cuda)
       .add("compile_mode", opts.compile_mode)
       .add("method", std::to_string(opts.warmup) + "|" + std::to_string(opts.calls) + "|" +
-                         std::to_string(opts.input_sets) + "|" + (opts.allow_tf32 ? "tf32" : "fp32") + "|" + opts.timing);
+                         std::to_string(opts.input_sets) + "|" + (opts.allow_tf32 ? "tf32" : "fp32") + "|" + timing_method_name(opts.timing));
   for (const char* rel : kSources) h.add(rel, hash_file(env.home / rel).value_or("missing"));
   return h.hex();
 }
@@ -274,7 +274,7 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
     return fail(replace_all(report.value("message", std::string("no reason given")), file.string(), task.spec));
   }
   res.ok = true;
-  res.report["method"]["reward_time"] = opts.timing;
+  res.report["method"]["reward_time"] = timing_method_name(opts.timing);
   res.unclean = unclean_reference_profile(report);
   if (!res.unclean.empty()) {
     res.report["not_kept"] = res.unclean;

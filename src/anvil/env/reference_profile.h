@@ -27,11 +27,11 @@ struct ReferenceProfileOptions {
   int gpu = 0;                           // which GPU (CUDA_VISIBLE_DEVICES) on "cuda"
   std::string compile_mode = "default";  // torch.compile's mode; "none": eager alone
   // As EvalOptions: the baselines' method, and the time the reward compares (events | kernel-sum).
-  int warmup = 10;
-  int calls = 30;
-  int input_sets = 4;
+  int warmup = timing_defaults().warmup;  // share/protocol.json's timing
+  int calls = timing_defaults().calls;
+  int input_sets = timing_defaults().input_sets;
   bool allow_tf32 = false;
-  std::string timing = "events";
+  TimingMethod timing = TimingMethod::kEvents;
   bool gpu_lock = false;                 // take the GPU's lock (eval.h gpu_lock_path) exclusive while it measures
   bool use_cache = true;
   std::string zygote = "auto";           // launch.h: "auto", "none" or a socket's path

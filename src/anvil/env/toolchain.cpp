@@ -86,8 +86,9 @@ std::string anvil_files_hash(const fs::path& home) {
   Hasher h;
   for (const fs::path& dir : {home / "include" / "anvil", home / "share"}) {
     for (const fs::path& rel : list_files(dir)) {
-      // How the tools are confined does not shape what they build: the cache keys stay as they were.
-      if (dir.filename() == "share" && rel == "sandbox.json") continue;
+      // How the tools are confined and how a candidate is judged do not shape what they build: the
+      // cache keys stay as they were.
+      if (dir.filename() == "share" && (rel == "sandbox.json" || rel == "protocol.json")) continue;
       auto content = read_file(dir / rel);
       h.add("file", (dir.filename() / rel).string()).add("content", content ? *content : "");
     }
