@@ -19,7 +19,7 @@ AFTER_BIN=${ANVIL_BIN:-$PWD/build/anvil}
 DEVICE=${DEVICE:-cuda}
 cpu_bench=()
 [ "$DEVICE" = cpu ] && cpu_bench=(--variant cpu --device cpu --compile-mode none)
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 export PYTHONUNBUFFERED=1
 export ANVIL_PYTHON=${ANVIL_PYTHON:-$(command -v python3)}
 [ -x "$BEFORE/build/anvil" ] || { echo "no BEFORE tree at $BEFORE (its binary at build/anvil)"; exit 2; }
