@@ -48,6 +48,6 @@ def test_schema_rejects_an_inconsistent_result(small_task):
 def test_could_not_evaluate_exits_2(small_task):
     rc, result, err = anvil_eval(small_task, "/no/such/candidate")
     assert rc == 2
-    assert result == {"schema": "anvil.eval/1", "evaluated": False,
+    assert result == {"schema": "anvil.eval/1", "evaluated": False, "error_kind": "usage",
                       "error": "candidate /no/such/candidate does not exist"}
-    assert "could not evaluate" in err
+    assert "could not evaluate (usage error)" in err

@@ -560,13 +560,7 @@ Json Service::run(const Job& job, int gpu) {
   } catch (const std::exception& e) {
     return {{"outcome", "error"}, {"reward", nullptr}, {"message", std::string("the evaluation failed: ") + e.what()}};
   }
-  if (!r.evaluated) {
-    return {{"outcome", "error"},
-            {"error_kind", eval_error_name(r.error_kind)},
-            {"reward", nullptr},
-            {"message", r.error},
-            {"evaluation", r.json}};
-  }
+  if (!r.evaluated) return {{"outcome", "error"}, {"reward", nullptr}, {"message", r.error}, {"evaluation", r.json}};
   return {{"outcome", r.json.value("outcome", Json())},
           {"reward", r.json.value("reward", Json())},
           {"message", r.json.value("message", Json(""))},
