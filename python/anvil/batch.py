@@ -1057,15 +1057,15 @@ def compare_samples(got, expected, tolerance):
     the task's business and skipped; a non-finite got never passes; integers compare exactly."""
     import torch
 
-    from anvil import compare
+    from anvil import output_compare
 
     exp = expected.to(got.device)
     if got.dtype != exp.dtype or got.shape != exp.shape:
-        return got.numel(), (0, "dtype %s" % compare.dtype_name(got.dtype), "dtype %s" % compare.dtype_name(exp.dtype))
+        return got.numel(), (0, "dtype %s" % output_compare.dtype_name(got.dtype), "dtype %s" % output_compare.dtype_name(exp.dtype))
     if not got.is_floating_point():
         bad = got != exp
     else:
-        atol, rtol, _norm = compare.tolerance_for(tolerance, exp.dtype) or (0.0, 0.0, None)
+        atol, rtol, _norm = output_compare.tolerance_for(tolerance, exp.dtype) or (0.0, 0.0, None)
         g, e = got.double(), exp.double()
         bad = ~torch.isfinite(g) | ((g - e).abs() > atol + rtol * e.abs())
         bad &= torch.isfinite(e)

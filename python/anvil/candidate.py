@@ -173,14 +173,14 @@ class CandidateServer:
 
         from torch.profiler import ProfilerActivity, profile
 
-        from anvil import compare
+        from anvil import output_compare
 
         torch = self.torch
         torch.ones(1 << 22).add_(1).sum()  # the intra-op pool
         for _name, a, _b in tensor_pairs(args, args, "input"):  # the input check's kernels, on a slice
             if isinstance(a, torch.Tensor):
                 head = a.reshape(-1)[:4096]
-                compare.changed_elements(head, head.clone())
+                output_compare.changed_elements(head, head.clone())
         copies = map_tensors(args, lambda t: t.clone()) if clone else args
         del args
         try:
@@ -334,7 +334,7 @@ class CandidateServer:
 
     # -- verification ------------------------------------------------------------------------
     def call(self, msg):
-        from anvil import compare
+        from anvil import output_compare
 
         i, c = int(msg["trial"]), int(msg["call"])
         h = self.h
@@ -343,7 +343,7 @@ class CandidateServer:
         if h.lean:  # the call's inputs drawn for it; no copy: their digests before and after the call
             pristine, h_forget = None, False
             args = h.trial_inputs(i)
-            digests = [(name, compare.digest(t)) for name, t, _ in tensor_pairs(args, args, "input")
+            digests = [(name, output_compare.digest(t)) for name, t, _ in tensor_pairs(args, args, "input")
                        if isinstance(t, self.torch.Tensor)]
         else:
             pristine = self.pristine[i]
@@ -360,7 +360,7 @@ class CandidateServer:
             self.poison = False
         with self.clock("verify_inputs"):
             if h.lean:
-                now = dict((name, compare.digest(t)) for name, t, _ in tensor_pairs(args, args, "input")
+                now = dict((name, output_compare.digest(t)) for name, t, _ in tensor_pairs(args, args, "input")
                            if isinstance(t, self.torch.Tensor))
                 for name, before in digests:
                     if now.get(name) != before:
@@ -370,7 +370,7 @@ class CandidateServer:
                 h.free_cached()  # for the judge's reference of the next trial
             for name, before, after in tensor_pairs(pristine, args, "input") if not h.lean else ():
                 if isinstance(after, self.torch.Tensor):
-                    changed = compare.changed_elements(before, after)
+                    changed = output_compare.changed_elements(before, after)
                     if changed:
                         self.fail("wrong_answer", "%s: the candidate modified %s (%d of %d elements changed)"
                                   % (where, name, changed, before.numel()), reason="input_mutated")

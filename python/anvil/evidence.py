@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import time
 
-from anvil import compare, policy
+from anvil import output_compare, policy
 from anvil.harness import tensor_pairs
 
 PRECISION_FLOOR = {"float32": 2.0 ** -14, "float64": 2.0 ** -40}
@@ -166,7 +166,7 @@ def precision_bound(leaves, ratio):
         if not (den > 0 and math.isfinite(den) and math.isfinite(num)):
             return None
         d = math.sqrt(num / den)
-        bound = PRECISION_FLOOR[compare.dtype_name(e.dtype)] / 8
+        bound = PRECISION_FLOOR[output_compare.dtype_name(e.dtype)] / 8
         if not d <= bound:
             return None
         if worst is None or d > worst[1]:
@@ -189,7 +189,7 @@ def precision_against(leaves, out64, ratio):
             continue
         err_c = (g.double() - r).norm().item() / norm
         err_r = (e.double() - r).norm().item() / norm
-        limit = max(ratio * err_r, PRECISION_FLOOR[compare.dtype_name(e.dtype)])
+        limit = max(ratio * err_r, PRECISION_FLOOR[output_compare.dtype_name(e.dtype)])
         entry = {"output": name, "candidate_error": err_c, "reference_error": err_r, "limit": limit}
         if worst is None or err_c / limit > worst["candidate_error"] / worst["limit"]:
             worst = entry

@@ -169,15 +169,15 @@ def candidate_failed(doing, e, torch, who="the candidate"):
 
 def trial_digest(args, depth=0):
     """One trial's inputs as comparable values: each tensor's dtype, shape and 64-bit digest
-    (compare.digest: the same for the same contents on the same device), every other value's repr.
+    (output_compare.digest: the same for the same contents on the same device), every other value's repr.
     The judge and the candidate's process compare theirs (SharedInputs.settle_draws)."""
     import torch
 
-    from anvil import compare
+    from anvil import output_compare
 
     if isinstance(args, torch.Tensor):
         try:
-            return [str(args.dtype), list(args.shape), compare.digest(args)]
+            return [str(args.dtype), list(args.shape), output_compare.digest(args)]
         except Exception:  # noqa: BLE001 - no digest (a sparse tensor): never equal, the judge's copy is used
             return ["undigested", os.urandom(8).hex()]
     if depth < 32 and isinstance(args, (list, tuple)):

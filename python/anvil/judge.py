@@ -32,7 +32,7 @@ import signal
 import sys
 import time
 
-from anvil import batch, channel, compare, confine, evidence, policy, timing
+from anvil import batch, channel, confine, evidence, output_compare, policy, timing
 from anvil._cli import one_line
 from anvil.harness import (DETAIL_LINES, SEEDED_HINT, Harness, Outcome, RequestError, leaves, map_tensors,
                            memory_error, raised, tail, tensor_bytes, trace, trial_digest)
@@ -343,7 +343,7 @@ class Judge(Harness):
         else:
             first = self.call_reference(self.trial_inputs(trial), "trial %d (seed %d)" % (trial, seed),
                                         clone=not self.lean)
-            bad = compare.nonfinite(first)
+            bad = output_compare.nonfinite(first)
             if bad:
                 raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
         if self.lean:
@@ -394,7 +394,7 @@ class Judge(Harness):
         where = "reference check (seed %d)" % seed
         self.pristine0 = None if self.lean else self.trial_inputs(0)
         first = self.call_reference(self.first_inputs(), where, clone=not self.lean)
-        bad = compare.nonfinite(first)
+        bad = output_compare.nonfinite(first)
         if bad:
             raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
         # on a GPU the GPU's time of the call (a wall clock would count its launch and synchronise)
@@ -402,7 +402,7 @@ class Judge(Harness):
         start = time.perf_counter()
         second = self.call_reference(self.first_inputs(), where, events, clone=not self.lean)
         self.ref_ms = events[0].elapsed_time(events[1]) if events else (time.perf_counter() - start) * 1e3
-        lines = compare.compare(second, first, self.req["tolerance"])
+        lines = output_compare.compare(second, first, self.req["tolerance"])
         if lines:
             raise Outcome("task_error", "the reference is non-deterministic: two runs on the inputs of seed %d "
                           "differ: %s" % (seed, "\n".join(lines)))
@@ -446,7 +446,7 @@ class Judge(Harness):
             raise Hack("torch_fallback", self._ops_message(ops, where), {"ops": ops})
         got = msg.get("value")
         self.check_dtypes(got, expected, where)
-        lines = compare.compare(got, expected, self.req["tolerance"])
+        lines = output_compare.compare(got, expected, self.req["tolerance"])
         verify = self.report["verify"]
         if call == 1 or lines:
             verify["trials"].append({"seed": seed, "ok": not lines, "report": "\n".join(lines)})
@@ -477,7 +477,7 @@ class Judge(Harness):
         if self.defenses.get("allow_lower_precision"):
             return
         for name, g, e in evidence.floating_leaves(got, expected):
-            gd, ed = compare.dtype_name(g.dtype), compare.dtype_name(e.dtype)
+            gd, ed = output_compare.dtype_name(g.dtype), output_compare.dtype_name(e.dtype)
             if gd in evidence.LOWER.get(ed, ()):
                 raise Hack("precision", "%s: %s is %s but the reference's is %s: a lower-precision output is not "
                            "allowed" % (where, name, gd, ed))
@@ -490,7 +490,7 @@ class Judge(Harness):
             self.precision = {"checked": False, "why": "lower precision allowed"}
             return
         pairs = [(n, g, e) for n, g, e in evidence.floating_leaves(got, expected)
-                 if compare.dtype_name(e.dtype) in evidence.PRECISION_FLOOR]
+                 if output_compare.dtype_name(e.dtype) in evidence.PRECISION_FLOOR]
         if not pairs:
             self.precision = {"checked": False, "why": "no float32/float64 output"}
             return
@@ -781,7 +781,7 @@ class Judge(Harness):
             with self.torch.no_grad():
                 expected = self.ref(*self.call_inputs(k))
         self.sync()
-        lines = compare.compare(value, expected, self.req["tolerance"])
+        lines = output_compare.compare(value, expected, self.req["tolerance"])
         self.timed_checked += 1
         if lines:
             raise Hack("timed_output_mismatch", "timed call %d (the inputs of seed %d%s) returned an output that "
@@ -1014,7 +1014,7 @@ class Judge(Harness):
         if pool is not None:
             for k, args in enumerate(calls):
                 for (t, region) in regions_of(regions, args):
-                    if compare.changed_elements(t, batch.region_tensor(pool.view, region)):
+                    if output_compare.changed_elements(t, batch.region_tensor(pool.view, region)):
                         raise Outcome("wrong_answer", "call %d of the judge's batch: the candidate modified one of its "
                                       "inputs (inputs are read-only)" % k, reason="input_mutated")
         full = set(random.SystemRandom().sample(range(n), min(batch.FULL_CHECKS, n)))
@@ -1035,14 +1035,14 @@ class Judge(Harness):
                 if got is None or tuple(getattr(flat_k[j][1], "shape", ())) != tuple(exp.shape):
                     self.batch_mismatch(k, "%s has shape %s, the reference's %s" % (
                         name, list(getattr(flat_k[j][1], "shape", [])), list(exp.shape)))
-                if getattr(flat_k[j][1], "dtype", None) not in (None, compare.dtype_name(exp.dtype), exp.dtype):
+                if getattr(flat_k[j][1], "dtype", None) not in (None, output_compare.dtype_name(exp.dtype), exp.dtype):
                     self.batch_mismatch(k, "%s is %s, the reference's %s" % (
-                        name, flat_k[j][1].dtype, compare.dtype_name(exp.dtype)))
+                        name, flat_k[j][1].dtype, output_compare.dtype_name(exp.dtype)))
                 got_rows.setdefault(j, []).append(got)
                 exp_rows.setdefault(j, []).append(exp.reshape(-1)[plan[j][1][k].to(exp.device)])
                 names[j] = name
             if k in full:
-                lines = compare.compare(localize(outputs[k], self.mapped), expected, tol)
+                lines = output_compare.compare(localize(outputs[k], self.mapped), expected, tol)
                 if lines:
                     self.batch_mismatch(k, lines[0])
             del expected
@@ -1449,7 +1449,7 @@ class _Drawer:
 
 
 def _fmt(x):
-    return compare.fmt_num(x) if isinstance(x, (int, float)) else str(x)
+    return output_compare.fmt_num(x) if isinstance(x, (int, float)) else str(x)
 
 
 def localize(value, mapped, depth=0):

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from anvil import compare, share, timing
+from anvil import output_compare, share, timing
 from anvil._cli import ReportChannel, exit_after, tail
 from anvil.harness import (DETAIL_LINES, LEAN_BYTES, PROTOCOL, SEEDED_HINT, CannotServe, Harness, Outcome,
                            RequestError, candidate_failed, map_tensors, raised, tensor_pairs, trace, what)
@@ -180,7 +180,7 @@ class Evaluation(Harness):
         for name, before, after in tensor_pairs(pristine, args, "input"):
             if not isinstance(after, self.torch.Tensor):
                 continue
-            changed = compare.changed_elements(before, after)
+            changed = output_compare.changed_elements(before, after)
             if changed:
                 raise _Mismatch("%s: the candidate modified %s (%d of %d elements changed)"
                                 % (where, name, changed, before.numel()))
@@ -190,11 +190,11 @@ class Evaluation(Harness):
     def check_reference(self, pristine, seed):
         where = "reference check (seed %d)" % seed
         first = self.call_reference(pristine, where)
-        bad = compare.nonfinite(first)
+        bad = output_compare.nonfinite(first)
         if bad:
             raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
         second = self.call_reference(pristine, where)
-        lines = compare.compare(second, first, self.req["tolerance"])
+        lines = output_compare.compare(second, first, self.req["tolerance"])
         if lines:
             raise Outcome("task_error", "the reference is non-deterministic: two runs on the inputs of "
                           "seed %d differ: %s" % (seed, "\n".join(lines)))
@@ -240,13 +240,13 @@ class Evaluation(Harness):
         # A snapshot: a later call may legitimately reuse (and overwrite) the returned buffers.
         first = map_tensors(first, lambda t: t.detach().clone())
         expected = self.call_reference(pristine, prefix)
-        bad = compare.nonfinite(expected)
+        bad = output_compare.nonfinite(expected)
         if bad:
             raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
         second = self.call_candidate(pristine, prefix + ", second call (after the reference)")
         tol = self.req["tolerance"]
         for label, got in ((prefix, first), (prefix + ", second call (after the reference)", second)):
-            lines = compare.compare(got, expected, tol)
+            lines = output_compare.compare(got, expected, tol)
             if lines:
                 raise _Mismatch("%s, %s" % (label, "\n".join(lines)))
 

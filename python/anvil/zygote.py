@@ -404,7 +404,7 @@ def main(argv=None):
     import torch  # noqa: F401
     import torch.nn  # noqa: F401
     import anvil.runner  # noqa: F401
-    import anvil.compare  # noqa: F401
+    import anvil.output_compare  # noqa: F401
     import anvil.timing  # noqa: F401
     import anvil.judge  # noqa: F401 - and the defended runner's
     import anvil.candidate  # noqa: F401

@@ -168,10 +168,10 @@ def test_replaced_timer_is_caught(make):
 
 
 def test_patched_harness_module_is_caught(make):
-    prelude = "import sys\nsys.modules['anvil.compare'].compare = lambda *a, **k: []\n"
+    prelude = "import sys\nsys.modules['anvil.output_compare'].compare = lambda *a, **k: []\n"
     report = evaluate(make(CORRECT, allow=TORCH_OPS, prelude=prelude)).report
     assert outcome(report) == ("hack_suspected", "harness_patched")
-    assert "anvil.compare.compare" in report["message"]
+    assert "anvil.output_compare.compare" in report["message"]
 
 
 def test_background_thread_is_caught(make):

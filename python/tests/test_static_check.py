@@ -72,14 +72,14 @@ import gc  # EXPECT: introspection
 import sys
 import time
 import os
-import anvil.compare  # EXPECT: patched_attribute
+import anvil.output_compare  # EXPECT: patched_attribute
 from concurrent.futures import ThreadPoolExecutor  # EXPECT: threads
 import cuda_extension
 
 torch.cuda.Event.elapsed_time = lambda self, other: 1e-3  # EXPECT: patched_attribute
 time.perf_counter = lambda: 0.0  # EXPECT: patched_attribute
 setattr(torch, "allclose", lambda *a, **k: True)  # EXPECT: patched_attribute
-sys.modules["anvil.compare"] = None  # EXPECT: patched_attribute introspection
+sys.modules["anvil.output_compare"] = None  # EXPECT: patched_attribute introspection
 torch.backends.cuda.matmul.allow_tf32 = True  # EXPECT: patched_attribute precision
 cuda_extension.op = lambda x: x  # EXPECT: patched_attribute
 frame = sys._getframe(1)  # EXPECT: introspection

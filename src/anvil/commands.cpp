@@ -78,18 +78,13 @@ std::string vet_lines(const std::string& label, const std::string& status, const
   return s;
 }
 
-// The tasks of a command over many (vet, baselines): `device` resolved (cuda where a GPU is
-// present) and checked, torch present, `target` listed; nullopt once stderr says why (`on_cpu`: what
+// The tasks of a command over many (vet, baselines): a GPU present for cuda, torch present,
+// `target` listed; nullopt once stderr says why (`on_cpu`: what
 // to do without a GPU).
 std::optional<std::vector<std::string>> many_tasks(const char* command, const Environment& env,
-                                                   const std::string& target, std::string* device,
+                                                   const std::string& target, Device device,
                                                    const char* on_cpu) {
-  if (device->empty()) *device = env.gpus.empty() ? "cpu" : "cuda";
-  if (*device != "cpu" && *device != "cuda") {
-    std::fprintf(stderr, "anvil %s: unknown device '%s' (use cuda or cpu)\n", command, device->c_str());
-    return std::nullopt;
-  }
-  if (*device == "cuda" && env.gpus.empty()) {
+  if (device == Device::Cuda && env.gpus.empty()) {
     std::fprintf(stderr, "anvil %s: no GPU found: %s\n", command, on_cpu);
     return std::nullopt;
   }
@@ -234,7 +229,7 @@ int cmd_task_profile(const TaskProfileArgs& a) {
     return 1;
   }
   ReferenceProfileOptions o = a.opts;
-  o.device = !a.device.empty() ? a.device : env.gpus.empty() ? "cpu" : "cuda";
+  o.device = device_or_default(a.device, env);
   ReferenceProfile p = profile_reference(env, *task, o);
   if (!p.ok) {
     std::fprintf(stderr, "%s: %s\n", p.task_error ? "task_error" : "anvil task profile", p.error.c_str());
@@ -296,7 +291,7 @@ int cmd_vet(const VetArgs& a) {
   Environment env;
   if (!environment(&env)) return 2;
   VetOptions o;
-  o.device = a.device;
+  o.device = device_or_default(a.device, env);
   o.preset = a.preset;
   o.seed = a.seed;
   o.timeout = std::chrono::seconds(a.timeout_s);
@@ -307,7 +302,7 @@ int cmd_vet(const VetArgs& a) {
     std::fprintf(stderr, "anvil vet: %s\n", e.what());
     return 2;
   }
-  auto specs = many_tasks("vet", env, a.target, &o.device, "vet on the CPU with --device cpu, or on a GPU host");
+  auto specs = many_tasks("vet", env, a.target, o.device, "vet on the CPU with --device cpu, or on a GPU host");
   if (!specs) return 2;
   std::error_code ec;
   bool is_dir = fs::is_directory(a.target, ec);
@@ -318,7 +313,7 @@ int cmd_vet(const VetArgs& a) {
     return std::round(std::chrono::duration<double>(t - t0).count() * 1000) / 1000;
   };
   size_t n = specs->size();
-  unsigned jobs = static_cast<unsigned>(std::max(1, a.jobs > 0 ? a.jobs : o.device == "cuda" ? kVetJobsCuda : 1));
+  unsigned jobs = static_cast<unsigned>(std::max(1, a.jobs > 0 ? a.jobs : o.device == Device::Cuda ? kVetJobsCuda : 1));
   std::vector<VetItem> items(n);
   for (size_t i = 0; i < n; ++i) items[i].spec = (*specs)[i];
   std::vector<bool> ready(n, false);
@@ -370,7 +365,7 @@ int cmd_vet(const VetArgs& a) {
   int total = static_cast<int>(specs->size());
   if (a.json) {
     nlohmann::json doc = {{"target", a.target},
-                          {"device", o.device},
+                          {"device", to_string(o.device)},
                           {"preset", o.preset},
                           {"seed", o.seed},
                           {"tasks", tasks},
@@ -383,7 +378,7 @@ int cmd_vet(const VetArgs& a) {
                             {"flags", by_flag}}}};
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
-    std::string line = "vetted " + std::to_string(total) + (total == 1 ? " task" : " tasks") + " on " + o.device +
+    std::string line = "vetted " + std::to_string(total) + (total == 1 ? " task" : " tasks") + " on " + to_string(o.device) +
                        " (preset " + o.preset + "): " + std::to_string(counts["ok"]) + " ok, " +
                        std::to_string(counts["flagged"]) + " flagged, " + std::to_string(counts["error"]) +
                        (counts["error"] == 1 ? " error" : " errors");
@@ -523,7 +518,8 @@ int cmd_baselines(const BaselinesArgs& a) {
   if (!environment(&env)) return 2;
   EvalOptions o = a.opts;
   o.measure_time = true;
-  auto specs = many_tasks("baselines", env, a.target, &o.device,
+  o.device = device_or_default(o.device, env);
+  auto specs = many_tasks("baselines", env, a.target, *o.device,
                           "measure CPU baselines with --device cpu, or run on a GPU host");
   if (!specs) return 2;
   std::error_code ec;
@@ -536,7 +532,7 @@ int cmd_baselines(const BaselinesArgs& a) {
   auto task_options = [&](const std::string& spec) { return with_task(o, spec); };
   size_t n = specs->size();
   // Phase one: the compile caches of the tasks still to measure, warmed `jobs` at a time.
-  int jobs = a.jobs > 0 ? a.jobs : o.device == "cuda" ? kWarmJobsCuda : 1;
+  int jobs = a.jobs > 0 ? a.jobs : o.device == Device::Cuda ? kWarmJobsCuda : 1;
   std::map<std::string, uint64_t> peaks;
   nlohmann::json warm = warm_up(env, o, *specs, jobs, t0, a.json, &peaks);
   auto peak_of = [&](const std::string& spec) {
@@ -546,12 +542,12 @@ int cmd_baselines(const BaselinesArgs& a) {
   // Phase two: `overlap` measurements at once, one of them timing on the GPU at a time (the GPU
   // lock), the others preparing (together: a wave on the GPU, the lock shared; alone: their host
   // work only); on the CPU one at a time (the CPU is what is measured). Retries: below.
-  bool together = o.device == "cuda" && o.defenses && a.prepare == Prepare::kTogether;
-  int overlap = o.device != "cuda" ? 1 : a.overlap > 0 ? a.overlap : together ? kOverlapTogetherCuda : kOverlapCuda;
+  bool together = o.device == Device::Cuda && o.defenses && a.prepare == Prepare::kTogether;
+  int overlap = o.device != Device::Cuda ? 1 : a.overlap > 0 ? a.overlap : together ? kOverlapTogetherCuda : kOverlapCuda;
   Prepare prepare = together ? Prepare::kTogether : Prepare::kAlone;
   // The GPU's lock, exclusive, on a GPU whatever the overlap: no vetting or warm-up (shared) of
   // another command runs while one of these times.
-  std::string lock = o.device == "cuda" ? gpu_lock_path(env, o.gpu).string() : std::string();
+  std::string lock = o.device == Device::Cuda ? gpu_lock_path(env, o.gpu).string() : std::string();
   std::vector<BaselinesResult> results(n);
   std::vector<bool> ready(n, false);
   std::mutex mu;
@@ -617,7 +613,7 @@ int cmd_baselines(const BaselinesArgs& a) {
   double total = seconds(t0);
   if (a.json) {
     nlohmann::json doc = {{"target", a.target},
-                          {"device", o.device},
+                          {"device", to_string(*o.device)},
                           {"compile_mode", o.compile_mode},
                           {"warm", warm},
                           {"overlap", overlap},
@@ -629,7 +625,7 @@ int cmd_baselines(const BaselinesArgs& a) {
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
     std::printf("baselines of %zu task(s) on %s: %d measured, %d cached, %d not kept, %d failed (%.1f s)\n", n,
-                o.device.c_str(), counts["measured"], counts["cached"], counts["not_kept"], failed, total);
+                to_string(*o.device), counts["measured"], counts["cached"], counts["not_kept"], failed, total);
   }
   if (counts["error"] > 0 && counts["error"] == static_cast<int>(n)) return 2;
   return failed + counts["not_kept"] > 0 ? 1 : 0;
@@ -1012,20 +1008,18 @@ int cmd_bench_compare(const std::string& a, const std::string& b, const std::str
 std::optional<ServeOptions> serve_options(const Environment& env, const ServeArgs& a) {
   ServeOptions so;
   so.defaults = a.opts;
-  std::string& device = so.defaults.device;
-  if (device.empty()) device = env.gpus.empty() && a.ray.address.empty() ? "cpu" : "cuda";  // --ray: the cluster's GPUs
-  if (device != "cpu" && device != "cuda") {
-    std::fprintf(stderr, "anvil serve: unknown device '%s' (use cuda or cpu)\n", device.c_str());
-    return std::nullopt;
+  if (!so.defaults.device) {  // --ray: the cluster's GPUs
+    so.defaults.device = env.gpus.empty() && a.ray.address.empty() ? Device::Cpu : Device::Cuda;
   }
+  const Device device = *so.defaults.device;
   const bool ray = !a.ray.address.empty();
   if (!ray && (a.ray.workers || !a.ray.python.empty() || !a.ray.anvil.empty())) {
     std::fprintf(stderr, "anvil serve: --ray-workers, --ray-python and --ray-anvil go with --ray ADDRESS\n");
     return std::nullopt;
   }
-  if (device == "cuda" && ray && env.gpus.empty()) {
+  if (device == Device::Cuda && ray && env.gpus.empty()) {
     so.gpus = {0};  // none here: the workers judge; sessions' GPU tools answer that this host has none
-  } else if (device == "cuda") {
+  } else if (device == Device::Cuda) {
     if (env.gpus.empty()) {
       std::fprintf(stderr, "anvil serve: no GPU found: serve CPU variants with --device cpu, or run on a GPU host\n");
       return std::nullopt;
@@ -1063,7 +1057,7 @@ std::optional<ServeOptions> serve_options(const Environment& env, const ServeArg
     std::fprintf(stderr, "anvil serve: --overlap is for this host's GPUs; with --ray each worker judges its lane's evaluations\n");
     return std::nullopt;
   }
-  so.overlap = device == "cuda" && !ray ? (a.overlap > 0 ? a.overlap : kOverlapTogetherCuda) : 1;
+  so.overlap = device == Device::Cuda && !ray ? (a.overlap > 0 ? a.overlap : kOverlapTogetherCuda) : 1;
   so.max_queue = a.max_queue;
   so.builders = a.builders;
   so.keep_results = std::chrono::hours(a.keep_results_h);
@@ -1082,7 +1076,7 @@ int cmd_serve(const ServeArgs& a) {
   auto options = serve_options(env, a);
   if (!options) return 2;
   const ServeOptions& so = *options;
-  const std::string& device = so.defaults.device;
+  const Device device = *so.defaults.device;
   const bool ray = so.ray.has_value();
   HttpServerOptions ho;
   ho.host = a.host;
@@ -1125,7 +1119,7 @@ int cmd_serve(const ServeArgs& a) {
   }
   std::string overlap = !ray && so.overlap > 1 ? ", " + std::to_string(so.overlap) + " evaluations at once on each" : "";
   std::printf("anvil serve: http://%s:%u (device %s, %zu lane(s)%s%s; state %s)\n", a.host.c_str(), server.port(),
-              device.c_str(), service.lanes(), overlap.c_str(), ray ? (" on the Ray cluster at " + a.ray.address).c_str() : "",
+              to_string(device), service.lanes(), overlap.c_str(), ray ? (" on the Ray cluster at " + a.ray.address).c_str() : "",
               so.state_dir.c_str());
   std::fflush(stdout);
   auto next_signal = [] {

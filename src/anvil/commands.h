@@ -52,7 +52,7 @@ int cmd_task_show(const TaskShowArgs& a);
 struct TaskProfileArgs {
   std::string task;
   ReferenceProfileOptions opts;
-  std::string device;  // empty: cuda where a GPU is found, else cpu
+  std::optional<Device> device;  // unset: cuda where a GPU is found, else cpu
   size_t top = 8;      // kernels (ops) shown per model
   bool json = false;
 };
@@ -71,7 +71,7 @@ int cmd_eval(const EvalArgs& a);
 
 struct VetArgs {
   std::string target;  // a task (FILE or DATASET#ROW), a directory of task files, or a dataset
-  std::string device;  // cpu | cuda; empty: cuda when a GPU is present, else cpu
+  std::optional<Device> device;  // unset: cuda when a GPU is present, else cpu
   std::string preset = "strict";
   uint32_t seed = 0;
   int timeout_s = 600;  // per task

@@ -44,6 +44,12 @@ void add_timing_option(CLI::App* cmd, anvil::TimingMethod& method) {
       });
 }
 
+void add_device_option(CLI::App* cmd, std::optional<anvil::Device>& device, const std::string& help) {
+  cmd->add_option_function<std::string>(
+         "--device", [&device](const std::string& name) { device = anvil::device_named(name); }, help)
+      ->check([](const std::string& name) { return anvil::device_named(name) ? std::string() : anvil::unknown_device(name); });
+}
+
 void add_eval_options(CLI::App* cmd, anvil::EvalOptions& o, EvalFlags& f) {
   cmd->add_option("--protocol", o.protocol,
                   "the rules judged by: cuda-agent (default: no torch compute in the forward, weights by name) or "
@@ -67,7 +73,7 @@ void add_eval_options(CLI::App* cmd, anvil::EvalOptions& o, EvalFlags& f) {
   cmd->add_flag("--tf32", o.allow_tf32, "allow TF32 in matmul and cuDNN (default: off, for all three)");
   cmd->add_flag("--no-baseline-cache", f.no_baseline_cache, "measure eager and compile again");
   cmd->add_option("--timeout", f.timeout_s, "wall-clock limit of one evaluation, seconds (default 600)");
-  cmd->add_option("--device", o.device, "cuda or cpu (default: from the candidate)");
+  add_device_option(cmd, o.device, "cuda or cpu (default: from the candidate)");
   cmd->add_option("--arch", o.build.arch, "target architecture for the build");
   cmd->add_flag("--no-defenses", f.no_defenses,
                 "turn the anti-hacking defenses off (only to measure their cost; docs/anti-hacking.md)");
@@ -276,8 +282,7 @@ void add_task(CLI::App& app, int& status) {
   auto* prof_cmd = task_cmd->add_subcommand(
       "profile", "where the reference's time goes: eager and torch.compile timed, their kernels, work and roofline floor");
   prof_cmd->add_option("task", prof.task, "FILE or DATASET#ROW")->required();
-  prof_cmd->add_option("--device", prof.device, "cuda or cpu (default: cuda when a GPU is present)")
-      ->check(CLI::IsMember({"cuda", "cpu"}));
+  add_device_option(prof_cmd, prof.device, "cuda or cpu (default: cuda when a GPU is present)");
   prof_cmd->add_option("--gpu", prof.opts.gpu, "which GPU (default 0)");
   prof_cmd->add_option("--compile-mode", prof.opts.compile_mode,
                        "torch.compile's mode (default, reduce-overhead, max-autotune, ...); none: eager alone");
@@ -300,7 +305,7 @@ void add_vet(CLI::App& app, int& status) {
       "vet", "flag degenerate tasks: outputs that are zero, tiny, constant, an input, or independent of the input");
   vet_cmd->add_option("target", vet.target, "a task (FILE or DATASET#ROW), a directory of task files, or a dataset")
       ->required();
-  vet_cmd->add_option("--device", vet.device, "cuda or cpu (default: cuda when a GPU is present)");
+  add_device_option(vet_cmd, vet.device, "cuda or cpu (default: cuda when a GPU is present)");
   vet_cmd->add_option("--preset", vet.preset,
                       "tolerances: strict (default), paper (atol=rtol=1e-2) or kernelbench (allclose, fp32 1e-4)");
   vet_cmd->add_option("--seed", vet.seed, "base seed: the task's inputs of seed+1 and seed+2 (default 0)");
@@ -417,7 +422,7 @@ void add_agent(CLI::App& app, int& status) {
   agent_cmd->add_option("--samples", ag.samples, "episodes per task (default 1)");
   add_agent_options(agent_cmd, ag, agf, "--seed");
   add_gpus_option(agent_cmd, ag.gpus, "GPU indices for evaluations, e.g. 0,1 (default: all)");
-  agent_cmd->add_option("--device", ag.run.episode.tools.eval.device, "evaluate on cuda or cpu (default: the candidate's)");
+  add_device_option(agent_cmd, ag.run.episode.tools.eval.device, "evaluate on cuda or cpu (default: the candidate's)");
   agent_cmd->add_option("--protocol", ag.run.episode.tools.eval.protocol,
                         "the rules judged by: cuda-agent (default) or kernelbench (docs/protocols.md)");
   agent_cmd->add_option("--preset", ag.run.episode.tools.eval.preset,

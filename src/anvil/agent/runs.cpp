@@ -57,7 +57,7 @@ Json episode_line(const Json& r, const std::string& dir) {
 std::vector<int> eval_slot_ids(const Environment& env, const RunOptions& opts) {
   std::vector<int> ids = opts.gpus;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (opts.episode.tools.eval.device == "cpu" || env.gpus.empty()) {
+  if (opts.episode.tools.eval.device == Device::Cpu || env.gpus.empty()) {
     ids.clear();
     for (unsigned i = 0; i < std::max(1u, cores / 4); ++i) ids.push_back(static_cast<int>(i));
   } else if (ids.empty()) {

@@ -478,7 +478,7 @@ ToolOutcome ToolBox::compile(const Json&) {
   BuildReport r = build_workdir(env_, opts_.workdir, bo);
   if (r.ok) {
     out.text = "compiled: " + std::to_string(r.units.size()) + " units (" + std::to_string(r.compiled()) +
-               " compiled, the rest cached), " + r.mode + " mode, for " + r.device + (r.arch.empty() ? "" : " " + r.arch) +
+               " compiled, the rest cached), " + r.mode + " mode, for " + to_string(r.device) + (r.arch.empty() ? "" : " " + r.arch) +
                ", in " + format_seconds(r.seconds) + " -> cuda_extension.so";
   } else {
     out.error = true;
@@ -671,7 +671,7 @@ ToolOutcome ToolBox::profile_reference(const Json& a) {
   // A slot as an evaluation takes one (on the CPU too: the slots keep timings apart there as well).
   int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
   Slots::Hold hold{opts_.gpus, gpu};
-  ro.gpu = ro.device == "cuda" && gpu >= 0 ? gpu : opts_.eval.gpu;
+  ro.gpu = ro.device == Device::Cuda && gpu >= 0 ? gpu : opts_.eval.gpu;
   ReferenceProfile p = anvil::profile_reference(env_, *task, ro);
   if (!p.ok) {
     out.error = true;
@@ -730,7 +730,7 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
   bool cut = false;
   auto budget = capped(std::chrono::seconds(300), &cut);
   std::unique_ptr<LineChild> gpu_alone;
-  if (opts_.eval.gpu_lock && opts_.eval.device == "cuda") {
+  if (opts_.eval.gpu_lock && opts_.eval.device == Device::Cuda) {
     std::string err;
     fs::path lock = gpu_lock_path(env_, gpu >= 0 ? gpu : opts_.eval.gpu);
     auto seconds = std::max<long long>(1, std::chrono::duration_cast<std::chrono::seconds>(budget).count());

@@ -102,7 +102,7 @@ Json settings_json(const BenchOptions& o, const std::string& variant) {
             {"solutions", o.solutions.empty() ? Json(nullptr) : Json(o.solutions)},
             {"variant", variant},
             {"eval",
-             {{"device", e.device},
+             {{"device", to_string(e.device)},
               {"protocol", e.protocol},
               {"preset", effective_preset(e.preset, protocol_named(e.protocol))},
               {"trials", e.trials},
@@ -624,7 +624,7 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
     return std::nullopt;
   }
   // Where evaluations run: the GPUs (one at a time each), or CPU slots.
-  bool cpu = o.eval.device == "cpu" || env.gpus.empty();
+  bool cpu = o.eval.device == Device::Cpu || env.gpus.empty();
   std::vector<int> gpus = o.gpus;
   if (cpu) {
     gpus.assign(1, 0);  // CPU timings are only comparable one at a time
@@ -639,7 +639,7 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
   }
   std::string variant = !o.variant.empty() ? o.variant : cpu ? "cpu" : "cuda";
   BenchOptions opts = o;
-  if (cpu && opts.eval.device.empty()) opts.eval.device = "cpu";
+  if (cpu && !opts.eval.device) opts.eval.device = Device::Cpu;
 
   auto suite = discover_suite(env, o.tasks, err);
   if (!suite) return std::nullopt;

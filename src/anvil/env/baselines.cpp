@@ -19,13 +19,13 @@ std::optional<double> number_at(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 std::string baseline_key(const Environment& env, const std::string& task_hash, const nlohmann::json& request,
-                         const std::string& device) {
+                         Device device) {
   Hasher h;
   std::string gpu = env.gpus.empty() ? "cpu" : env.gpus[0].name;
   h.add("format", kBaselineFormat)
       .add("task", task_hash)
-      .add("device", device)
-      .add("gpu", device == "cuda" ? gpu : "cpu")
+      .add("device", to_string(device))
+      .add("gpu", device == Device::Cuda ? gpu : "cpu")
       .add("driver", env.driver)
       .add("torch", env.torch.version + "|" + env.torch.cuda)
       .add("flags", request["flags"].dump())
@@ -38,12 +38,12 @@ fs::path baseline_path(const Environment& env, const std::string& key) {
   return cache_dir(env, CacheArea::kBaselines) / (key.substr(0, 2) + "/" + key + ".json");
 }
 
-std::optional<std::string> unclean_baseline(const nlohmann::json& timing, const std::string& device, bool needs_batch) {
+std::optional<std::string> unclean_baseline(const nlohmann::json& timing, Device device, bool needs_batch) {
   auto median = number_at(timing, "median_ms");
   if (!median || *median <= 0) return "not measured";
   auto p25 = number_at(timing, "p25_ms"), p75 = number_at(timing, "p75_ms");
   double limit = kMaxSpreadGpu;
-  if (device == "cuda" && p25 && p75 && (*p75 - *p25) / *median > limit) {
+  if (device == Device::Cuda && p25 && p75 && (*p75 - *p25) / *median > limit) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "its samples spread %.0f%% of the median (at most %.0f%% is kept)",
                   100 * (*p75 - *p25) / *median, 100 * limit);

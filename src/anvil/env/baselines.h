@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "anvil/env/device.h"
 #include "anvil/env/toolchain.h"
 
 namespace anvil {
@@ -29,12 +30,12 @@ inline constexpr double kMinRunQueueMs = 5.0;       // and at least this long: s
                                                     // noise (up to 3.4 ms seen on a quiet 2-vCPU VM)
 
 std::string baseline_key(const Environment& env, const std::string& task_hash, const nlohmann::json& request,
-                         const std::string& device);
+                         Device device);
 std::filesystem::path baseline_path(const Environment& env, const std::string& key);
 
 // Why a measured baseline (the runner's timing entry for eager or compile) must not be kept, or
 // nullopt when it is clean. `needs_batch`: eager's entry must carry the judge's batch.
-std::optional<std::string> unclean_baseline(const nlohmann::json& timing, const std::string& device, bool needs_batch);
+std::optional<std::string> unclean_baseline(const nlohmann::json& timing, Device device, bool needs_batch);
 
 // The cached entries of a key that may be used ({} when none): entries written clean only.
 nlohmann::json load_baselines(const std::filesystem::path& path);

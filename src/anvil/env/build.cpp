@@ -586,7 +586,7 @@ nlohmann::json BuildReport::to_json() const {
                       {"error_kind", error_kind.empty() ? nlohmann::json(nullptr) : nlohmann::json(error_kind)},
                       {"error", error.empty() ? nlohmann::json(nullptr) : nlohmann::json(error)},
                       {"mode", mode},
-                      {"device", device},
+                      {"device", to_string(device)},
                       {"arch", arch},
                       {"units", units_j},
                       {"compiled", compiled()},
@@ -610,7 +610,7 @@ std::string BuildReport::summary() const {
   }
   if (!link_explain.empty()) s += "  link: " + link_explain + "\n";
   if (!ok) return s + "compile_error:\n" + diagnostics + (log.empty() ? "" : "(full log: " + log.string() + ")\n");
-  s += "built " + module.string() + " (" + mode + " mode, " + device + (arch.empty() ? "" : ", " + arch) + "): " +
+  s += "built " + module.string() + " (" + mode + " mode, " + to_string(device) + (arch.empty() ? "" : ", " + arch) + "): " +
        std::to_string(compiled()) + " of " + std::to_string(units.size()) + " units compiled, " +
        (link_cached ? "link cached" : "linked") + ", " + format_seconds(seconds);
   if (setup_seconds > 0.5) s += " (" + format_seconds(setup_seconds) + " one-time environment setup)";
@@ -1074,7 +1074,7 @@ BuildReport build_workdir(const Environment& env, const fs::path& dir, const Bui
   }
   report.warnings = w.warnings;
   report.mode = to_string(w.mode);
-  report.device = to_string(w.device);
+  report.device = w.device;
   if (!env.cxx.found()) return environment_error(report, "no C++ compiler found: install g++ (apt-get install g++) or set CXX");
   if (w.device == Device::Cuda && !env.nvcc.found()) {
     return environment_error(report, "nvcc not found: this candidate has .cu files; install the CUDA toolkit or set "
@@ -1186,7 +1186,7 @@ BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const
   Plan plan;
   plan.module_name = spec.name;
   for (const auto& s : spec.sources) plan.cuda |= s.extension() == ".cu";
-  report.device = plan.cuda ? "cuda" : "cpu";
+  report.device = plan.cuda ? Device::Cuda : Device::Cpu;
   if (plan.cuda && !env.nvcc.found()) return environment_error(report, "nvcc not found: install the CUDA toolkit or set CUDA_HOME");
   std::vector<std::string> gencode;
   std::string err;

@@ -51,7 +51,8 @@ struct BuildReport {
   // is missing, the sandbox cannot be set up).
   std::string error_kind;
   std::string error;  // one-line summary for workdir/environment errors
-  std::string mode, device, arch;
+  std::string mode, arch;
+  std::optional<Device> device;  // once the scan (or the sources) said; unset when refused before
   std::vector<UnitReport> units;
   bool link_cached = false;
   std::string link_explain;

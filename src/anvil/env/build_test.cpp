@@ -75,7 +75,7 @@ TEST_F(BuildTest, CpuCandidateBuildsThenIsFullyCached) {
   BuildReport first = build_workdir(env(), w, o);
   ASSERT_TRUE(first.ok) << first.error << "\n" << first.diagnostics;
   EXPECT_EQ(first.mode, "fast");
-  EXPECT_EQ(first.device, "cpu");
+  EXPECT_EQ(first.device, Device::Cpu);
   EXPECT_FALSE(unit(first, "kernels/elementwise_chain.cpp").cached);
   EXPECT_EQ(unit(first, "kernels/elementwise_chain.cpp").explain, "compiled: no previous build in this workdir");
   EXPECT_TRUE(fs::exists(w / "cuda_extension.so"));
@@ -319,7 +319,7 @@ TEST_F(BuildTest, CudaCandidateCompilesForHopper) {
   o.arch = "sm_90a";
   BuildReport r = build_workdir(env(), w, o);
   ASSERT_TRUE(r.ok) << r.error << "\n" << r.diagnostics;
-  EXPECT_EQ(r.device, "cuda");
+  EXPECT_EQ(r.device, Device::Cuda);
   EXPECT_EQ(r.arch, "sm_90a");
   int cu = 0;
   for (const auto& u : r.units) cu += u.tool == "nvcc" ? 1 : 0;

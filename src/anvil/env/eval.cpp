@@ -59,11 +59,11 @@ std::string gpu_name(const Environment& env, int gpu) {
 }
 
 // The request's defenses.roofline: what the options give, the rest from the cache if there.
-nlohmann::json roofline_request(const Environment& env, const EvalOptions& opts, const std::string& device) {
+nlohmann::json roofline_request(const Environment& env, const EvalOptions& opts, Device device) {
   nlohmann::json roofline = nlohmann::json::object();
   if (opts.roofline_bandwidth > 0) roofline["bandwidth_bytes_per_s"] = opts.roofline_bandwidth;
   if (opts.roofline_flops > 0) roofline["flops_per_s"] = opts.roofline_flops;
-  if (device != "cuda" || roofline.size() == 2) return roofline;
+  if (device != Device::Cuda || roofline.size() == 2) return roofline;
   if (auto text = read_file(roofline_cache_path(env, opts.gpu))) {
     nlohmann::json cached = nlohmann::json::parse(*text, nullptr, false);  // corrupt: measured again
     if (cached.is_object()) {
@@ -209,7 +209,7 @@ std::optional<std::string> settle(const Environment& env, const EvalOptions& opt
 // measure are added, for an evaluation and for `anvil baselines` alike.
 nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, const Settings& s,
                               const fs::path& task_file, const fs::path& candidate_dir, const std::string& kind,
-                              const std::string& device, uint32_t seed) {
+                              Device device, uint32_t seed) {
   std::error_code ec;
   nlohmann::json measure = opts.measure_time ? nlohmann::json::array({"candidate"}) : nlohmann::json::array();
   nlohmann::json request = {
@@ -217,7 +217,7 @@ nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, c
       {"task_file", task_file.string()},
       {"candidate_dir", candidate_dir.string()},
       {"candidate_kind", kind},
-      {"device", device},
+      {"device", to_string(device)},
       {"seed", seed},
       {"trials", opts.trials},
       {"rules", s.protocol.rules()},
@@ -230,11 +230,11 @@ nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, c
         {"warmup", opts.warmup},
         {"calls", opts.calls},
         {"input_sets", opts.input_sets},
-        {"flush_l2", opts.flush_l2 && device == "cuda"},
-        {"kernel_sum", opts.kernel_sum && device == "cuda"},
+        {"flush_l2", opts.flush_l2 && device == Device::Cuda},
+        {"kernel_sum", opts.kernel_sum && device == Device::Cuda},
         // the baselines' kernel sums only where the reward compares them (a profiled pass per model)
-        {"baseline_kernel_sum", opts.kernel_sum && opts.timing != TimingMethod::kEvents && device == "cuda"},
-        {"hide_launch", opts.hide_launch && device == "cuda"},
+        {"baseline_kernel_sum", opts.kernel_sum && opts.timing != TimingMethod::kEvents && device == Device::Cuda},
+        {"hide_launch", opts.hide_launch && device == Device::Cuda},
         {"compile_mode", opts.compile_mode}}}};
   if (opts.config) request["config"] = *opts.config;  // not in the baselines' key: it changes only the candidate
   if (opts.defenses) {
@@ -254,7 +254,7 @@ nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, c
 // How the runner (or a warm-up) is started: limits, environment, network, GPU; `isolation`
 // receives what the result says of it.
 SubprocessOptions runner_options(const Environment& env, const EvalOptions& opts, const fs::path& private_dir,
-                                 const nlohmann::json& request, const std::string& device, nlohmann::json* isolation) {
+                                 const nlohmann::json& request, Device device, nlohmann::json* isolation) {
   SubprocessOptions so;
   so.cwd = private_dir;  // never the candidate's directory
   so.stdin_data = request.dump();
@@ -269,7 +269,7 @@ SubprocessOptions runner_options(const Environment& env, const EvalOptions& opts
   so.env = runner_environment(env);
   so.clear_env = true;
   so.new_pid_namespace = true;
-  if (device == "cuda") so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
+  if (device == Device::Cuda) so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
   if (isolation) {
     *isolation = {{"process", "PID 1 of its own PID namespace (every process of the evaluation ends with it), "
                               "its group killed whole on timeout, on its memory limit or when anvil is stopped"},
@@ -278,7 +278,7 @@ SubprocessOptions runner_options(const Environment& env, const EvalOptions& opts
                   {"timeout_s", opts.timeout.count()},
                   {"memory_limit_bytes", opts.memory_limit_bytes},
                   {"file_size_limit_bytes", opts.file_size_limit_bytes},
-                  {"gpu", device == "cuda" ? nlohmann::json(opts.gpu) : nlohmann::json(nullptr)}};
+                  {"gpu", device == Device::Cuda ? nlohmann::json(opts.gpu) : nlohmann::json(nullptr)}};
   }
   return so;
 }
@@ -305,7 +305,7 @@ nlohmann::json parse_report(const SubprocessResult& r) {
 
 // Keeps the baselines measured now in the cache at `bpath` when they were measured clean
 // (baselines.h); null entries are not kept. Returns a note for each one not kept.
-std::vector<std::string> keep_baselines(const fs::path& bpath, const std::string& device, bool defenses,
+std::vector<std::string> keep_baselines(const fs::path& bpath, Device device, bool defenses,
                                         const std::string& task_name, const nlohmann::json& env_facts,
                                         const nlohmann::json& eager, const nlohmann::json& compile) {
   nlohmann::json store = nlohmann::json::object();
@@ -369,7 +369,7 @@ struct Evaluation {
   fs::path private_dir, work, harness;
   bool is_dir = false;
   std::string kind;    // workdir | file
-  std::string device;  // cuda | cpu, once known
+  Device device = Device::Cpu;  // settled by build()
   double build_seconds = 0;
   std::string vet_note;
   uint32_t seed = 0;
@@ -459,7 +459,6 @@ End prepare(Evaluation& e) {
 
 // A workdir built through the cache (its device from the build); the device settled.
 End build(Evaluation& e) {
-  e.device = e.opts.device;
   std::error_code ec;
   if (e.is_dir) {
     if (!fs::exists(e.work / "model_new.py", ec)) {
@@ -469,7 +468,7 @@ End build(Evaluation& e) {
     }
     BuildReport b = build_workdir(e.env, e.work, e.opts.build);
     e.build_seconds = b.seconds;
-    e.j()["build"] = {{"ok", b.ok},           {"mode", b.mode},         {"device", b.device}, {"arch", b.arch},
+    e.j()["build"] = {{"ok", b.ok},           {"mode", b.mode},         {"device", to_string(b.device)}, {"arch", b.arch},
                       {"seconds", b.seconds}, {"compiled", b.compiled()}, {"units", b.units.size()},
                       {"diagnostics", b.diagnostics}};
     // The binding mode, once the scan found one (a workdir it refused, with no kernels/ say, has none:
@@ -480,17 +479,16 @@ End build(Evaluation& e) {
       if (b.error_kind == "environment_error") return e.fail(EvalError::kEnvironment, b.error);
       return e.finish(Outcome::kCompileError, b.error_kind == "compile_error" ? b.diagnostics : b.error);
     }
-    if (e.device.empty()) e.device = b.device;
-  } else if (e.device.empty()) {
-    e.device = e.env.gpus.empty() ? "cpu" : "cuda";
+    e.device = e.opts.device ? *e.opts.device : b.device.value_or(Device::Cuda);
+  } else {
+    e.device = device_or_default(e.opts.device, e.env);
   }
   e.j()["candidate"]["kind"] = e.kind;
-  e.j()["candidate"]["device"] = e.device;
-  if (e.device == "cuda" && e.env.gpus.empty()) {
+  e.j()["candidate"]["device"] = to_string(e.device);
+  if (e.device == Device::Cuda && e.env.gpus.empty()) {
     return e.fail(EvalError::kEnvironment, "no GPU found: " + e.opts.candidate + " is a CUDA candidate; evaluate it on a GPU host, or evaluate "
                   "its CPU variant here");
   }
-  if (e.device != "cuda" && e.device != "cpu") return e.fail(EvalError::kUsage, "unknown device '" + e.device + "' (use cuda or cpu)");
   return std::nullopt;
 }
 
@@ -550,7 +548,7 @@ void plan(Evaluation& e) {
 // The GPU's lock, when the options ask for it (EvalOptions::gpu_lock): named in the request, and how
 // it was held in the result.
 void lock_gpu(Evaluation& e) {
-  if (e.device != "cuda" || !e.opts.gpu_lock) return;
+  if (e.device != Device::Cuda || !e.opts.gpu_lock) return;
   bool together = *e.opts.gpu_lock == Prepare::kTogether && e.opts.defenses;
   e.request["gpu_lock"] = gpu_lock_path(e.env, e.opts.gpu).string();
   if (together) e.request["prepare"] = "together";
@@ -597,7 +595,7 @@ End interpret(Evaluation& e) {
   if (report.is_object()) {
     j["env"] = report.value("env", nlohmann::json());
     if (report.contains("defenses")) j["defenses"] = report["defenses"];
-    if (e.device == "cuda") {
+    if (e.device == Device::Cuda) {
       remember_roofline(e.env, e.opts,
                         j.value("defenses", nlohmann::json::object()).value("roofline", nlohmann::json()));
     }
@@ -709,7 +707,7 @@ EvalResult score(Evaluation& e) {
   nlohmann::json bound = nullptr;
   if (claimed_ms && *claimed_ms > 0) {
     TimeBound b = bound_time(*claimed_ms, per_call(cand_t), per_call(eager_t), eager_ms, number_at(eager_t, "min_ms"));
-    if (opts.defenses && b.forged && e.device != "cuda") {
+    if (opts.defenses && b.forged && e.device != Device::Cuda) {
       // On a CPU no figure the judge takes is free of the machine's load (a shared machine's
       // scheduler stalls calls by 10-100x, eager's fastest call too: bench/results/
       // cpu-load-2026-11-24.json), so the gap is no proof: no speed is credited, and nothing more.
@@ -752,8 +750,8 @@ EvalResult score(Evaluation& e) {
                  {"calls", opts.calls},
                  {"warmup", opts.warmup},
                  {"input_sets", opts.input_sets},
-                 {"flush_l2", opts.flush_l2 && e.device == "cuda"},
-                 {"hide_launch", opts.hide_launch && e.device == "cuda"}};
+                 {"flush_l2", opts.flush_l2 && e.device == Device::Cuda},
+                 {"hide_launch", opts.hide_launch && e.device == Device::Cuda}};
   j["reward"] = milestone_reward(true, unvouched ? std::nullopt : se, unvouched ? std::nullopt : sc);
   std::string note;
   if (!opts.measure_time) note = "verified only: timing was not asked for, so no speed reward";
@@ -851,7 +849,7 @@ namespace {
 struct BaselinePlan {
   Settings settings;
   std::optional<Task> task;
-  std::string device;
+  Device device = Device::Cpu;
   fs::path private_dir;
   nlohmann::json request;
   fs::path cache_path;
@@ -870,9 +868,8 @@ std::optional<std::string> plan_baselines(const Environment& env, const EvalOpti
   std::string err;
   p->task = load_task(env, opts.task, &err);
   if (!p->task) return err;
-  p->device = !opts.device.empty() ? opts.device : env.gpus.empty() ? "cpu" : "cuda";
-  if (p->device != "cuda" && p->device != "cpu") return "unknown device '" + p->device + "' (use cuda or cpu)";
-  if (p->device == "cuda" && env.gpus.empty()) {
+  p->device = device_or_default(opts.device, env);
+  if (p->device == Device::Cuda && env.gpus.empty()) {
     return std::string("no GPU found: measure CPU baselines with --device cpu, or run on a GPU host");
   }
   if (copy) {
@@ -937,7 +934,7 @@ BaselinesResult measure_baselines(const Environment& env, const EvalOptions& opt
   if (auto bad = plan_baselines(env, opts, &p)) return done(BaselinesResult::Status::kError, *bad);
   const Task& task = *p.task;
   j["task"] = {{"spec", task.spec}, {"name", task.name}, {"hash", task.hash}};
-  j["device"] = p.device;
+  j["device"] = to_string(p.device);
   paths = user_paths(p.private_dir, "", false, task.row < 0 ? task.spec : std::string());
   const char* field = timing_method_field(opts.timing);
   nlohmann::json cached = opts.use_baseline_cache ? load_baselines(p.cache_path) : nlohmann::json::object();
@@ -1033,7 +1030,7 @@ WarmResult warm_compile_caches(const Environment& env, const EvalOptions& opts) 
   BaselinePlan p;
   if (auto bad = plan_baselines(env, opts, &p)) return {*bad};
   // taken shared (anvil.warm): beside other warm-ups and vettings, never while a measurement times
-  if (p.device == "cuda") p.request["gpu_lock"] = gpu_lock_path(env, opts.gpu).string();
+  if (p.device == Device::Cuda) p.request["gpu_lock"] = gpu_lock_path(env, opts.gpu).string();
   SubprocessOptions so = runner_options(env, opts, p.private_dir, p.request, p.device, nullptr);
   Launch launched = launch_python(env, PyModule::kWarm, opts.zygote_socket, p.request, so, p.private_dir);
   const SubprocessResult& r = launched.result;

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "anvil/env/build.h"
+#include "anvil/env/device.h"
 #include "anvil/env/launch.h"
 #include "anvil/env/protocol.h"
 #include "anvil/env/reward.h"
@@ -56,7 +57,7 @@ inline constexpr int64_t kMaxConfig = 0x7fffffff;
 struct EvalOptions {
   std::string task;       // FILE or DATASET#ROW
   std::string candidate;  // a workdir, or a KernelBench single file (model_new.py)
-  std::string device;     // "cuda", "cpu"; empty: cuda for CUDA candidates, cpu for CPU variants
+  std::optional<Device> device;  // unset: cuda for CUDA candidates, cpu for CPU variants
   int gpu = 0;            // which GPU (CUDA_VISIBLE_DEVICES for the runner)
   std::string protocol = protocol_names().front();  // the rules judged by: cuda-agent | kernelbench (env/protocol.h)
   std::string preset;     // tolerance preset: strict | paper | kernelbench; empty: the protocol's

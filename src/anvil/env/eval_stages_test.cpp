@@ -73,7 +73,7 @@ class EvalStages : public ::testing::Test {
     ASSERT_TRUE(write_file_atomic(dir_ / "model_new.py", "class ModelNew: pass\n", &err)) << err;
     opts_.task = (dir_ / "model.py").string();
     opts_.candidate = (dir_ / "model_new.py").string();
-    opts_.device = "cpu";
+    opts_.device = Device::Cpu;
     opts_.vet = false;
     opts_.seed = 7;
   }
@@ -81,7 +81,7 @@ class EvalStages : public ::testing::Test {
 
   void on_a_gpu() {
     env_.gpus = {Gpu{0, "Test GPU", "9.0"}};
-    opts_.device = "cuda";
+    opts_.device = Device::Cuda;
   }
   EvalResult evaluate_with(const SubprocessResult& r, CannedRunner** used = nullptr) {
     runners_.push_back(std::make_unique<CannedRunner>(r));
@@ -235,14 +235,10 @@ TEST_F(EvalStages, WhatCannotBeEvaluatedSaysWhoseFaultItIs) {
   bad.candidate = opts_.candidate + ".missing";
   res = evaluate(env_, bad);
   EXPECT_EQ(res.error_kind, EvalError::kUsage) << res.error;
-  bad = opts_;
-  bad.device = "tpu";
-  res = evaluate(env_, bad);
-  EXPECT_EQ(res.error_kind, EvalError::kUsage) << res.error;
   on_a_gpu();
   env_.gpus.clear();
   bad = opts_;
-  bad.device = "cuda";
+  bad.device = Device::Cuda;
   res = evaluate(env_, bad);
   EXPECT_FALSE(res.evaluated);
   EXPECT_EQ(res.error_kind, EvalError::kEnvironment) << res.error;
@@ -329,7 +325,7 @@ TEST_F(EvalStages, NoGpuLockUnlessAsked) {
   evaluate_with(reported(correct(1.0, 2.0, 2.0)), &runner);
   EXPECT_TRUE(runner->requests.at(0).contains("gpu_lock"));
   EXPECT_FALSE(runner->requests.at(0).contains("prepare"));
-  opts_.device = "cpu";  // no GPU, no lock
+  opts_.device = Device::Cpu;  // no GPU, no lock
   evaluate_with(reported(correct(1.0, 2.0, 2.0)), &runner);
   EXPECT_FALSE(runner->requests.at(0).contains("gpu_lock"));
 }

@@ -372,7 +372,7 @@ class ModelNew(nn.Module):
 )", &e);
   EvalOptions o = options("", (dir / "task.py").string());
   o.candidate = (dir / "solution" / "model_new.py").string();
-  o.device = "cpu";
+  o.device = Device::Cpu;
   o.vet = false;
   o.timeout = std::chrono::seconds(600);  // a cold cache precompiles torch's headers first
   nlohmann::json j = run(o);
@@ -420,7 +420,7 @@ def get_init_inputs():
 )", &e);
   EvalOptions o = options("");
   o.candidate = (dir / "broken.py").string();
-  o.device = "cpu";
+  o.device = Device::Cpu;
   o.vet = false;
   nlohmann::json j = run(o);
   EXPECT_EQ(j["outcome"], "load_error") << j.dump(2);

@@ -162,8 +162,8 @@ std::string reference_profile_key(const Environment& env, const Task& task, cons
   Hasher h;
   h.add("format", kFormat)
       .add("task", task.hash)
-      .add("device", opts.device)
-      .add("gpu", opts.device == "cuda" && !env.gpus.empty() ? env.gpus[0].name + "|" + env.driver : "cpu")
+      .add("device", to_string(opts.device))
+      .add("gpu", opts.device == Device::Cuda && !env.gpus.empty() ? env.gpus[0].name + "|" + env.driver : "cpu")
       .add("torch", env.torch.version + "|" + env.torch.cuda)
       .add("compile_mode", opts.compile_mode)
       .add("method", std::to_string(opts.warmup) + "|" + std::to_string(opts.calls) + "|" +
@@ -173,7 +173,7 @@ std::string reference_profile_key(const Environment& env, const Task& task, cons
 }
 
 std::string unclean_reference_profile(const nlohmann::json& report) {
-  std::string device = report.value("device", std::string("cpu"));
+  Device device = device_named(report.value("device", std::string())).value_or(Device::Cpu);
   for (const char* part : {"eager", "compile"}) {
     const nlohmann::json& p = report.value(part, nlohmann::json());
     if (!p.is_object() || !p.contains("ms")) continue;
@@ -186,7 +186,7 @@ std::string unclean_reference_profile(const nlohmann::json& report) {
 
 ReferenceProfileOptions reference_profile_options(const EvalOptions& eval, const Environment& env) {
   ReferenceProfileOptions o;
-  o.device = !eval.device.empty() ? eval.device : env.gpus.empty() ? "cpu" : "cuda";
+  o.device = device_or_default(eval.device, env);
   o.gpu = eval.gpu;
   o.compile_mode = eval.compile_mode;
   o.warmup = eval.warmup;
@@ -206,8 +206,7 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
     res.error = why;
     return res;
   };
-  if (opts.device != "cpu" && opts.device != "cuda") return fail("unknown device '" + opts.device + "' (use cuda or cpu)");
-  if (opts.device == "cuda" && env.gpus.empty()) return fail("no GPU found: profile on the CPU or on a GPU host");
+  if (opts.device == Device::Cuda && env.gpus.empty()) return fail("no GPU found: profile on the CPU or on a GPU host");
   if (!env.torch.present) return fail(env.probe_error.empty() ? "torch is not available" : env.probe_error);
   fs::path entry = cache_path(env, reference_profile_key(env, task, opts));
   if (opts.use_cache) {
@@ -234,11 +233,11 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
   std::string err;
   if (!write_file_atomic(file, task.code, &err, 0444)) return fail(err);
   nlohmann::json request = {{"protocol", kProtocol},         {"task_file", file.string()},
-                            {"device", opts.device},            {"compile_mode", opts.compile_mode},
+                            {"device", to_string(opts.device)}, {"compile_mode", opts.compile_mode},
                             {"warmup", opts.warmup},            {"calls", opts.calls},
                             {"input_sets", opts.input_sets},    {"allow_tf32", opts.allow_tf32},
                             {"top", kReferenceProfileRows}};
-  if (opts.device == "cuda" && opts.gpu_lock) request["gpu_lock"] = gpu_lock_path(env, opts.gpu).string();
+  if (opts.device == Device::Cuda && opts.gpu_lock) request["gpu_lock"] = gpu_lock_path(env, opts.gpu).string();
 
   SubprocessOptions so;
   so.cwd = dir;
@@ -253,7 +252,7 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
   so.new_network = network_isolation_available();
   so.env = runner_environment(env);
   so.clear_env = true;
-  if (opts.device == "cuda") so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
+  if (opts.device == Device::Cuda) so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
   Launch launched = launch_python(env, PyModule::kReferenceProfile, opts.zygote, request, so, dir);
   SubprocessResult& r = launched.result;
   if (launched.zygote) r.err_output = r.output;  // the zygote's child has one output file for both

@@ -23,7 +23,7 @@ namespace anvil {
 inline constexpr size_t kReferenceProfileRows = 50;
 
 struct ReferenceProfileOptions {
-  std::string device = "cuda";           // "cuda" or "cpu"
+  Device device = Device::Cuda;
   int gpu = 0;                           // which GPU (CUDA_VISIBLE_DEVICES) on "cuda"
   std::string compile_mode = "default";  // torch.compile's mode; "none": eager alone
   // As EvalOptions: the baselines' method, and the time the reward compares (events | kernel-sum).

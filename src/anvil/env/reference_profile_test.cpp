@@ -150,7 +150,7 @@ class ReferenceProfileTest : public ::testing::Test {
   }
   static ReferenceProfileOptions cpu() {
     ReferenceProfileOptions o;
-    o.device = "cpu";
+    o.device = Device::Cpu;
     o.compile_mode = "none";
     o.warmup = 1;
     o.calls = 3;
@@ -204,14 +204,16 @@ TEST_F(ReferenceProfileTest, AReferenceThatRaisesIsATaskError) {
   EXPECT_NE(p.error.find("ValueError: broken reference"), std::string::npos) << p.error;
 }
 
-TEST_F(ReferenceProfileTest, ABadDeviceIsRefused) {
+TEST_F(ReferenceProfileTest, CudaWithNoGpuIsRefused) {
   Task t = task(matmul_task());
   ReferenceProfileOptions o = cpu();
-  o.device = "tpu";
-  ReferenceProfile p = profile_reference(env(), t, o);
+  o.device = Device::Cuda;
+  Environment no_gpu = env();
+  no_gpu.gpus.clear();
+  ReferenceProfile p = profile_reference(no_gpu, t, o);
   EXPECT_FALSE(p.ok);
   EXPECT_FALSE(p.task_error);
-  EXPECT_NE(p.error.find("unknown device 'tpu'"), std::string::npos) << p.error;
+  EXPECT_NE(p.error.find("no GPU found"), std::string::npos) << p.error;
 }
 
 }  // namespace

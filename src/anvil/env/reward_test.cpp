@@ -71,10 +71,10 @@ nlohmann::json timing(double p25, double median, double p75) {
   return {{"median_ms", median}, {"p25_ms", p25}, {"p75_ms", p75}, {"batch", {{"per_call_ms", median}}}};
 }
 
-TEST(Baselines, ACleanGpuBaselineIsKept) { EXPECT_FALSE(unclean_baseline(timing(0.99, 1.0, 1.02), "cuda", true)); }
+TEST(Baselines, ACleanGpuBaselineIsKept) { EXPECT_FALSE(unclean_baseline(timing(0.99, 1.0, 1.02), Device::Cuda, true)); }
 
 TEST(Baselines, ANoisyGpuBaselineIsNot) {
-  auto why = unclean_baseline(timing(0.9, 1.0, 1.3), "cuda", true);
+  auto why = unclean_baseline(timing(0.9, 1.0, 1.3), Device::Cuda, true);
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("spread 40%"), std::string::npos) << *why;
 }
@@ -82,52 +82,52 @@ TEST(Baselines, ANoisyGpuBaselineIsNot) {
 TEST(Baselines, AnotherProcessOnTheGpuMakesItUnclean) {
   auto t = timing(1.0, 1.0, 1.0);
   t["load"] = {{"other_gpu_processes", 1}};
-  auto why = unclean_baseline(t, "cuda", true);
+  auto why = unclean_baseline(t, Device::Cuda, true);
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("1 other process"), std::string::npos);
   t["load"]["other_gpu_processes"] = nullptr;  // NVML could not tell: the spread decides
-  EXPECT_FALSE(unclean_baseline(t, "cuda", true));
+  EXPECT_FALSE(unclean_baseline(t, Device::Cuda, true));
 }
 
 TEST(Baselines, EagerNeedsTheJudgesBatchWithDefenses) {
   auto t = timing(1.0, 1.0, 1.0);
   t.erase("batch");
-  EXPECT_TRUE(unclean_baseline(t, "cuda", true));
-  EXPECT_FALSE(unclean_baseline(t, "cuda", false));
+  EXPECT_TRUE(unclean_baseline(t, Device::Cuda, true));
+  EXPECT_FALSE(unclean_baseline(t, Device::Cuda, false));
 }
 
-TEST(Baselines, TheCpuIsNotHeldToTheSpread) { EXPECT_FALSE(unclean_baseline(timing(0.5, 1.0, 2.0), "cpu", true)); }
+TEST(Baselines, TheCpuIsNotHeldToTheSpread) { EXPECT_FALSE(unclean_baseline(timing(0.5, 1.0, 2.0), Device::Cpu, true)); }
 
 TEST(Baselines, ACandidateStillExitingMakesItUnclean) {
   auto t = timing(1.0, 1.0, 1.0);
   t["load"] = {{"candidate_gone", true}};
-  EXPECT_FALSE(unclean_baseline(t, "cpu", true));
+  EXPECT_FALSE(unclean_baseline(t, Device::Cpu, true));
   t["load"]["candidate_gone"] = nullptr;  // not a defended evaluation: nothing to wait for
-  EXPECT_FALSE(unclean_baseline(t, "cpu", true));
+  EXPECT_FALSE(unclean_baseline(t, Device::Cpu, true));
   t["load"]["candidate_gone"] = false;
-  auto why = unclean_baseline(t, "cpu", true);
+  auto why = unclean_baseline(t, Device::Cpu, true);
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("still exiting"), std::string::npos) << *why;
 }
 
 TEST(Baselines, ALoadedMachineMakesItUncleanOnAnyDevice) {
-  for (const char* device : {"cpu", "cuda"}) {
+  for (Device device : {Device::Cpu, Device::Cuda}) {
     auto t = timing(1.0, 1.0, 1.0);
     t["load"] = {{"run_queue_share", 0.02}, {"run_queue_ms", 9.0}};
     t["batch"]["run_queue_share"] = 0.01;
     t["batch"]["run_queue_ms"] = 0.4;
-    EXPECT_FALSE(unclean_baseline(t, device, true)) << device;
+    EXPECT_FALSE(unclean_baseline(t, device, true)) << to_string(device);
     t["load"]["run_queue_share"] = 0.35;
     auto why = unclean_baseline(t, device, true);
-    ASSERT_TRUE(why) << device;
+    ASSERT_TRUE(why) << to_string(device);
     EXPECT_NE(why->find("timed calls waited for a CPU 35% of their time, 9.0 ms"), std::string::npos) << *why;
     t["load"]["run_queue_ms"] = 3.4;  // a large share of a short span: scheduling noise
-    EXPECT_FALSE(unclean_baseline(t, device, true)) << device;
+    EXPECT_FALSE(unclean_baseline(t, device, true)) << to_string(device);
     t["load"]["run_queue_share"] = nullptr;  // the kernel did not say: not held against it
     t["batch"]["run_queue_share"] = 0.5;
     t["batch"]["run_queue_ms"] = 20.0;
     why = unclean_baseline(t, device, true);
-    ASSERT_TRUE(why) << device;
+    ASSERT_TRUE(why) << to_string(device);
     EXPECT_NE(why->find("judge's batch waited for a CPU 50%"), std::string::npos) << *why;
   }
 }

@@ -63,7 +63,7 @@ SubprocessOptions vet_process(const Environment& env, const VetOptions& opts, co
   so.new_network = network_isolation_available();
   so.env = runner_environment(env);
   so.clear_env = true;
-  if (opts.device == "cuda") so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
+  if (opts.device == Device::Cuda) so.env["CUDA_VISIBLE_DEVICES"] = std::to_string(opts.gpu);
   return so;
 }
 
@@ -111,8 +111,8 @@ std::string vet_key(const Environment& env, const Task& task, const VetOptions& 
   h.add("format", kVetFormat)
       .add("task", task.hash)
       .add("env", env.fingerprint)
-      .add("device", opts.device)
-      .add("gpu", opts.device == "cuda" && !env.gpus.empty() ? env.gpus[0].name + "|" + env.driver : "cpu")
+      .add("device", to_string(opts.device))
+      .add("gpu", opts.device == Device::Cuda && !env.gpus.empty() ? env.gpus[0].name + "|" + env.driver : "cpu")
       .add("tolerance", tolerance_preset(opts.preset).dump())
       .add("seed", std::to_string(opts.seed));
   for (const char* rel : kVetSources) h.add(rel, hash_file(env.home / rel).value_or("missing"));
@@ -132,10 +132,7 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
   } catch (const std::exception& e) {
     return fail(e.what());
   }
-  if (opts.device != "cpu" && opts.device != "cuda") {
-    return fail("unknown device '" + opts.device + "' (use cuda or cpu)");
-  }
-  if (opts.device == "cuda" && env.gpus.empty()) {
+  if (opts.device == Device::Cuda && env.gpus.empty()) {
     return fail("no GPU found: vet on the CPU (--device cpu) or on a GPU host");
   }
   if (!env.torch.present) return fail(env.probe_error.empty() ? "torch is not available" : env.probe_error);
@@ -169,10 +166,10 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
 
   nlohmann::json request = {{"protocol", kProtocol},
                             {"task_file", file.string()},
-                            {"device", opts.device},
+                            {"device", to_string(opts.device)},
                             {"seed", opts.seed},
                             {"tolerance", tolerance}};
-  if (opts.device == "cuda") {  // shared, but exclusive for vet_many's alone pass; never while a measurement times
+  if (opts.device == Device::Cuda) {  // shared, but exclusive for vet_many's alone pass; never while a measurement times
     request["gpu_lock"] = gpu_lock_path(env, opts.gpu).string();
     request["gpu_lock_shared"] = !opts.gpu_alone;
   }
@@ -256,7 +253,7 @@ void vet_many(const Environment& env, std::vector<VetItem>& items, const VetOpti
   if (packed.size() > 1) run_packed(retries, weights, capacity, jobs);
   VetOptions alone = opts;
   alone.shared_gpu = false;
-  alone.gpu_alone = opts.device == "cuda";
+  alone.gpu_alone = opts.device == Device::Cuda;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!again[i]) continue;
     vet_again(i, alone);

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "anvil/env/device.h"
 #include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
 
@@ -36,7 +37,7 @@ inline constexpr double kVetPackShare = 0.85;
 inline constexpr double kVetProcessBytes = 1.5 * (1ull << 30);
 
 struct VetOptions {
-  std::string device = "cpu";     // "cpu" or "cuda"
+  Device device = Device::Cpu;
   int gpu = 0;                    // which GPU (CUDA_VISIBLE_DEVICES) on "cuda"
   std::string preset = "strict";  // tolerance preset (tolerance_preset in eval.h)
   uint32_t seed = 0;              // base seed: inputs of seed+1 and seed+2

@@ -29,7 +29,7 @@ class VetTest : public ::testing::Test {
 
   static VetOptions options() {
     VetOptions o;
-    o.device = "cpu";
+    o.device = Device::Cpu;
     o.timeout = std::chrono::seconds(300);
     return o;
   }
@@ -95,7 +95,7 @@ TEST_F(VetTest, ReportsAreCached) {
   VetOptions seed = o;
   seed.seed = 5;
   VetOptions cuda = o;
-  cuda.device = "cuda";
+  cuda.device = Device::Cuda;
   EXPECT_NE(vet_key(env(), t, paper), vet_key(env(), t, o));
   EXPECT_NE(vet_key(env(), t, seed), vet_key(env(), t, o));
   EXPECT_NE(vet_key(env(), t, cuda), vet_key(env(), t, o));
@@ -161,12 +161,10 @@ TEST_F(VetTest, BadOptionsAreErrors) {
   o.preset = "loose";
   EXPECT_EQ(vet_task(env(), t, o).error, "unknown tolerance preset 'loose' (use strict, paper, kernelbench)");
   o = options();
-  o.device = "tpu";
-  EXPECT_EQ(vet_task(env(), t, o).error, "unknown device 'tpu' (use cuda or cpu)");
-  if (env().gpus.empty()) {
-    o.device = "cuda";
-    EXPECT_NE(vet_task(env(), t, o).error.find("no GPU found"), std::string::npos);
-  }
+  o.device = Device::Cuda;
+  Environment no_gpu = env();
+  no_gpu.gpus.clear();
+  EXPECT_NE(vet_task(no_gpu, t, o).error.find("no GPU found"), std::string::npos);
 }
 
 TEST_F(VetTest, TimeoutIsAnError) {

@@ -11,7 +11,6 @@
 namespace anvil {
 
 const char* to_string(BindingMode m) { return m == BindingMode::Fast ? "fast" : "compat"; }
-const char* to_string(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
 
 const std::vector<std::string>& fixed_compat_files() {
   static const std::vector<std::string> files = {"binding.cpp", "binding_registry.h"};

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "anvil/env/device.h"
 #include "anvil/env/task.h"
 #include "anvil/env/toolchain.h"
 
@@ -15,10 +16,8 @@ namespace anvil {
 namespace fs = std::filesystem;
 
 enum class BindingMode { Fast, Compat };
-enum class Device { Cuda, Cpu };
 
 const char* to_string(BindingMode m);
-const char* to_string(Device d);
 
 enum class UnitKind {
   Cuda,     // kernels/*.cu: nvcc

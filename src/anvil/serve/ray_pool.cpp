@@ -42,7 +42,7 @@ std::unique_ptr<RayPool> RayPool::start(const Environment& env, const RayOptions
   std::vector<std::string> argv = {
       python.string(), "-c",
       "import os, sys; sys.path.insert(0, os.environ['ANVIL_PYDIR']); from anvil import ray_pool; ray_pool.entry()",
-      "--address", opts.address, "--device", opts.device, "--workers", std::to_string(opts.workers),
+      "--address", opts.address, "--device", to_string(opts.device), "--workers", std::to_string(opts.workers),
       "--anvil", anvil.string(), "--serve-args", Json(opts.serve_args).dump()};
   std::unique_ptr<RayPool> pool(new RayPool());
   pool->log_ = opts.log;

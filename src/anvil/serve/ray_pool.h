@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "anvil/env/device.h"
 #include "anvil/env/toolchain.h"
 #include "anvil/util/line_child.h"
 
@@ -27,7 +28,7 @@ namespace anvil {
 
 struct RayOptions {
   std::string address;                  // the cluster's (host:port, auto, ray://...)
-  std::string device = "cuda";          // what the workers judge on
+  Device device = Device::Cuda;         // what the workers judge on
   int workers = 0;                      // 0: every GPU of the cluster (cuda), one per node (cpu)
   std::filesystem::path python;         // a Python with the cluster's Ray; empty: anvil's
   std::filesystem::path anvil;          // the anvil program on every node; empty: this one

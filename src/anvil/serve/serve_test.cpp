@@ -225,7 +225,7 @@ TEST(RayPool, ABridgeThatDoesNotStartIsOneSentenceWithItsLog) {
   fs::path dir = fresh_dir("ray-bridge");
   RayOptions o;
   o.address = "127.0.0.1:1";
-  o.device = "cpu";
+  o.device = Device::Cpu;
   o.python = "/bin/false";
   o.log = dir / "bridge.log";
   std::string err;
@@ -373,7 +373,7 @@ std::vector<std::string> judge_waves(int overlap, WaveRunner* runner, int n) {
   EXPECT_TRUE(write_file_atomic(dir / "model_new.py", "class ModelNew: pass\n", &err)) << err;
   ServeOptions so;
   so.state_dir = dir / "state";
-  so.defaults.device = "cuda";
+  so.defaults.device = Device::Cuda;
   so.defaults.vet = false;
   so.defaults.use_baseline_cache = false;
   so.defaults.runner = runner;
@@ -417,6 +417,64 @@ TEST(ServeLanes, WithOverlapEachGpuPreparesAWaveAndTimesUnderItsLock) {
   for (const Json& r : alone.requests) EXPECT_FALSE(r.contains("gpu_lock")) << r.dump();
   EXPECT_EQ(alone.most[0], 1);
   EXPECT_EQ(alone.most[1], 1);
+}
+
+// A runner that reports it could not do its work (as the real one does for a device it cannot use).
+class UnableRunner : public RunnerLauncher {
+ public:
+  Launch launch(const Environment&, const EvalOptions&, const Json&, const SubprocessOptions&,
+                const fs::path&) const override {
+    Launch l;
+    l.result.started = true;
+    l.result.exit_code = 0;
+    l.result.fd3_output = Json{{"status", "error"}, {"message", "no such device"}}.dump();
+    return l;
+  }
+};
+
+// What anvil could not evaluate is answered as outcome error, no reward, and whose fault it is, as
+// `anvil eval --json` says it: the judge's process (runner), or the machine (environment: a CUDA
+// service on a host whose GPUs are gone).
+TEST(ServeLanes, WhatCannotBeEvaluatedSaysWhoseFaultItIs) {
+  UnableRunner unable;
+  auto judge_one = [&](bool gpus) {
+    fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-serve-errors");
+    Environment env;
+    env.home = ANVIL_SOURCE_DIR;
+    env.cache = dir / "cache";
+    env.python = "/nonexistent/python3";
+    env.torch.present = true;
+    if (gpus) env.gpus = {Gpu{0, "Test GPU", "9.0"}};
+    std::string err;
+    EXPECT_TRUE(write_file_atomic(dir / "model.py", "class Model: pass\n", &err)) << err;
+    EXPECT_TRUE(write_file_atomic(dir / "model_new.py", "class ModelNew: pass\n", &err)) << err;
+    ServeOptions so;
+    so.state_dir = dir / "state";
+    so.defaults.device = Device::Cuda;
+    so.defaults.vet = false;
+    so.defaults.use_baseline_cache = false;
+    so.defaults.runner = &unable;
+    so.gpus = {0};
+    Service service(env, so);
+    EXPECT_TRUE(service.start(&err)) << err;
+    Json body = {{"task", {{"path", (dir / "model.py").string()}}}, {"candidate", {{"path", (dir / "model_new.py").string()}}}};
+    ServeReply accepted = service.submit(body, "");
+    EXPECT_EQ(accepted.status, 202) << accepted.body.dump();
+    Json done = service.get(accepted.body.value("id", std::string()), std::chrono::seconds(30)).body;
+    service.stop();
+    remove_tree(dir);
+    return done;
+  };
+  Json runner = judge_one(true);
+  EXPECT_EQ(runner["status"], "done") << runner.dump();
+  EXPECT_EQ(runner["outcome"], "error") << runner.dump();
+  EXPECT_TRUE(runner["reward"].is_null()) << runner.dump();
+  EXPECT_EQ(runner["error_kind"], "runner") << runner.dump();
+  EXPECT_NE(runner["message"].get<std::string>().find("no such device"), std::string::npos) << runner.dump();
+  Json no_gpu = judge_one(false);
+  EXPECT_EQ(no_gpu["outcome"], "error") << no_gpu.dump();
+  EXPECT_EQ(no_gpu["error_kind"], "environment") << no_gpu.dump();
+  EXPECT_NE(no_gpu["message"].get<std::string>().find("no GPU found"), std::string::npos) << no_gpu.dump();
 }
 
 // The server as users run it: `anvil serve --port 0 --device cpu ...`, its first line read for the port.

@@ -58,9 +58,9 @@ bool Service::start(std::string* error) {
   // Builds ahead share the host with the lanes' timing: on a GPU one at a time on a quarter of the
   // cores (opts_.defaults.build.jobs); on the CPU none (the CPU is what a lane times: each
   // evaluation builds its own candidate).
-  unsigned builders = opts_.defaults.device == "cuda" ? (opts_.builders ? opts_.builders : 1) : 0;
+  unsigned builders = opts_.defaults.device == Device::Cuda ? (opts_.builders ? opts_.builders : 1) : 0;
   if (opts_.defaults.build.jobs == 0) opts_.defaults.build.jobs = std::max(1u, std::thread::hardware_concurrency() / 4);
-  bool cuda = opts_.defaults.device == "cuda";
+  bool cuda = opts_.defaults.device == Device::Cuda;
   std::vector<int> gpu_ids = {0};
   if (cuda) {
     gpu_ids.clear();
@@ -259,6 +259,7 @@ Json Service::job_body(const Job& j) const {
     b["reward"] = r.value("reward", Json());
     b["message"] = r.value("message", Json(""));
     b["evaluation"] = r.value("evaluation", Json());
+    if (r.contains("error_kind")) b["error_kind"] = r["error_kind"];  // outcome error: whose fault
     b["seconds"] = j.finished_at - j.started_at;
     if (r.contains("worker")) b["worker"] = r["worker"];  // --ray: the worker that judged it
   }
@@ -301,7 +302,7 @@ ServeReply Service::health() {
     down = ray_down_;
   }
   Json body = {{"status", stopping_ ? "draining" : !down.empty() ? "degraded" : "ok"},
-           {"device", opts_.defaults.device},
+           {"device", to_string(opts_.defaults.device)},
            {"lanes", lane_names().size()},
            {"overlap", ray_ ? 1 : std::max(1, opts_.overlap)},
            {"queued", c[JobState::kQueued]},
@@ -321,7 +322,7 @@ std::vector<std::string> Service::lane_names() const {
   std::vector<std::string> names;
   if (ray_) {
     for (size_t i = 0; i < ray_->lanes(); ++i) names.push_back("ray" + std::to_string(i));
-  } else if (opts_.defaults.device == "cuda") {
+  } else if (opts_.defaults.device == Device::Cuda) {
     for (int g : opts_.gpus) names.push_back(std::to_string(g));
   } else {
     names.push_back("cpu");
@@ -361,7 +362,7 @@ std::string Service::metrics() {
   for (const std::string& l : lane_names()) {
     line("anvil_lane_busy{lane=\"" + l + "\"} " + std::to_string(busy_.count(l) ? busy_.at(l) : 0));
   }
-  std::vector<int> lanes = opts_.defaults.device == "cuda" ? opts_.gpus : std::vector<int>{-1};
+  std::vector<int> lanes = opts_.defaults.device == Device::Cuda ? opts_.gpus : std::vector<int>{-1};
   line("# HELP anvil_sessions Sessions open (on disk, not expired or ended yet).");
   line("# TYPE anvil_sessions gauge");
   line("anvil_sessions " + std::to_string(sessions_ ? sessions_->count() : 0));
@@ -543,12 +544,20 @@ void Service::builder() {
   }
 }
 
+namespace {
+// A job's result when anvil could not evaluate it: outcome error, no reward, whose fault (EvalError).
+Json cannot_evaluate(EvalError kind, const std::string& message, const Json& evaluation = nullptr) {
+  return {{"outcome", "error"}, {"reward", nullptr}, {"message", message}, {"error_kind", eval_error_name(kind)},
+          {"evaluation", evaluation}};
+}
+}  // namespace
+
 Json Service::run(const Job& job, int gpu) {
   fs::path candidate;
   std::string error;
   fs::path task = materialize(job, &candidate, &error);
   if (task.empty()) {
-    return {{"outcome", "error"}, {"reward", nullptr}, {"message", "cannot write the request's files: " + error}};
+    return cannot_evaluate(EvalError::kEnvironment, "cannot write the request's files: " + error);
   }
   EvalOptions o = with_options(opts_.defaults, job.request["options"]);
   o.task = task.string();
@@ -558,9 +567,9 @@ Json Service::run(const Job& job, int gpu) {
   try {
     r = evaluate(env_, o);
   } catch (const std::exception& e) {
-    return {{"outcome", "error"}, {"reward", nullptr}, {"message", std::string("the evaluation failed: ") + e.what()}};
+    return cannot_evaluate(EvalError::kEnvironment, std::string("the evaluation failed: ") + e.what());
   }
-  if (!r.evaluated) return {{"outcome", "error"}, {"reward", nullptr}, {"message", r.error}, {"evaluation", r.json}};
+  if (!r.evaluated) return cannot_evaluate(r.error_kind, r.error, r.json);
   return {{"outcome", r.json.value("outcome", Json())},
           {"reward", r.json.value("reward", Json())},
           {"message", r.json.value("message", Json(""))},
@@ -568,7 +577,7 @@ Json Service::run(const Job& job, int gpu) {
 }
 
 void Service::lane() {
-  const bool cuda = opts_.defaults.device == "cuda";
+  const bool cuda = opts_.defaults.device == Device::Cuda;
   while (!stopping_) {
     // A slot first, then a job: a claimed job runs at once (a restart's recovery counts real attempts).
     int slot = gpu_slots_->acquire(0);
@@ -725,7 +734,7 @@ Json Service::run_on_ray(const Job& job, size_t lane, bool* retry) {
   bool refused = false;
   std::optional<Json> request = inline_request(env_, job.request, &error, &refused);
   if (!request && refused) return {{"outcome", outcome_name(Outcome::kLoadError)}, {"reward", -1}, {"message", error}, {"evaluation", nullptr}};
-  if (!request) return {{"outcome", "error"}, {"reward", nullptr}, {"message", "cannot send the request to a Ray worker: " + error}};
+  if (!request) return cannot_evaluate(EvalError::kEnvironment, "cannot send the request to a Ray worker: " + error);
   RayAnswer a = ray_->evaluate(lane, *request, "job-" + std::to_string(job.id) + "-" + std::to_string(job.attempts));
   if (a.kind == RayAnswer::Kind::kDone) {
     const Json& r = a.result;
@@ -736,11 +745,13 @@ Json Service::run_on_ray(const Job& job, size_t lane, bool* retry) {
       evaluation["task"]["spec"] = spec;
       evaluation["task"]["name"] = task_name_of(spec);
     }
-    return {{"outcome", r.value("outcome", Json())},
-            {"reward", r.value("reward", Json())},
-            {"message", r.value("message", Json(""))},
-            {"evaluation", evaluation},
-            {"worker", ray_->lane(lane)}};
+    Json done = {{"outcome", r.value("outcome", Json())},
+                 {"reward", r.value("reward", Json())},
+                 {"message", r.value("message", Json(""))},
+                 {"evaluation", evaluation},
+                 {"worker", ray_->lane(lane)}};
+    if (r.contains("error_kind")) done["error_kind"] = r["error_kind"];  // the worker's word on whose fault
+    return done;
   }
   if (a.kind == RayAnswer::Kind::kLost) {
     std::fprintf(stderr, "anvil serve: evaluation %lld: %s\n", static_cast<long long>(job.id), a.error.c_str());
