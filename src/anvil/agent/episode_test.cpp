@@ -15,10 +15,10 @@
 #include <ctime>
 #include <thread>
 
-#include "anvil/agent/replay_fixture.h"
+#include "support/replay_fixture.h"
 #include "anvil/agent/runs.h"
 #include "anvil/agent/trajectory.h"
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"

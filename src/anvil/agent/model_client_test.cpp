@@ -18,7 +18,7 @@
 #include <deque>
 #include <thread>
 
-#include "anvil/agent/replay_fixture.h"
+#include "support/replay_fixture.h"
 
 namespace anvil {
 namespace {

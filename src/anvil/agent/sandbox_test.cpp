@@ -23,7 +23,7 @@
 
 #include "anvil/agent/file_tools.h"
 #include "anvil/env/confine.h"
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/subprocess.h"
 

@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "anvil/agent/replay_fixture.h"
-#include "anvil/env/test_env.h"
+#include "support/replay_fixture.h"
+#include "support/test_env.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"

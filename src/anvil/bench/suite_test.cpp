@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 #include "anvil/util/fs.h"
 
 namespace anvil {

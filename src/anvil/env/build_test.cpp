@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 #include <sys/wait.h>
 #include <unistd.h>
 

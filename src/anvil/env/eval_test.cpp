@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "anvil/env/launch.h"
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -9,7 +9,7 @@
 #include <chrono>
 
 #include "anvil/env/reward.h"
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 #include "anvil/util/fs.h"
 
 namespace anvil {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 #include "anvil/env/workdir.h"
 
 #include <cstdlib>

@@ -8,7 +8,7 @@
 
 #include <chrono>
 
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"

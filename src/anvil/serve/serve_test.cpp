@@ -15,7 +15,7 @@
 
 #include "anvil/agent/http.h"
 #include "anvil/agent/tools.h"
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 #include "anvil/env/workdir.h"
 #include "anvil/serve/ray_pool.h"
 #include "anvil/serve/requests.h"

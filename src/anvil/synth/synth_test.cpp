@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "anvil/env/test_env.h"
+#include "support/test_env.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
 

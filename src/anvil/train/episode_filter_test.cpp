@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "anvil/train/test_records.h"
+#include "support/test_records.h"
 
 namespace anvil {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "anvil/train/test_records.h"
+#include "support/test_records.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/strings.h"
 

@@ -1,4 +1,4 @@
-// replay_fixture.h (tests only): tests/replay_server.py as a real server
+// tests/support/replay_fixture.h: tests/replay_server.py as a real server
 // process on loopback, for the tests that drive the model client and whole
 // episodes over real HTTP.
 #pragma once

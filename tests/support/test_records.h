@@ -1,4 +1,4 @@
-// test_records.h (tests only): small hand-written anvil.trajectory/1 records, shaped as
+// tests/support/test_records.h (tests only): small hand-written anvil.trajectory/1 records, shaped as
 // src/anvil/agent/episode.cpp writes them, for the filter's, the examples' and rft's tests.
 #pragma once
 

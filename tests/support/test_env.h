@@ -1,4 +1,4 @@
-// test_env.h: the environment shared by the tests that build and evaluate
+// tests/support/test_env.h: the environment shared by the tests that build and evaluate
 // with the real tools. One cache directory per build tree (ANVIL_TEST_CACHE_DIR,
 // unless ANVIL_CACHE is set), so the once-per-environment artifacts are made
 // once per test run.
