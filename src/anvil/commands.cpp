@@ -284,7 +284,7 @@ int cmd_eval(const EvalArgs& a) {
   }
   // 0: the candidate was judged, whatever its outcome; 1: the task is at fault (no verdict on the
   // candidate); 2 (above): anvil could not evaluate.
-  return r.json.value("outcome", std::string()) == outcome_name(Outcome::kTaskError) ? 1 : 0;
+  return r.outcome == Outcome::kTaskError ? 1 : 0;
 }
 
 int cmd_vet(const VetArgs& a) {

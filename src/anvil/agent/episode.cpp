@@ -662,7 +662,7 @@ void final_evaluation(const Environment& env, const EpisodeOptions& opts, const 
   EvalResult ev = evaluate(env, o);
   if (ev.evaluated) {
     record["evaluation"] = ev.json;
-    record["reward"] = ev.json.value("reward", -1);
+    record["reward"] = ev.reward;
   } else {
     record["evaluation"] = {{"error", ev.error}};
     record["reward"] = -1;

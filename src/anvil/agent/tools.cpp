@@ -520,7 +520,7 @@ ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
     return out;
   }
   out.text = eval_text(r.json, timed);
-  out.detail = {{"outcome", r.json.value("outcome", "")}, {"reward", r.json.value("reward", -1)}};
+  out.detail = {{"outcome", outcome_name(r.outcome)}, {"reward", r.reward}};
   if (r.json.contains("timing") && r.json["timing"].is_object()) {
     for (const char* k : {"candidate_ms", "eager_ms", "compile_ms"}) out.detail[k] = r.json["timing"].value(k, Json());
   }
@@ -615,13 +615,13 @@ ToolOutcome ToolBox::tune(const Json& a) {
       row["outcome"] = "not evaluated";
       if (first_failure.empty()) first_failure = "config " + std::to_string(c) + ": " + r.error;
     } else {
-      row["outcome"] = r.json.value("outcome", std::string("?"));
-      row["reward"] = r.json.value("reward", -1);
+      row["outcome"] = outcome_name(r.outcome);
+      row["reward"] = r.reward;
       const Json& t = r.json.contains("timing") && r.json["timing"].is_object() ? r.json["timing"] : Json::object();
       for (const char* k : {"candidate_ms", "speedup_eager", "speedup_compile"}) row[k] = t.value(k, Json());
       std::string message = trim(r.json.value("message", std::string()));
-      if (row["outcome"] != "ok" && first_failure.empty()) {
-        first_failure = "config " + std::to_string(c) + ": " + row["outcome"].get<std::string>() + ": " + message;
+      if (r.outcome != Outcome::kOk && first_failure.empty()) {
+        first_failure = "config " + std::to_string(c) + ": " + outcome_name(r.outcome) + ": " + message;
       }
       // What no other value can change: the build, or a ModelNew without its own config.
       if (row["outcome"] == "compile_error" ||

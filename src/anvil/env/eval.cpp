@@ -144,11 +144,34 @@ std::string clean_tail(const std::string& text, const UserPaths& paths) { return
 
 }  // namespace
 
+EvalResult evaluated_elsewhere(const nlohmann::json& json) {
+  EvalResult r;
+  r.json = json;
+  r.error_kind = EvalError::kRunner;
+  auto name = json.is_object() ? json.value("outcome", nlohmann::json()) : nlohmann::json();
+  auto outcome = name.is_string() ? outcome_named(name.get<std::string>()) : std::nullopt;
+  auto reward = json.is_object() ? json.value("reward", nlohmann::json()) : nlohmann::json();
+  if (!outcome || !reward.is_number_integer()) {
+    r.error = "the evaluation came back with no outcome or reward anvil knows";
+    return r;
+  }
+  const Outcome o = outcome.value_or(Outcome::kRuntimeError);
+  const int value = reward.get<int>();
+  if (value < -1 || value == 0 || value > kMaxReward || (o != Outcome::kOk && value != -1) || (o == Outcome::kOk && value < 1)) {
+    r.error = "the evaluation came back with reward " + std::to_string(value) + " for outcome " + outcome_name(o);
+    return r;
+  }
+  r.evaluated = true;
+  r.outcome = o;
+  r.reward = value;
+  return r;
+}
+
 std::string EvalResult::summary() const {
   if (!evaluated) return "could not evaluate: " + error + "\n";
   const auto& j = json;
-  std::string s = j["task"].value("name", std::string("?")) + ": " + j.value("outcome", std::string("?")) +
-                  ", reward " + std::to_string(j.value("reward", -1));
+  std::string s = j["task"].value("name", std::string("?")) + ": " + outcome_name(outcome) + ", reward " +
+                  std::to_string(reward);
   const auto& t = j["timing"];
   auto ms = [](const nlohmann::json& v) {
     char buf[32];
@@ -392,9 +415,11 @@ struct Evaluation {
   }
   // The candidate judged: `outcome` (a reward only when ok).
   EvalResult finish(Outcome outcome, const std::string& message) {
+    res.outcome = outcome;
+    if (outcome != Outcome::kOk) res.reward = -1;
     j()["outcome"] = outcome_name(outcome);
     j()["message"] = message;
-    j()["reward"] = outcome == Outcome::kOk ? j()["reward"].get<int>() : -1;
+    j()["reward"] = res.reward;
     if (outcome != Outcome::kOk) j()["correct"] = false;
     paths.apply(res.json);
     res.evaluated = true;
@@ -752,7 +777,7 @@ EvalResult score(Evaluation& e) {
                  {"input_sets", opts.input_sets},
                  {"flush_l2", opts.flush_l2 && e.device == Device::Cuda},
                  {"hide_launch", opts.hide_launch && e.device == Device::Cuda}};
-  j["reward"] = milestone_reward(true, unvouched ? std::nullopt : se, unvouched ? std::nullopt : sc);
+  e.res.reward = milestone_reward(true, unvouched ? std::nullopt : se, unvouched ? std::nullopt : sc);
   std::string note;
   if (!opts.measure_time) note = "verified only: timing was not asked for, so no speed reward";
   else if (!claimed_ms) note = "the candidate's time was not measured; no speed reward";

@@ -22,6 +22,7 @@
 #include "anvil/env/build.h"
 #include "anvil/env/device.h"
 #include "anvil/env/launch.h"
+#include "anvil/env/outcome.h"
 #include "anvil/env/protocol.h"
 #include "anvil/env/reward.h"
 #include "anvil/env/toolchain.h"
@@ -116,13 +117,21 @@ enum class EvalError {
 const char* eval_error_name(EvalError e);  // "usage", "environment", "runner"
 
 struct EvalResult {
-  nlohmann::json json;  // the documented result (schema anvil.eval/1)
+  nlohmann::json json;  // the documented result (schema anvil.eval/1), for whatever reads it outside anvil
   bool evaluated = false;  // false: anvil could not evaluate (error_kind says whose fault)
+  // The verdict, when evaluated, as anvil's code reads it; the JSON's "outcome" and "reward" are
+  // written from these.
+  Outcome outcome = Outcome::kRuntimeError;
+  int reward = -1;  // reward.h's milestone: -1 unless outcome is ok
   EvalError error_kind = EvalError::kEnvironment;  // when !evaluated
   std::string error;       // why not, when !evaluated
   bool memory_limited = false;  // !evaluated: the GPU ran out of memory for the judge's own work (its report)
   std::string summary() const;  // a few human lines
 };
+
+// A result another anvil evaluated (a Ray worker's anvil.eval/1 JSON), its verdict read back; not
+// evaluated (error set) when the JSON names no outcome anvil knows or a reward out of range.
+EvalResult evaluated_elsewhere(const nlohmann::json& json);
 
 EvalResult evaluate(const Environment& env, const EvalOptions& opts);
 

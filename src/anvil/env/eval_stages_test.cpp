@@ -87,7 +87,17 @@ class EvalStages : public ::testing::Test {
     runners_.push_back(std::make_unique<CannedRunner>(r));
     opts_.runner = runners_.back().get();
     if (used) *used = runners_.back().get();
-    return evaluate(env_, opts_);
+    EvalResult res = evaluate(env_, opts_);
+    // The verdict as types is the JSON's (the JSON is written from it), and reads back from it.
+    if (res.evaluated) {
+      EXPECT_EQ(res.json["outcome"], outcome_name(res.outcome)) << res.json.dump();
+      EXPECT_EQ(res.json["reward"], res.reward) << res.json.dump();
+      EvalResult again = evaluated_elsewhere(res.json);
+      EXPECT_TRUE(again.evaluated) << again.error;
+      EXPECT_EQ(again.outcome, res.outcome);
+      EXPECT_EQ(again.reward, res.reward);
+    }
+    return res;
   }
   nlohmann::json judged_json(const SubprocessResult& r) {
     EvalResult res = evaluate_with(r);
@@ -116,6 +126,26 @@ TEST_F(EvalStages, TheRewardFollowsTheSpeedups) {
     EXPECT_EQ(j["reward"], c.reward) << c.candidate << " " << c.eager << " " << c.compile;
     EXPECT_NEAR(j["timing"]["speedup_eager"].get<double>(), c.eager / c.candidate, 1e-9);
   }
+}
+
+// A verdict another anvil sent (a Ray worker's) is read back only when it is one anvil could give.
+TEST_F(EvalStages, AVerdictFromElsewhereIsOneAnvilCouldGive) {
+  auto verdict = [](nlohmann::json outcome, nlohmann::json reward) {
+    return evaluated_elsewhere({{"schema", "anvil.eval/1"}, {"outcome", outcome}, {"reward", reward}});
+  };
+  EvalResult ok = verdict("ok", 3);
+  EXPECT_TRUE(ok.evaluated);
+  EXPECT_EQ(ok.outcome, Outcome::kOk);
+  EXPECT_EQ(ok.reward, 3);
+  EXPECT_EQ(verdict("wrong_answer", -1).outcome, Outcome::kWrongAnswer);
+  for (auto [outcome, reward] : std::vector<std::pair<nlohmann::json, nlohmann::json>>{
+           {"ok", 4}, {"ok", 0}, {"ok", -1}, {"wrong_answer", 1}, {"great", 3}, {nullptr, -1}, {"ok", "3"}, {"ok", 2.5}}) {
+    EvalResult r = verdict(outcome, reward);
+    EXPECT_FALSE(r.evaluated) << outcome << " " << reward;
+    EXPECT_EQ(r.error_kind, EvalError::kRunner);
+    EXPECT_FALSE(r.error.empty());
+  }
+  EXPECT_FALSE(evaluated_elsewhere(nlohmann::json::array()).evaluated);
 }
 
 TEST_F(EvalStages, BaselinesMeasuredCleanServeTheNextEvaluation) {

@@ -10,7 +10,7 @@ int milestone_reward(bool correct, std::optional<double> speedup_eager, std::opt
   if (!correct) return -1;
   bool eager = speedup_eager && *speedup_eager > kFasterThreshold;
   bool compile = speedup_compile && *speedup_compile > kFasterThreshold;
-  if (eager && compile) return 3;
+  if (eager && compile) return kMaxReward;
   if (eager) return 2;
   return 1;
 }

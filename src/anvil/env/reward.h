@@ -49,7 +49,8 @@ std::string more_than_faster();
 // The threshold as a speed-up, "1/0.95", and with its value, "1/0.95 = 1.0526".
 std::string faster_threshold(bool with_value = false);
 
-// The milestone reward (see above).
+// The milestone reward (see above): -1, 1, 2 or kMaxReward.
+inline constexpr int kMaxReward = 3;
 int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile);
 
 // The next milestone's speed-up and what it means, for the agent's feedback: "faster than eager

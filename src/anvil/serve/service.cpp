@@ -570,8 +570,8 @@ Json Service::run(const Job& job, int gpu) {
     return cannot_evaluate(EvalError::kEnvironment, std::string("the evaluation failed: ") + e.what());
   }
   if (!r.evaluated) return cannot_evaluate(r.error_kind, r.error, r.json);
-  return {{"outcome", r.json.value("outcome", Json())},
-          {"reward", r.json.value("reward", Json())},
+  return {{"outcome", outcome_name(r.outcome)},
+          {"reward", r.reward},
           {"message", r.json.value("message", Json(""))},
           {"evaluation", r.json}};
 }
@@ -719,9 +719,8 @@ EvalResult Service::tool_on_ray(const Json& request) try {
     r.error = a.result.value("message", std::string("the worker could not evaluate it"));
     return r;
   }
-  r.json = a.result["evaluation"];
-  r.json["worker"] = ray_->lane(lane);
-  r.evaluated = true;
+  r = evaluated_elsewhere(a.result["evaluation"]);
+  if (r.evaluated) r.json["worker"] = ray_->lane(lane);
   return r;
 } catch (const std::exception& e) {
   EvalResult r;
