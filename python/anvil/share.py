@@ -33,11 +33,16 @@ def tolerance(preset):
     return dict(copy.deepcopy(_protocol_file()["tolerance_presets"][preset]), preset=preset)
 
 
+def _protocol(name=None):
+    """(name, entry) of the protocol `name`; the default protocol (the file's first, cuda-agent) for None."""
+    protocols = _protocol_file()["protocols"]
+    name = name or next(iter(protocols))
+    return name, protocols[name]
+
+
 def rules(protocol=None):
     """The runner request's "rules" of `protocol` (default: the file's first, cuda-agent)."""
-    protocols = _protocol_file()["protocols"]
-    name = protocol or next(iter(protocols))
-    p = protocols[name]
+    name, p = _protocol(protocol)
     return {"name": name, "torch_ops": p["torch_ops"], "own_work": p["own_work"], "weights": p["weights"]}
 
 
@@ -48,5 +53,4 @@ def timing():
 
 def default_tolerance():
     """The tolerance object of the default protocol's preset (strict)."""
-    protocols = _protocol_file()["protocols"]
-    return tolerance(protocols[next(iter(protocols))]["tolerance"])
+    return tolerance(_protocol()[1]["tolerance"])
