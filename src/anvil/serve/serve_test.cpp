@@ -360,31 +360,45 @@ class WaveRunner : public RunnerLauncher {
   mutable std::map<int, int> running, most;
 };
 
-std::vector<std::string> judge_waves(int overlap, WaveRunner* runner, int n) {
-  fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-serve-waves");
+// A host with `gpus` test GPUs and no Python, a task and a candidate written under `dir`, and a
+// service's options over it that judge on CUDA through `runner`.
+struct FakeGpuHost {
   Environment env;
-  env.home = ANVIL_SOURCE_DIR;
-  env.cache = dir / "cache";
-  env.python = "/nonexistent/python3";
-  env.torch.present = true;
-  env.gpus = {Gpu{0, "Test GPU", "9.0"}, Gpu{1, "Test GPU", "9.0"}};
+  ServeOptions so;
+  Json body;  // a request for the task and candidate
+};
+FakeGpuHost fake_gpu_host(const fs::path& dir, int gpus, const RunnerLauncher* runner) {
+  FakeGpuHost h;
+  h.env.home = ANVIL_SOURCE_DIR;
+  h.env.cache = dir / "cache";
+  h.env.python = "/nonexistent/python3";
+  h.env.torch.present = true;
+  for (int g = 0; g < gpus; ++g) h.env.gpus.push_back(Gpu{g, "Test GPU", "9.0"});
   std::string err;
   EXPECT_TRUE(write_file_atomic(dir / "model.py", "class Model: pass\n", &err)) << err;
   EXPECT_TRUE(write_file_atomic(dir / "model_new.py", "class ModelNew: pass\n", &err)) << err;
-  ServeOptions so;
-  so.state_dir = dir / "state";
-  so.defaults.device = Device::Cuda;
-  so.defaults.vet = false;
-  so.defaults.use_baseline_cache = false;
-  so.defaults.runner = runner;
-  so.gpus = {0, 1};
-  so.overlap = overlap;
-  Service service(env, so);
+  h.so.state_dir = dir / "state";
+  h.so.defaults.device = Device::Cuda;
+  h.so.defaults.vet = false;
+  h.so.defaults.use_baseline_cache = false;
+  h.so.defaults.runner = runner;
+  h.so.gpus = {0};
+  h.body = {{"task", {{"path", (dir / "model.py").string()}}}, {"candidate", {{"path", (dir / "model_new.py").string()}}}};
+  return h;
+}
+
+std::vector<std::string> judge_waves(int overlap, WaveRunner* runner, int n) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-serve-waves");
+  FakeGpuHost host = fake_gpu_host(dir, 2, runner);
+  host.so.gpus = {0, 1};
+  host.so.overlap = overlap;
+  Service service(host.env, host.so);
+  std::string err;
   EXPECT_TRUE(service.start(&err)) << err;
   std::vector<std::string> ids, outcomes;
   for (int i = 0; i < n; ++i) {
-    Json body = {{"task", {{"path", (dir / "model.py").string()}}}, {"candidate", {{"path", (dir / "model_new.py").string()}}},
-                 {"options", {{"seed", static_cast<unsigned>(i + 1)}}}};
+    Json body = host.body;
+    body["options"] = {{"seed", static_cast<unsigned>(i + 1)}};
     ServeReply r = service.submit(body, "");
     EXPECT_EQ(r.status, 202) << r.body.dump();
     ids.push_back(r.body.value("id", std::string()));
@@ -439,26 +453,11 @@ TEST(ServeLanes, WhatCannotBeEvaluatedSaysWhoseFaultItIs) {
   UnableRunner unable;
   auto judge_one = [&](bool gpus) {
     fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-serve-errors");
-    Environment env;
-    env.home = ANVIL_SOURCE_DIR;
-    env.cache = dir / "cache";
-    env.python = "/nonexistent/python3";
-    env.torch.present = true;
-    if (gpus) env.gpus = {Gpu{0, "Test GPU", "9.0"}};
+    FakeGpuHost host = fake_gpu_host(dir, gpus ? 1 : 0, &unable);
+    Service service(host.env, host.so);
     std::string err;
-    EXPECT_TRUE(write_file_atomic(dir / "model.py", "class Model: pass\n", &err)) << err;
-    EXPECT_TRUE(write_file_atomic(dir / "model_new.py", "class ModelNew: pass\n", &err)) << err;
-    ServeOptions so;
-    so.state_dir = dir / "state";
-    so.defaults.device = Device::Cuda;
-    so.defaults.vet = false;
-    so.defaults.use_baseline_cache = false;
-    so.defaults.runner = &unable;
-    so.gpus = {0};
-    Service service(env, so);
     EXPECT_TRUE(service.start(&err)) << err;
-    Json body = {{"task", {{"path", (dir / "model.py").string()}}}, {"candidate", {{"path", (dir / "model_new.py").string()}}}};
-    ServeReply accepted = service.submit(body, "");
+    ServeReply accepted = service.submit(host.body, "");
     EXPECT_EQ(accepted.status, 202) << accepted.body.dump();
     Json done = service.get(accepted.body.value("id", std::string()), std::chrono::seconds(30)).body;
     service.stop();
