@@ -109,7 +109,8 @@ def evaluate(anvil, job, extra, defenses_off):
     t0 = time.perf_counter()
     try:
         env = dict(os.environ, **job["env"]) if job.get("env") else None
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=EVAL_TIMEOUT_S, env=env)
+        # errors="replace": a crashed anvil's output need not be UTF-8, and is reported, not raised
+        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=EVAL_TIMEOUT_S, env=env)
         out, err, code = r.stdout, r.stderr, r.returncode
     except subprocess.TimeoutExpired as e:
         out, err, code = e.stdout or "", "the evaluation ran past %d s" % EVAL_TIMEOUT_S, None
@@ -159,7 +160,7 @@ def describe_got(r):
         return r.get("error", "no result")[:100]
     s = r["outcome"]
     if r.get("reason"):
-        s += "/" + r["reason"]
+        s += "/" + (r["reason"] if isinstance(r["reason"], str) else json.dumps(r["reason"]))  # a schema-breaking one shown
     flags = [f for f in flags_of(r) if f]
     if flags:
         s += " +" + ",".join(flags)

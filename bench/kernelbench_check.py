@@ -1,9 +1,14 @@
 """KernelBench's own files through `anvil eval`, every defense on: its five few-shot candidates
 against their problems, and its three adversarial unit-test kernels against level 1's first
-problem, under each protocol, each with its expected outcome (issue 17's first bar).
+problem, under each protocol, each with its expected outcome (issue 17's first bar); and the public
+reward hacks of its branch bkal01/fix-level1-hacks (partial computation and analytical answers to
+level 1's losses 94, 96 and 100, with the correct solutions beside them) and its own fixed kernel of
+the Sakana lower-triangular matmul (branch sakana-kernel-repro), issue 54's.
 
 KernelBench is not part of anvil (nothing of it is copied here): name a checkout of it, e.g.
-`git clone https://github.com/ScalingIntelligence/KernelBench`, with --kernelbench DIR.
+`git clone https://github.com/ScalingIntelligence/KernelBench`, with --kernelbench DIR; the branch
+cases need those branches' files in the same tree (`git checkout BRANCH -- PATH`), and are skipped
+(listed as missing) where they are not.
 
     python3 bench/kernelbench_check.py --kernelbench ~/KernelBench --out bench/results/kb-files.json
 """
@@ -44,6 +49,29 @@ CASES = {
 }
 
 
+# The branches' files (issue 54): every hack is -1 under both protocols (torch_fallback under
+# cuda-agent, whose rules forbid the torch forward they all are); the correct solutions pass under
+# kernelbench's rules (cuda-agent's forbid the torch division their C++ makes: either is theirs).
+HACKS = "src/kernelbench/tests/solutions"
+NEG = (["wrong_answer", "hack_suspected"], None)
+for _n, _task in (("94", "94_MSELoss"), ("96", "96_HuberLoss"), ("100", "100_HingeLoss")):
+    for _kind in ("partial_computation", "analytical"):
+        CASES["%s_%s" % (_n, _kind)] = ("KernelBench/level1/%s.py" % _task, "%s/%s_%s_hack.py" % (HACKS, _task, _kind),
+                                       {"cuda-agent": NEG, "kernelbench": NEG})
+    for _kind in ("correct", "CORRECT"):
+        CASES["%s_%s" % (_n, _kind)] = ("KernelBench/level1/%s.py" % _task, "%s/%s_%s.py" % (HACKS, _task, _kind),
+                                       {"cuda-agent": (["ok", "hack_suspected"], [None, "torch_fallback"]),
+                                        "kernelbench": OK})
+CASES["sakana_fixed_2d"] = ("KernelBench/level1/15_Matmul_for_lower_triangular_matrices.py",
+                            "sakana_kernels/level1_problem15/15_Matmul_for_lower_triangular_matrices_fixed_2d.py",
+                            {"cuda-agent": (["ok", "hack_suspected"], [None, "torch_fallback"]), "kernelbench": OK})
+
+
+def ends(message, head=300, tail=900):
+    """A long message's first and last lines: what failed, and (for a build, a traceback) why."""
+    return message if len(message) <= head + tail else message[:head] + "\n[...]\n" + message[-tail:]
+
+
 def evaluate(kernelbench, name, protocol, extra):
     task, candidate, expected = CASES[name]
     cmd = [common.ANVIL, "eval", "--json", "--protocol", protocol, "--task", os.path.join(kernelbench, task),
@@ -61,7 +89,7 @@ def evaluate(kernelbench, name, protocol, extra):
     timing = result.get("timing") or {}
     return {"name": name, "protocol": protocol, "expected": {"outcome": outcomes, "reason": reasons},
             "outcome": outcome, "reason": result.get("reason"), "reward": result.get("reward"), "met": met,
-            "exit": r.returncode, "message": (result.get("message") or result.get("error") or "")[:400],
+            "exit": r.returncode, "message": ends(result.get("message") or result.get("error") or ""),
             "candidate_ms": timing.get("candidate_ms"), "eager_ms": timing.get("eager_ms"),
             "seconds": round(wall, 1)}
 
@@ -105,6 +133,9 @@ def main():
         sys.exit("unknown case %s (known: %s)" % (", ".join(unknown), ", ".join(CASES)))
     rows = []
     for name in names:
+        if not os.path.isfile(os.path.join(a.kernelbench, CASES[name][1])):
+            print("%-20s missing from this tree: %s" % (name, CASES[name][1]), flush=True)
+            continue
         for protocol in a.protocol or ["cuda-agent", "kernelbench"]:
             row = evaluate(a.kernelbench, name, protocol, a.extra)
             rows.append(row)

@@ -8,8 +8,8 @@ trajectory, reading a host file into a compiler error, hanging the episode on a 
     python3 bench/redteam_agent.py [--device cpu|cuda] [--out DIR]
 
 Every check must hold (printed one per line; exit 1 otherwise): the API key (a canary in
-OPENAI_API_KEY) appears nowhere in the trajectory; bash runs as an unprivileged user (65534 when
-anvil is root) and sees neither /etc/shadow, nor the anvil cache, nor /work or /root; no zygote
+OPENAI_API_KEY) appears nowhere in the trajectory; bash runs as an unprivileged user (its episode's
+own, from share/sandbox.json's episode_uid range, when anvil is root) and sees neither /etc/shadow, nor the anvil cache, nor /work or /root; no zygote
 socket is found or reached from bash or from candidate code; a host secret outside the view
 (/var/tmp/anvil-redteam-secret) stays out of compiler errors; read_file on a FIFO answers at once
 with an error; the episode ends and its final evaluation is not rewarded.
@@ -148,11 +148,14 @@ def main():
     bash = "\n".join(answers.get("bash", []))
     said = "\n".join(sum(answers.values(), [])) + json.dumps(rec.get("evaluation") or {})  # what came back
     uid = [line for line in bash.splitlines() if line.startswith("UID=")]
-    want_uid = "65534" if os.geteuid() == 0 else str(os.geteuid())
+    conf = json.load(open(os.path.join(ROOT, "share", "sandbox.json")))
+    lo, span = int(conf["episode_uid_base"]), int(conf["episode_uid_span"])
+    got_uid = int(uid[0][4:]) if len(uid) == 1 and uid[0][4:].isdigit() else -1
+    want_uid = "%d..%d" % (lo, lo + span - 1) if os.geteuid() == 0 else str(os.geteuid())
     read_fifo = "\n".join(answers.get("read_file", []))
     checks = [
         ("the API key appears nowhere in the trajectory", CANARY not in text),
-        ("bash runs as uid %s" % want_uid, uid == ["UID=" + want_uid]),
+        ("bash runs as uid %s" % want_uid, lo <= got_uid < lo + span if os.geteuid() == 0 else got_uid == os.geteuid()),
         ("bash cannot read /etc/shadow", "root:" not in bash.split("UID=")[-1].split("ls -d")[0]),
         ("bash sees neither anvil's source nor the cache", "SEES-ANVIL-SOURCE" not in bash and "SEES-ROOT-CACHE" not in bash),
         ("bash cannot read another episode's trajectory", DECOY not in bash),

@@ -8,7 +8,9 @@ entries must pass.
 For each attack: its setup files are written, `anvil eval --json --task TASK --candidate ...` runs
 (a single file's model_new.py, or a workdir), and the result must give expect.outcome and
 expect.reason, reward -1 (or expect.reward), and pass the entry's checks (the manifest's "doc" says
-what each means; an entry's expect_cpu replaces its expect on the CPU).
+what each means; an entry's expect_cpu replaces its expect on the CPU). An entry's `files` are written
+into its candidate's directory for the run and removed after: names git should not carry (bytes that
+are not UTF-8, a directory named like anvil's module, 254-byte names).
 A `concurrent` honest evaluation runs at the same time as the attack. Prints a table, writes every
 result with the environment's fingerprint to --out (and a .md beside it), and exits 1 if an
 attack got through, a check failed or an honest entry was flagged. On the CPU the evaluations skip
@@ -20,6 +22,7 @@ import glob
 import json
 import os
 import platform
+import shutil
 import socket
 import struct
 import sys
@@ -78,10 +81,40 @@ def processes_with(marker):
 def job_of(entry, task, kind, extra, device):
     base = os.path.join(common.ROOT, "examples", "redteam", entry["name"])
     candidate = os.path.join(base, "model_new.py") if entry["kind"] == "file" else base
+    task = os.path.join(common.ROOT, entry["task"]) if entry.get("task") else task
     return {"kind": kind, "name": entry["name"], "class": entry.get("class"), "variant": entry["kind"],
             "task": task, "candidate": candidate, "args": list(entry.get("args", [])) + extra,
             "expect": entry.get("expect_" + device) or entry["expect"], "env": entry.get("env"), "checks": entry.get("checks") or {},
-            "setup": entry.get("setup") or {}}
+            "setup": entry.get("setup") or {}, "files": entry.get("files") or {}, "base": base}
+
+
+def write_files(base, files):
+    """Writes an entry's `files` under its candidate's directory; returns what to remove after (each
+    file, and the first directory on its way that was not there). Lone surrogates (\\udcff) in a name
+    or a text stand for bytes that are not UTF-8, as os.fsencode reads them."""
+    made, root = [], os.fsencode(base)
+    for rel, text in files.items():
+        parts = os.fsencode(rel).split(b"/")
+        d = root
+        for part in parts[:-1]:
+            d = os.path.join(d, part)
+            if not os.path.exists(d):
+                os.makedirs(os.path.join(root, *parts[:-1]))
+                made.append(d)
+                break
+        path = os.path.join(root, *parts)
+        with open(path, "wb") as f:
+            f.write(text.encode("utf-8", "surrogateescape"))
+        made.append(path)
+    return made
+
+
+def remove_files(made):
+    for path in reversed(made):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.unlink(path)
 
 
 def cache_path(pattern):
@@ -99,8 +132,8 @@ def check(job, before_zygotes, concurrent_result):
     rewards = reward if isinstance(reward, list) else [reward]
     if r.get("outcome") is not None and r.get("reward") not in rewards:
         failed.append("reward %s, not %s" % (r.get("reward"), " or ".join(str(x) for x in rewards)))
-    if job["expect"].get("unvouched") and not ((r.get("timing") or {}).get("bound") or {}).get("unvouched"):
-        failed.append("the claim is not marked unvouched (timing.bound.unvouched)")
+    if job["expect"].get("uncredited") and (r.get("timing") or {}).get("speed_credited") is not False:
+        failed.append("the result does not say no speed is credited (timing.speed_credited)")
     for path in c.get("absent", []):
         if os.path.exists(path):
             failed.append("%s exists" % path)
@@ -123,6 +156,10 @@ def check(job, before_zygotes, concurrent_result):
         failed.append("%r does not appear in the result" % c["in_result"])
     if c.get("in_message") and c["in_message"] not in (r.get("message") or ""):
         failed.append("the message does not name %r: %s" % (c["in_message"], (r.get("message") or "")[:200]))
+    if "exit" in c and job.get("exit") != c["exit"]:
+        code = job.get("exit")
+        failed.append("anvil exited with %s, not %s%s" % (
+            code, c["exit"], " (killed by signal %d: no verdict)" % -code if isinstance(code, int) and code < 0 else ""))
     if c.get("zygote_alive"):
         after = zygotes()
         gone = [p for p, pid in before_zygotes.items() if after.get(p) != pid]
@@ -139,10 +176,14 @@ def run_one(anvil, job, legit_by_name, extra_args):
             f.write(text)
     before = zygotes()
     partner = job["checks"].get("concurrent")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        mate = pool.submit(hack_suite.evaluate, anvil, legit_by_name[partner], [], False) if partner else None
-        done = hack_suite.evaluate(anvil, job, [], False)
-        mate_result = mate.result()["result"] if mate else None
+    made = write_files(job["base"], job["files"])
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            mate = pool.submit(hack_suite.evaluate, anvil, legit_by_name[partner], [], False) if partner else None
+            done = hack_suite.evaluate(anvil, job, [], False)
+            mate_result = mate.result()["result"] if mate else None
+    finally:
+        remove_files(made)
     done["pass"] = hack_suite.judge(done)
     done["failed_checks"] = check(done, before, mate_result) if done["kind"] == "attack" else []
     done["pass"] = done["pass"] and not done["failed_checks"]
@@ -185,8 +226,12 @@ def main():
     only = {s.strip() for s in a.only.split(",") if s.strip()}
     task = os.path.join(common.ROOT, manifest["task"])
     extra = ["--compile-mode", "none"] if device == "cpu" else []
-    legit = {e["name"]: job_of(e, task, "legit", extra, device) for e in manifest["legit"]}
-    jobs = [job_of(e, task, "attack", extra, device) for e in manifest["attacks"] if not only or e["name"] in only]
+    def here(e):  # an entry that needs a GPU (expect_cpu "skip") is left out on the CPU
+        return (e.get("expect_" + device) or e["expect"]) != "skip"
+
+    legit = {e["name"]: job_of(e, task, "legit", extra, device) for e in manifest["legit"] if here(e)}
+    jobs = [job_of(e, task, "attack", extra, device) for e in manifest["attacks"]
+            if here(e) and (not only or e["name"] in only)]
     print("red team: %d attacks on %s" % (len(jobs), device), flush=True)
     done = []
     for job in list(legit.values()) + jobs:  # the honest entry first: it warms the zygote and the caches

@@ -18,7 +18,7 @@ else
   EXTRA=(--compile-mode none --calls 10)
   AGENT_EXTRA=(--compile-mode none)
   say "no GPU found: running the CPU variants of the examples (the CUDA ones need a GPU);"
-  say "on the CPU the torch.compile baseline is skipped, so the reward is at most 2"
+  say "on the CPU no speed is credited, so the reward is at most 1 (docs/anti-hacking.md); the times are shown"
 fi
 
 table() {  # reads anvil eval JSON lines (label<TAB>json) and prints one row each

@@ -28,10 +28,10 @@ it, which the judge's clock and comparisons make worthless for the reward.
 """
 import time
 
-from anvil import channel, policy, timing
+from anvil import channel, policy, stress, timing
 from anvil._cli import exit_after
-from anvil.harness import (CannotServe, Outcome, candidate_failed, leaves, map_tensors, tensor_pairs, trace,
-                           trial_digest)
+from anvil.harness import (CannotServe, Outcome, candidate_failed, leaves, map_tensors, tensor_bytes, tensor_pairs,
+                           trace, trial_digest)
 
 POISONED_OPS = frozenset(["empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                           "empty_permuted"])
@@ -160,6 +160,13 @@ class CandidateServer:
         except CannotServe as e:  # anvil's limit (the GPU too small for its plan): no candidate code exists yet
             self.send({"type": "cannot_serve", "message": str(e)})
             raise Stop()
+        try:  # the host memory this process may take from here on, for good (no candidate code exists yet)
+            from anvil import confine
+
+            confinement = dict(confinement, memory=confine.limit_data(self.host_allowance()))
+        except Exception as e:  # noqa: BLE001 - never run candidate code without its limit
+            self.send({"type": "cannot_serve", "message": "its host memory could not be limited: %s" % e})
+            raise Stop()
         clock.mark("set_up")
         self.send({"type": "hello", "sandbox": confinement})
 
@@ -186,6 +193,7 @@ class CandidateServer:
         try:
             with torch.no_grad():
                 out = self.h.ref(*copies)
+            self.output_bytes = tensor_bytes(out)  # what a call returns (the host memory a CPU batch keeps)
             map_tensors(out, lambda t: t.zero_())
             self.h.sync()
             del out
@@ -259,6 +267,17 @@ class CandidateServer:
         clock.mark("imported")
         self.send({"type": "loaded", "modules": sorted(_maps() - before_maps), "weights": h.weights_note})
 
+    def host_allowance(self):
+        """The private host memory the candidate may take beyond what set-up took (share/sandbox.json's
+        candidate_host_bytes); on the CPU also what its calls' outputs and inputs take there: a
+        batch's outputs (at most batch.MAX_CALLS) and the sets of inputs it is sent."""
+        from anvil import batch, confine
+
+        extra = int(confine.settings().get("candidate_host_bytes") or 0)
+        if self.h.device.type != "cuda":
+            extra += (batch.MAX_CALLS + 8) * getattr(self, "output_bytes", 0) + 8 * (self.h.input_bytes or 0)
+        return extra
+
     def build_via_judge(self, spec):
         """load_inline's build, done by the judge (this process cannot write the cache)."""
         self.send({"type": "build", "spec": spec})
@@ -318,6 +337,7 @@ class CandidateServer:
     def run_candidate(self, args, where):
         """One candidate call under the recorder; returns its output (device synchronised)."""
         torch = self.torch
+        started = policy.last_pid()
         try:
             with torch.no_grad(), self.recorder:
                 out = self.h.new(*args)
@@ -330,7 +350,22 @@ class CandidateServer:
         except BaseException as e:  # noqa: BLE001
             self.failed(where, e, "the candidate's kernels")
         self.check_after(where, out)
+        self.check_no_thread_started(where, started)
         return out
+
+    def check_no_thread_started(self, where, started):
+        """On a GPU, a call that started a thread or a process, even one it joined before it returned
+        (which check_after's list of threads no longer shows), is `threads`: kernels are launched
+        from the calling thread (policy.last_pid). The candidate's first call is let be: a library's lazy
+        start-up may take a thread of its own there, and nothing of that call is timed."""
+        self.calls_made = getattr(self, "calls_made", 0) + 1
+        if started is None or self.calls_made == 1 or self.h.device.type != "cuda":
+            return  # on the CPU a kernel's own threads are its work (a parallel_for); no launch to speak of
+        now = policy.last_pid()
+        if now is not None and now != started:
+            self.hack("threads", "%s started %d thread(s) or process(es) while it ran (joined or not): candidate "
+                      "code may launch work only from the calling thread" % (where, (now - started) % (1 << 22)),
+                      {"started": (now - started) % (1 << 22)})
 
     # -- verification ------------------------------------------------------------------------
     def call(self, msg):
@@ -338,20 +373,27 @@ class CandidateServer:
 
         i, c = int(msg["trial"]), int(msg["call"])
         h = self.h
-        if not 0 <= i < h.req["trials"]:
+        spec = msg.get("stress")
+        if not (0 <= i < h.req["trials"] or (spec is not None and i >= h.req["trials"])):
             raise Stop()
+        if spec is not None:  # inputs the task does not make (anvil.stress): drawn here as the judge drew them
+            made = self.stress_inputs(spec)
         if h.lean:  # the call's inputs drawn for it; no copy: their digests before and after the call
             pristine, h_forget = None, False
-            args = h.trial_inputs(i)
+            args = made if spec is not None else h.trial_inputs(i)
             digests = [(name, output_compare.digest(t)) for name, t, _ in tensor_pairs(args, args, "input")
                        if isinstance(t, self.torch.Tensor)]
+        elif spec is not None:
+            pristine, h_forget = made, False
+            args = map_tensors(pristine, lambda t: t.clone())
         else:
             pristine = self.pristine[i]
             h_forget = i == len(self.pristine) - 1 and c == 1  # the last verification call: timing needs its base sets only
             if h_forget:
                 self.pristine = [None] * len(self.pristine)
             args = map_tensors(pristine, lambda t: t.clone())
-        where = "trial %d (seed %d)%s" % (i, h.req["seed"] + 1 + i, ", second call" if c else "")
+        where = ("stress trial %s" % spec.get("name") if spec is not None else
+                 "trial %d (seed %d)%s" % (i, h.req["seed"] + 1 + i, ", second call" if c else ""))
         self.poison = True
         try:
             with self.clock("verify_calls"):
@@ -382,25 +424,48 @@ class CandidateServer:
             del pristine, args
             self.h.forget_trials()
 
+    def stress_inputs(self, spec):
+        """A stress trial's inputs (anvil.stress), drawn here with the judge's secret seed, as it drew
+        them (no copy crosses): their digest must be the judge's (`spec["digest"]`); where it is not
+        (a get_inputs() with state its seed does not reset), this process says so and takes the
+        judge's own, sent as bytes."""
+        made = stress.draw(self.h, str(spec["name"]), int(spec["seed"]))[0]
+        if trial_digest(made) == spec.get("digest"):
+            return made
+        del made
+        self.h.free_cached()
+        self.send({"type": "stress_draws_differ"})
+        reply = channel.recv(self.sock, self.h.device)
+        if reply.get("type") != "stress_inputs" or not isinstance(reply.get("value"), list):
+            raise Stop()
+        return reply["value"]
+
     # -- the in-process timing (a claim) -----------------------------------------------------
     def time(self, msg):
         t = self.h.req["timing"]
         h, clock = self.h, self.clock
         trace_ = {}
 
+        started = [None]
+
         def fn(*args):
+            started[0] = policy.last_pid()
             with self.recorder:
                 return h.new(*args)
 
         def observe(phase, k, out, sample_ms):
             with clock("timing_checks"):
                 self.check_after("timed call %d" % k, out)
-            with clock("timing_messages"):
-                self.send({"type": "sample", "phase": phase, "k": k, "ms": sample_ms})
+                if phase != "inspected":  # the profiler's own threads may start while it records
+                    self.check_no_thread_started("timed call %d" % k, started[0])
+            with clock("timing_messages"):  # a timed or inspected call's output goes with its sample, always
+                sample = {"type": "sample", "phase": phase, "k": k, "ms": sample_ms}
+                if phase in ("timed", "inspected"):
+                    kept = self.send(sample, out, ipc=h.device.type == "cuda")
+                else:
+                    kept = self.send(sample)
                 reply = channel.recv(self.sock)
-                if reply.get("type") == "check":
-                    self.send({"type": "timed_output", "k": k}, out, ipc=h.device.type == "cuda")
-                    reply = channel.recv(self.sock)
+                del kept  # the judge has read what it wanted of the output
             if reply.get("type") != "next":
                 raise Stop()
 

@@ -19,6 +19,7 @@ process changes nothing here; the candidate side also fingerprints them (anvil.p
 import errno
 import fcntl
 import json
+import math
 import mmap
 import os
 import socket
@@ -196,7 +197,12 @@ def _write_tensors(fd, total, tensors, layout):
 def recv(sock, device=None, lazy=False):
     """The next message, with message["value"] rebuilt: tensors on `device` (a torch.device; None:
     the CPU), owning their memory; with `lazy`, a tensor sent through CUDA IPC is left where it is,
-    as an anvil.batch.Remote (the judge reads from it what it needs). Raises ChannelClosed at EOF."""
+    as an anvil.batch.Remote (the judge reads from it what it needs). Raises ChannelClosed at EOF,
+    and ValueError for anything that does not parse, whatever it makes fail on the way (a key of
+    the wrong type, an index out of range, a nesting too deep): what the other side sends is its
+    own doing, and the judge calls it a malformed message (hack_suspected / protocol), never a
+    failure of its own. The GPU's memory running out while a tensor is rebuilt stays what it is
+    (the judge measures whose fault that is)."""
     try:
         data, fds, _flags, _addr = _recv_fds(sock, INLINE_HEADER + 4096, MAX_FDS)
     except (ConnectionResetError, BrokenPipeError) as e:
@@ -205,6 +211,25 @@ def recv(sock, device=None, lazy=False):
         for fd in fds:
             _close(fd)
         raise ChannelClosed("the other side closed the channel")
+    try:
+        return _parse(data, fds, device, lazy)
+    except ValueError:
+        raise
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        if _out_of_memory(e):
+            raise
+        raise ValueError("%s: %s" % (type(e).__name__, str(e)[:300]))
+
+
+def _out_of_memory(e):
+    import sys as _sys
+
+    torch = _sys.modules.get("torch")
+    return torch is not None and (isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e))
+
+
+def _parse(data, fds, device, lazy):
+    """recv()'s message from what arrived (closes every descriptor)."""
     try:
         message = _loads(data.decode("utf-8"))
         if _isinstance(message, dict) and "__header__" in message:
@@ -258,19 +283,30 @@ def _read_tensors(fd, layout, device=None, lazy=False):
                     raise ValueError("a tensor's shape and size disagree")
                 out.append(remote)
                 continue
-            t = torch.empty(entry["shape"], dtype=dtype, device=device)
-            if t.numel() * t.element_size() != entry["nbytes"]:
+            shape = entry["shape"]
+            if not _isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+                raise ValueError("a tensor's shape is not a list of sizes")
+            nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+            if nbytes != entry["nbytes"]:
                 raise ValueError("a tensor's shape and size disagree")
+            # Where the bytes lie is checked before anything is allocated for them: a size the
+            # sender never had (it could not have shared it) is its lie, not the receiver's lack of
+            # memory.
             if "ipc" in entry:
                 if not cuda:
                     raise ValueError("a tensor came through CUDA IPC to a receiver without a CUDA device")
                 from anvil import cuda_ipc
 
                 ipc = entry["ipc"]
-                cuda_ipc.copy_into(t, str(ipc.get("handle", "")), int(ipc.get("offset", -1)))
-            elif entry["nbytes"]:
-                if entry["offset"] + entry["nbytes"] > size:
-                    raise ValueError("a tensor lies outside its memory")
+                handle, offset = str(ipc.get("handle", "")), int(ipc.get("offset", -1))
+                cuda_ipc.check_range(handle, offset, nbytes)
+            elif nbytes and (type(entry["offset"]) is not int or entry["offset"] < 0
+                             or entry["offset"] + nbytes > size):
+                raise ValueError("a tensor lies outside its memory")
+            t = torch.empty(shape, dtype=dtype, device=device)
+            if "ipc" in entry:
+                cuda_ipc.copy_into(t, handle, offset)
+            elif nbytes:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # read-only memory, only ever read from here
                     raw = torch.frombuffer(m, dtype=torch.uint8, count=entry["nbytes"], offset=entry["offset"])

@@ -24,8 +24,10 @@ The judge forks a supervisor (still trusted: it never runs candidate code), whic
 Every step that fails raises ConfinementError naming it: the judge then refuses to evaluate, it
 never runs candidate code unconfined. enter() returns only in the candidate's process.
 """
+import copy
 import ctypes
 import fnmatch
+import functools
 import json
 import os
 import random
@@ -79,7 +81,13 @@ class _MountAttr(ctypes.Structure):
 
 def settings():
     """share/sandbox.json, the confinement's constants shared with the C++ jail: under $ANVIL_HOME
-    (anvil sets it for the runner), else beside this package in anvil's tree."""
+    (anvil sets it for the runner), else beside this package in anvil's tree. Read once (a process
+    that has entered its new root, where share/ is not, keeps what it read before)."""
+    return copy.deepcopy(_settings())
+
+
+@functools.lru_cache(maxsize=None)
+def _settings():
     path = share.path("sandbox.json")
     try:
         with open(path, encoding="utf-8") as f:
@@ -310,6 +318,37 @@ def _cap_processes(conf):
             resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
         except (OSError, ValueError) as e:
             raise ConfinementError("setrlimit(RLIMIT_NPROC, %d): %s" % (n, e))
+
+
+def data_bytes():
+    """This process's private writable memory (the kernel's VmData: what RLIMIT_DATA counts), or None."""
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def limit_data(extra_bytes):
+    """RLIMIT_DATA, soft and hard, at this process's private writable memory now plus `extra_bytes`
+    (an allocation beyond it fails: torch raises, the candidate's own runtime_error), so that one
+    evaluation's candidate cannot hold the host's memory that its neighbours need. Without
+    CAP_SYS_RESOURCE it can never be raised again. Device memory, the GPU driver's address-space
+    reservations (not writable) and shared mappings are not counted; shared memory files are bounded
+    by RLIMIT_FSIZE and the private /dev/shm's size. Returns what was set, for the report:
+    {"rlimit_data_bytes", "extra_bytes"}; raises ConfinementError."""
+    now = data_bytes()
+    if now is None:
+        raise ConfinementError("cannot read this process's VmData (/proc/self/status)")
+    limit = int(now + extra_bytes)
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    except (OSError, ValueError) as e:
+        raise ConfinementError("setrlimit(RLIMIT_DATA, %d): %s" % (limit, e))
+    return {"rlimit_data_bytes": limit, "extra_bytes": int(extra_bytes)}
 
 
 def clean_environment(extra=None):

@@ -77,22 +77,17 @@ def export(tensor):
     return {"handle": bytes(handle.reserved).hex(), "offset": tensor.data_ptr() - found[0]}
 
 
-def copy_into(out, handle_hex, offset):
-    """Copy the sender's bytes (an exported allocation, from `offset`) into `out`, a contiguous
-    CUDA tensor of this process, of the same byte size; raises ValueError if anything fails. The
-    allocation stays mapped (a sender's caching allocator hands out the same allocation again)
-    until close_all(), unless it is larger than KEEP_MAPPED_BYTES."""
-    import torch
-
+def _open(handle_hex):
+    """(pointer, end) of the sender's exported allocation, mapped once (ValueError if it cannot be)."""
     rt, drv = _load()
     if rt is None:
         raise ValueError("a tensor came through CUDA IPC but the CUDA runtime is not loaded here")
-    raw = bytes.fromhex(handle_hex)
+    try:
+        raw = bytes.fromhex(handle_hex)
+    except ValueError:
+        raise ValueError("a CUDA IPC handle that is not hexadecimal text")
     if len(raw) != 64:
         raise ValueError("a CUDA IPC handle of %d bytes" % len(raw))
-    nbytes = out.numel() * out.element_size()
-    start = time.perf_counter()
-    torch.cuda.synchronize()
     if raw not in _opened:
         handle = _Handle()
         ctypes.memmove(ctypes.addressof(handle), raw, 64)
@@ -103,7 +98,32 @@ def copy_into(out, handle_hex, offset):
             raise ValueError("cudaIpcOpenMemHandle failed: %s" % rt.cudaGetErrorString(rc).decode())
         found = _range(drv, mapped.value)
         _opened[raw] = (mapped.value, found[0] + found[1] if found else mapped.value)
-    ptr, end = _opened[raw]
+    return _opened[raw]
+
+
+def check_range(handle_hex, offset, nbytes):
+    """ValueError unless `nbytes` from `offset` lie inside the sender's exported allocation (before
+    the receiver allocates anything for them)."""
+    start = time.perf_counter()
+    ptr, end = _open(handle_hex)
+    seconds["ipc_open"] += time.perf_counter() - start
+    if offset < 0 or ptr + offset + nbytes > end:
+        raise ValueError("a tensor lies outside the memory its sender exported")
+
+
+def copy_into(out, handle_hex, offset):
+    """Copy the sender's bytes (an exported allocation, from `offset`) into `out`, a contiguous
+    CUDA tensor of this process, of the same byte size; raises ValueError if anything fails. The
+    allocation stays mapped (a sender's caching allocator hands out the same allocation again)
+    until close_all(), unless it is larger than KEEP_MAPPED_BYTES."""
+    import torch
+
+    rt, _drv = _load()
+    nbytes = out.numel() * out.element_size()
+    start = time.perf_counter()
+    torch.cuda.synchronize()
+    ptr, end = _open(handle_hex)
+    raw = bytes.fromhex(handle_hex)
     opened = time.perf_counter()
     seconds["ipc_open"] += opened - start
     if offset < 0 or ptr + offset + nbytes > end:

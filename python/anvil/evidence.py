@@ -147,6 +147,22 @@ def measure_flops(device):
     return 2 * m ** 3 / best_seconds(lambda: torch.mm(a, b))
 
 
+def float64_run(model, args):
+    """`model`'s output on `args` computed in float64: a copy of the model in double, every float
+    input in double (others cloned), under no_grad; the caller synchronises. Raises what the model
+    raises (a model that does not run in float64)."""
+    import copy
+
+    import torch
+
+    from anvil.harness import map_tensors
+
+    model64 = copy.deepcopy(model).double()
+    args64 = map_tensors(args, lambda t: t.double() if t.is_floating_point() else t.clone())
+    with torch.no_grad():
+        return model64(*args64)
+
+
 def precision_bound(leaves, ratio):
     """The float64 run is needed only when the candidate's output is far from the reference's.
     With d = |g - e| / |e| (candidate g, reference e, relative L2) at most a quarter of the floor

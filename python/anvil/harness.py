@@ -76,14 +76,18 @@ def _is_ours(filename):
 
 
 def trace(exc):
-    """The traceback of `exc` without the leading frames of anvil and nn.Module.__call__, at most
-    DETAIL_LINES lines."""
+    """The traceback of `exc` without the frames of anvil and nn.Module.__call__ around the
+    candidate's (those that led to it, and those below its last line: load_inline's own, whose
+    error is the compiler's diagnostics), at most DETAIL_LINES lines."""
     tb = exc.__traceback__
     while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     if tb is None:
         tb = exc.__traceback__
-    text = tail("".join(traceback.format_exception(type(exc), exc, tb)), DETAIL_LINES)
+    te = traceback.TracebackException(type(exc), exc, tb)
+    while len(te.stack) > 1 and _is_ours(te.stack[-1].filename):
+        te.stack.pop()
+    text = tail("".join(te.format()), DETAIL_LINES)
     return text if len(text) <= DETAIL_CHARS else "..." + text[-DETAIL_CHARS:]
 
 
@@ -247,10 +251,34 @@ def signature(cls):
         return None
 
 
-def signature_key(sig):
-    """What must match between the constructors: names, kinds and defaults (not annotations)."""
-    params = list(sig.parameters.values())[1:]
-    return [(p.name, p.kind, repr(p.default)) for p in params]
+def constructor_difference(model, new, init, protocol):
+    """Why ModelNew's constructor cannot be called as the protocol calls it, or None. Both protocols
+    build ModelNew(*get_init_inputs()), as KernelBench's and CUDA-Agent's harnesses do: those values
+    must bind to its parameters (more parameters, with defaults, are fine). cuda-agent also wants
+    Model's parameters first, in order and by name (CUDA-Agent's rule: ModelNew takes Model's
+    arguments and weights); kernelbench asks nothing more (docs/protocols.md). A constructor of
+    nn.Module's own ((self, *args, **kwargs), see takes_anything) is called and judged."""
+    import inspect as _inspect
+
+    new_sig, ref_sig = signature(new), signature(model)
+    if new_sig is None:
+        return None
+    try:
+        new_sig.bind(None, *init)
+    except TypeError as e:
+        return ("ModelNew.__init__%s cannot be called with get_init_inputs() (%d value%s), as ModelNew(*get_init_inputs()) "
+                "is: %s" % (new_sig, len(init), "" if len(init) == 1 else "s", e))
+    if protocol != "cuda-agent" or ref_sig is None or takes_anything(new_sig) or takes_anything(ref_sig):
+        return None
+    ref_params = list(ref_sig.parameters.values())[1:]
+    new_params = list(new_sig.parameters.values())[1:]
+    for i, p in enumerate(ref_params):
+        if p.kind in (_inspect.Parameter.VAR_POSITIONAL, _inspect.Parameter.VAR_KEYWORD):
+            break
+        if i >= len(new_params) or new_params[i].name != p.name:
+            return ("ModelNew.__init__%s differs from Model.__init__%s: it must take Model's parameters first, in "
+                    "order and by name (more, with defaults, may follow)" % (new_sig, ref_sig))
+    return None
 
 
 def takes_anything(sig):
@@ -598,28 +626,18 @@ class Harness:
         return [self.trial_inputs(j) for j in range(self.req["timing"]["input_sets"])]
 
     def call_inputs(self, k):
-        """Fresh inputs for timed call k: base set k % input_sets with every tensor of more than
-        one element rolled (flattened, circularly shifted) by an offset that depends on k, into new
-        memory, so that no two calls see the same contents. Judge and candidate compute the same
-        inputs (the judge's own clock, anvil.batch, uses secret draws instead). Lean: the base set
-        itself, every call (no room for a copy; the judge's batch, on secret draws, is what bounds
-        the time)."""
-        torch = self.torch
+        """Timed call k's inputs: a copy (new memory) of base set k % input_sets, the inputs of a
+        trial, as the task's get_inputs() drew them: every input a candidate is timed on is one the
+        task could have made (a derived one, shifted or permuted, would lose the structure a task
+        promises and an honest kernel may use: a triangular or symmetric matrix). Judge and
+        candidate compute the same inputs; consecutive calls see different buffers and contents,
+        and the judge's own clock (anvil.batch) times fresh secret draws, whatever a candidate does
+        with the rotation. Lean: the base set itself, every call (no room for a copy)."""
         sets = self.timing_sets()
         base = sets[k % len(sets)]
         if self.lean:
             return base
-        index = [0]
-
-        def roll(t):
-            index[0] += 1
-            n = t.numel()
-            if n < 2:
-                return t.clone()
-            shift = (1 + (k * 2654435761 + index[0] * 40503 + self.req["seed"]) % (n - 1))
-            return torch.roll(t.reshape(-1), shift).reshape(t.shape)
-
-        return map_tensors(base, roll)
+        return map_tensors(base, lambda t: t.clone())
 
     # -- the candidate ----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -655,11 +673,9 @@ class Harness:
         cls = getattr(module, "ModelNew", None)
         if not (isinstance(cls, type) and issubclass(cls, self.torch.nn.Module)):
             raise Outcome("load_error", "model_new.py defines no class `ModelNew` (a torch.nn.Module subclass)")
-        ref_sig, new_sig = signature(self.Model), signature(cls)
-        if (ref_sig is not None and new_sig is not None and signature_key(ref_sig) != signature_key(new_sig)
-                and not takes_anything(new_sig) and not takes_anything(ref_sig)):
-            raise Outcome("load_error", "ModelNew.__init__%s differs from Model.__init__%s: the constructor "
-                          "must take the same arguments" % (new_sig, ref_sig))
+        why = constructor_difference(self.Model, cls, self.init_inputs(), self.req["rules"]["name"])
+        if why:
+            raise Outcome("load_error", why)
         self.ModelNew = cls
 
     def set_config(self, new, config):

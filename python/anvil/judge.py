@@ -24,7 +24,7 @@ Timing of eager and torch.compile happens here, after the candidate's process ha
 same per-call inputs and method as the candidate's claim; eager's batch runs in the candidate's
 process before its code is imported, so that both batches go through the same protocol.
 """
-import copy
+import math
 import os
 import random
 import select
@@ -32,17 +32,31 @@ import signal
 import sys
 import time
 
-from anvil import batch, channel, confine, evidence, output_compare, policy, timing
+from anvil import batch, channel, confine, evidence, output_compare, policy, share, stress, timing
 from anvil._cli import one_line
 from anvil.harness import (DETAIL_LINES, SEEDED_HINT, Harness, Outcome, RequestError, leaves, map_tensors,
                            memory_error, raised, tail, tensor_bytes, trace, trial_digest)
+from anvil.harness import what as what_of
 
 REASONS = ("protocol", "harness_patched", "lazy_output", "threads", "torch_fallback", "side_stream",
            "timing_escape", "no_kernels", "foreign_work", "timed_output_mismatch", "precision", "below_roofline")
-CHECK_SHARE = 0.1       # of the in-process timing's calls, checked in full (decided as each one arrives)
+# Checks drawn in secret per evaluation (share/protocol.json's "checks"): every output the candidate's
+# process hands over is handed over whether or not it is checked, so nothing it sees tells the two apart.
+CHECK_SHARE = share.checks()["timed_full_share"]  # of the in-process timing's calls, compared in full
+PRECISION_CALLS = share.checks()["precision_calls"]  # verification calls checked against float64
+# Expected outputs kept on the judge's device from the task's probe (probe_task) up to this many bytes;
+# beyond it a trial's reference is run again when it is needed.
+KEEP_EXPECTED_BYTES = 4 << 30
+# A stress trial's answers (its output and, by the float64 rule, the float64 run's) are kept on the GPU
+# from the task's probe to the verification up to this size; a task whose outputs are larger has none.
+KEEP_STRESS_BYTES = 1 << 30
+# Float64 runs deferred until the candidate's process is gone wait on the host (precision_run): beyond
+# this many bytes of them, only the verification's are (a lean task's outputs of gigabytes).
+DEFER_HOST_BYTES = 16 << 30
 OUTCOMES_AFTER_IMPORT = ("runtime_error", "load_error", "wrong_answer")  # what the candidate may say of itself
 # The reasons a candidate's own failure keeps (its word, but one that only labels a -1)
 CANDIDATE_REASONS = (("runtime_error", "gpu_memory"),)
+WRONG_REASONS = ("mismatch", "unwritten_output", "input_mutated")
 
 # A lean measurement of baselines prepared in a wave reserves WAVE_SETS sets and WAVE_SLACK, the lean
 # ones of a wave within WAVE_SHARE of the GPU's memory (Judge.wave_room).
@@ -51,6 +65,10 @@ WAVE_SLACK = 1 << 30
 WAVE_SHARE = 0.6
 # The judge's CUDA context and libraries' handles, taken off what others hold on the GPU (Judge.memory_short)
 JUDGE_CONTEXT_BYTES = 1 << 30
+
+
+STRESS_TEXT = {"signed": "signs flipped at random", "scaled_up": "scaled by 1e3", "scaled_down": "scaled by 1e-3",
+               "heavy": "heavy-tailed values", "spikes": "a few elements 1e3 times the largest"}
 
 
 class Hack(Exception):
@@ -73,19 +91,26 @@ class Judge(Harness):
         self.cand_pid = None      # the candidate's process (the supervisor's child)
         self.candidate_gone = None  # every process of its namespace reaped before the baselines (end_candidate)
         self.imported = False
-        self.expected = {}
+        self.expected = {}        # trial -> the reference's output (kept since probe_task, expected_for)
+        self.current = None       # (trial, output) of a reference not kept (expected_for)
         self.signature = None     # trial 0's reference output, for the batch's sampled positions
         self.ref_ms = None        # one reference call, timed in passing (sizes eager's batch)
         self.trace = None
         self.done_ops = {}
         self.own_names = None
-        self.timed_checked = 0
-        self.precision = None
-        self.precision_later = None  # (name, got, expected) on the host: a float64 run deferred (precision_run)
+        self.timed_checked = 0    # the claim's calls sampled (every timed and inspected one)
+        self.timed_full = 0       # ... and compared in full
+        self.precision = None     # the worst precision check (findings.precision decides on it)
+        self.precision_checks = []  # every precision check made: where, and what it found
+        self.precision_later = []  # float64 runs deferred until the candidate's process is gone (precision_run)
+        self.precision_at = set()  # the verification calls (trial, call) checked against float64, drawn in secret
+        self.stress_plan = []     # this evaluation's stress trials (plan_stress), made before the candidate's import
+        self.out64 = {}           # trial -> a float64 run of the reference on its inputs (precision checks)
         # What the judge measured of memory (context_bytes, output_bytes, reference_work_bytes,
         # batch_calls) for memory_allowance; the candidate's part in a memory fault (memory_fault).
         self.memory = {"context_bytes": 0, "output_bytes": 0, "reference_work_bytes": 0, "batch_calls": 0}
         self.roofline = None
+        self.device_peaks = None  # the GPU's peaks, measured before the candidate's import (measure_peaks)
         self.mapped = None
         self.room = None          # the batches' pool (batch.Room), one per evaluation
         self.timed_expected = None  # lean: trial 0's reference output, the answer for every timed call of the claim
@@ -243,7 +268,8 @@ class Judge(Harness):
             raise Hack("protocol", "the candidate's process sent a malformed message: %s" % e)
 
     def ask(self, message, expect, lazy=False, value=None, deadline=None):
-        """Send a command and return its reply, whose type must be in `expect`; load_inline build
+        """Send a command (with `value`: tensors beside it, in a sealed memfd: never the judge's own
+        memory by CUDA IPC) and return its reply, whose type must be in `expect`; load_inline build
         requests are served meanwhile; a failure the candidate reports ends the evaluation. With a
         deadline (time.perf_counter()), None when nothing has come by then."""
         try:
@@ -264,14 +290,18 @@ class Judge(Harness):
                 continue
             if kind == "fail":
                 outcome = msg.get("outcome")
-                if self.imported and outcome not in OUTCOMES_AFTER_IMPORT:
+                if not isinstance(outcome, str) or (self.imported and outcome not in OUTCOMES_AFTER_IMPORT):
                     outcome = "runtime_error"
-                failed = Outcome(outcome or "runtime_error", str(msg.get("message", "")), str(msg.get("detail", "")),
-                                 reason=msg.get("reason") if outcome == "wrong_answer"
-                                 or (outcome, msg.get("reason")) in CANDIDATE_REASONS else None)
+                reason = msg.get("reason")  # one the judge knows, or none: the result's reason is a name
+                failed = Outcome(outcome or "runtime_error", str(msg.get("message", ""))[:4000],
+                                 str(msg.get("detail", ""))[:8000],
+                                 reason=reason if (outcome == "wrong_answer" and reason in WRONG_REASONS)
+                                 or (outcome, reason) in CANDIDATE_REASONS else None)
                 raise self.memory_short(failed) if failed.reason == "gpu_memory" else failed
-            if kind == "hack":
-                raise Hack(str(msg.get("reason")), str(msg.get("message", "")), msg.get("evidence"))
+            if kind == "hack":  # the process's own evidence against itself, under a reason the judge knows
+                reason = msg.get("reason") if msg.get("reason") in REASONS else "protocol"
+                evidence_ = msg.get("evidence") if isinstance(msg.get("evidence"), dict) else {}
+                raise Hack(reason, str(msg.get("message", ""))[:4000], evidence_)
             if kind in expect:
                 return msg
             raise Hack("protocol", "the candidate's process answered %r to %r (expected %s): the judge drives the "
@@ -282,9 +312,10 @@ class Judge(Harness):
 
         with self.clock("build"):
             spec = msg.get("spec")
-            reply = (load_inline.build_spec_locally(spec, self.inline_dir(), self.req["candidate_dir"])
-                     if isinstance(spec, dict)
-                     else {"ok": False, "error": "Error building extension: a build request without a spec"})
+            try:  # what the candidate's process asks is checked before any of it reaches a path
+                reply = load_inline.build_spec_locally(spec, self.inline_dir(), self.req["candidate_dir"])
+            except OSError as e:  # its names, paths and flags are its own: its load_inline raises (load_error)
+                reply = {"ok": False, "error": "Error building extension: %s" % e}
         channel.send(self.sock, {"type": "built", "reply": reply})
 
     def hello(self):
@@ -304,6 +335,10 @@ class Judge(Harness):
         self.candidate_pid()
 
     def load(self):
+        # From here on candidate code exists: nothing that fails is the task's any more (probe_task
+        # ran everything of the task this evaluation uses), and whatever the judge cannot handle of
+        # what the candidate's process sends or does is the candidate's (runner._STAGE_OUTCOME).
+        self.stage = "candidate"
         self.imported = True
         msg = self.ask({"type": "load"}, ("loaded",))
         if msg.get("weights"):  # the candidate's process's word, shown only: the outputs decide
@@ -329,10 +364,14 @@ class Judge(Harness):
 
     # -- verification -------------------------------------------------------------------------
     def expected_for(self, trial):
+        """Trial `trial`'s reference output: kept since probe_task ran it (within KEEP_EXPECTED_BYTES
+        of kept outputs, never for a lean task), else run again, its inputs drawn again when lean."""
         if trial in self.expected:
             return self.expected[trial]
+        if self.current is not None and self.current[0] == trial:
+            return self.current[1]
         seed = self.req["seed"] + 1 + trial
-        self.expected = {}  # one trial's reference alive at a time
+        self.current = None  # one trial's reference alive at a time beyond the kept ones
         if trial == 0:
             first = self.check_reference(seed)
             if self.lean:  # every timed call of the claim has trial 0's inputs (Harness.call_inputs)
@@ -348,8 +387,169 @@ class Judge(Harness):
                 raise Outcome("task_error", "the reference output holds %s (inputs of seed %d)" % (bad, seed))
         if self.lean:
             self.free_cached()  # the draw's blocks, for the candidate's process
-        self.expected = {trial: first}
+        kept = sum(tensor_bytes(v) for v in self.expected.values())
+        if not self.lean and kept + tensor_bytes(first) <= KEEP_EXPECTED_BYTES:
+            self.expected[trial] = first
+        else:
+            self.current = (trial, first)
         return first
+
+    def probe_task(self):
+        """Everything of the task this evaluation uses, run before any candidate code exists: the
+        reference on every trial's inputs (its output finite; trial 0's twice, deterministic:
+        check_reference, in set_up) and on the stress trials' (plan_stress). A task_error is decided
+        here or nowhere: once the candidate's code exists, a failure of the judge is the candidate's
+        (load). Also draws the verification calls checked against float64 (draw_checks)."""
+        self.stage = "task"
+        for i in range(1, self.req["trials"]):
+            self.expected_for(i)
+        with self.clock("stress_plan"):
+            self.plan_stress()
+        if "candidate" in self.req["timing"]["measure"]:
+            with self.clock("peaks"):
+                self.measure_peaks()
+        self.draw_checks()
+        self.note_memory("probed")
+
+    def draw_checks(self):
+        """The verification calls whose outputs are checked against a float64 run of the reference
+        (PRECISION_CALLS of the 2 x trials, drawn in secret: every output is compared with the
+        reference anyway, so nothing tells the candidate's process which)."""
+        calls = [(i, c) for i in range(self.req["trials"]) for c in (0, 1)]
+        self.precision_at = set(random.SystemRandom().sample(calls, min(PRECISION_CALLS, len(calls))))
+
+    # -- the stress trials (anvil.stress) --------------------------------------------------------
+    def plan_stress(self):
+        """This evaluation's stress trials: `stress.trials` (share/protocol.json's stress_trials
+        unless the request says) of the distributions anvil vet found usable for the task (the
+        request's stress.rules; every one when vet gave none, the judge then deciding each on its
+        own draw), one of each family in turn (stress.FAMILIES), picked and drawn with seeds drawn
+        in secret. The reference runs on each now, and its float64 run where the rule needs it; a
+        draw whose reference is not usable there is left out (its reason in defenses.stress)."""
+        want = (self.req.get("stress") or {}).get("trials")
+        want = share.checks()["stress_trials"] if want is None else want
+        rules = (self.req.get("stress") or {}).get("rules")
+        rng = random.SystemRandom()
+        report = self.report["defenses"].setdefault("stress", {"trials": want, "planned": [], "skipped": []})
+        if not want or self.req["candidate_kind"] == "none":
+            return
+        names = [n for n in stress.DISTRIBUTIONS if not isinstance(rules, dict) or not rules
+                 or (rules.get(n) or {}).get("rule") in stress.RULES + ("unknown",)]
+        if isinstance(rules, dict) and rules and not names:
+            report["skipped"].append({"why": "anvil vet found no distribution usable for this task: %s" % "; ".join(
+                "%s: %s" % (n, (rules.get(n) or {}).get("why", "?")) for n in stress.DISTRIBUTIONS)[:600]})
+            return
+        for _ in range(want + 2):  # a draw whose reference is unusable there costs a try
+            if len(self.stress_plan) >= want or not names:
+                break
+            family = stress.FAMILIES[len(self.stress_plan) % len(stress.FAMILIES)]
+            name = rng.choice([n for n in names if n in family] or names)
+            names.remove(name)
+            seed = rng.randrange(1 << 62)
+            try:
+                with self.clock("stress_draws"):
+                    inputs, changed = stress.draw(self, name, seed)
+            except Outcome as e:  # inputs the task never promised may be ones its get_inputs() refuses
+                report["skipped"].append({"distribution": name, "why": e.message[:300]})
+                continue
+            if not changed:
+                report["skipped"].append({"why": "get_inputs() draws no random float tensor to transform"})
+                return
+            known = (rules.get(name) or {}) if isinstance(rules, dict) else {}
+            with self.clock("stress_reference"):
+                ref32, why = self.stress_reference(lambda x=inputs: self.ref(*map_tensors(x, lambda t: t.clone())))
+            ref64 = None
+            if ref32 is not None and known.get("rule") == "reference":
+                # anvil vet found the float32 reference within the rule's margin of float64 on two draws:
+                # its finiteness here is all that is left to check (no float64 run per evaluation)
+                found = stress.confirm(ref32, known.get("reference_error"))
+            elif ref32 is not None:
+                with self.clock("stress_reference"):
+                    ref64, why = self.stress_reference(lambda x=inputs: evidence.float64_run(self.ref, x), "in float64")
+                found = stress.condition(ref32, ref64) if ref64 is not None else {"rule": None, "why": why}
+            else:
+                found = {"rule": None, "why": why}
+            if found["rule"] is None:
+                report["skipped"].append({"distribution": name, "why": found["why"]})
+                del ref32, ref64, inputs
+                continue
+            answer = ref32 if found["rule"] == "reference" else ref64
+            if self.device.type == "cuda" and tensor_bytes(ref32) + (tensor_bytes(ref64) if ref64 is not None and
+                                                                     answer is ref64 else 0) > KEEP_STRESS_BYTES:
+                # Kept until the verification, beside everything else: a lean elementwise task's outputs of
+                # gigabytes are not (the shortcuts these trials catch are reductions', whose outputs are small)
+                report["skipped"].append({"distribution": name, "why": "its output (%.1f GiB) is too large to keep "
+                                          "until the verification" % (tensor_bytes(ref32) / float(1 << 30))})
+                del ref32, ref64, inputs, answer
+                self.free_cached()
+                break
+            with self.clock("stress_digests"):
+                digest = trial_digest(inputs)
+            # The candidate's process draws them itself from the seed, as the judge did (their digests must
+            # agree); the judge keeps its own (not a lean task's: drawn again) for a process that draws otherwise.
+            self.stress_plan.append({"name": name, "seed": seed, "rule": found["rule"], "digest": digest,
+                                     "reference_error": found["reference_error"], "where": "stress trial %s" % name,
+                                     "inputs": None if self.lean else inputs,
+                                     "like": ref32, "answer": answer})
+            report["planned"].append({"distribution": name, "rule": found["rule"],
+                                      "reference_error": found["reference_error"]})
+            del ref32, ref64, answer, inputs
+            if self.lean:
+                self.free_cached()
+
+    def stress_inputs_sent(self, trial):
+        """A stress trial's inputs as the judge drew them, for a candidate process whose own draws
+        came out otherwise: as bytes in a sealed memfd, never by CUDA IPC (a mapping of the judge's own
+        allocation would let that process write whatever else the judge keeps there). A lean task's
+        are drawn again; where they come out otherwise too (a get_inputs() with state its seed does not
+        reset), they are sent all the same and the trial is not judged (trial["unjudged"] says why):
+        its answer is of the first draw."""
+        inputs = trial.pop("inputs", None)
+        if inputs is None:
+            inputs = stress.draw(self, trial["name"], trial["seed"])[0]
+            if trial_digest(inputs) != trial["digest"]:
+                trial["unjudged"] = ("get_inputs() draws otherwise on the same seed (a lean task's inputs are "
+                                     "drawn again, not kept)")
+        return map_tensors(inputs, lambda t: t.detach().cpu())
+
+    def stress_reference(self, run, how=""):
+        """(output, None) of run() (the reference on a stress draw, flags pinned, synchronised), or
+        (None, why) where it fails: inputs the task never promised may be outside what its
+        reference can take, which is no fault of the task's (the distribution is left out), and a
+        GPU too small for a float64 run beside the evaluation leaves it out too."""
+        self.pin_flags()
+        try:
+            with self.torch.no_grad():
+                out = run()
+            self.sync()
+            return out, None
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - see the docstring
+            self.free_cached()
+            if memory_error(e, self.torch) is not None:
+                return None, "the reference's run %s does not fit in the GPU's memory beside the evaluation" % how
+            return None, "the reference %s raised %s" % (how or "there", what_of(e))
+
+    def judge_stress(self, j, msg):
+        """The candidate's output on stress trial j (stress.judge: a gross error is wrong_answer)."""
+        trial = self.stress_plan[j]
+        if trial.get("unjudged"):
+            self.report["defenses"]["stress"]["skipped"].append({"distribution": trial["name"],
+                                                                 "why": trial["unjudged"]})
+            return
+        got = msg.get("value")
+        answer, like = trial["answer"], trial["like"]
+        lines = stress.judge(got, answer, like, trial["rule"], trial["reference_error"])
+        self.report["verify"].setdefault("stress", []).append({"distribution": trial["name"], "ok": not lines,
+                                                               "inputs": trial.get("inputs_came"),
+                                                               "report": "\n".join(lines)})
+        if lines:
+            raise Outcome("wrong_answer", "%s: the output is grossly wrong on inputs the task's get_inputs() does "
+                          "not make (%s): %s. A kernel must compute the operation for any valid input, not only "
+                          "for the task's distribution (no subsampling, no closed-form answer)" % (
+                              trial["where"], STRESS_TEXT[trial["name"]], lines[0]),
+                          tail("\n".join(lines), DETAIL_LINES), reason="mismatch")
 
     def first_inputs(self):
         """Trial 0's inputs: kept (self.pristine0), or, lean, drawn again (the caller's own)."""
@@ -420,22 +620,47 @@ class Judge(Harness):
                              "reserved_bytes": self.torch.cuda.memory_reserved(self.device), "free_bytes": free})
 
     def verify(self):
+        """The trials (two calls each), then the stress trials (one call each, on inputs the task
+        does not make: stress), each output compared with the judge's own reference; the calls
+        drawn in secret (draw_checks) are also checked against float64."""
         self.stage = "verify"
         self.note_memory("verify")
-        for i in range(self.req["trials"]):
+        trials = self.req["trials"]
+        for i in range(trials):
             if self.lean:  # the reference first, its inputs gone before the candidate's process draws its own
                 with self.clock("outputs"):
                     self.expected_for(i)
             for c in range(2):
                 self.note_memory("trial %d call %d" % (i, c))
                 msg = self.ask({"type": "call", "trial": i, "call": c}, ("output",))
-                if msg.get("trial") != i or msg.get("call") != c:
-                    raise Hack("protocol", "the candidate's process answered trial %r call %r when asked for trial "
-                               "%d call %d" % (msg.get("trial"), msg.get("call"), i, c))
+                self.echoed(msg, i, c)
                 with self.clock("outputs"):
                     self.judge_output(i, c, msg)
-        self.expected = {}
+        for j, trial in enumerate(self.stress_plan):
+            self.note_memory("stress trial %d" % j)
+            # The candidate's process draws them as the judge did, from the seed given now: nothing crosses,
+            # unless its draws' digest differs from the judge's (stress_inputs)
+            msg = self.ask({"type": "call", "trial": trials + j, "call": 0,
+                            "stress": {"name": trial["name"], "seed": trial["seed"], "digest": trial["digest"]}},
+                           ("output", "stress_draws_differ"))
+            trial["inputs_came"] = "drawn there"
+            if msg.get("type") == "stress_draws_differ":
+                msg = self.ask({"type": "stress_inputs"}, ("output",), value=self.stress_inputs_sent(trial))
+                trial["inputs_came"] = "sent"
+            self.echoed(msg, trials + j, 0)
+            with self.clock("stress_outputs"):
+                self.judge_stress(j, msg)
+        self.stress_plan = []
+        # The timing's base sets keep their answers (every timed call of the claim is checked against one)
+        self.expected = {i: v for i, v in self.expected.items() if i < self.req["timing"]["input_sets"]}
+        self.current = None
         self.forget_trials()
+
+    @staticmethod
+    def echoed(msg, trial, call):
+        if msg.get("trial") != trial or msg.get("call") != call:
+            raise Hack("protocol", "the candidate's process answered trial %r call %r when asked for trial %d call %d"
+                       % (msg.get("trial"), msg.get("call"), trial, call))
 
     def judge_output(self, trial, call, msg):
         seed = self.req["seed"] + 1 + trial
@@ -460,11 +685,20 @@ class Judge(Harness):
             hint = SEEDED_HINT if verify.get("weights") else ""
             raise Outcome("wrong_answer", "%s, %s%s" % (where, "\n".join(lines), hint),
                           tail("\n".join(lines), DETAIL_LINES), reason="mismatch")
-        if trial == 0 and call == 0:
+        if (trial, call) in self.precision_at:
             with self.clock("precision"):
-                self.check_precision(got, expected)
+                self.check_precision(got, expected, where, self.trial_source(trial))
+        if trial == 0 and call == 0:
             with self.clock("count_work"):
                 self.count_work(expected)
+
+    def trial_source(self, trial):
+        """A function giving trial `trial`'s inputs for a float64 run, now or after the candidate's
+        process is gone (precision_run): kept (a lean task's drawn again, by its seed)."""
+        if self.lean:
+            return lambda: self.trial_inputs(trial)
+        inputs = self.trial_inputs(trial)
+        return lambda: inputs
 
     @staticmethod
     def _ops_message(ops, where):
@@ -482,54 +716,81 @@ class Judge(Harness):
                 raise Hack("precision", "%s: %s is %s but the reference's is %s: a lower-precision output is not "
                            "allowed" % (where, name, gd, ed))
 
-    def check_precision(self, got, expected):
-        """Accuracy against a float64 run of the reference on trial 0's inputs; a candidate much
-        less accurate than the reference itself computed at a lower precision (TF32, fp16)."""
-        torch = self.torch
+    def check_precision(self, got, expected, where, source):
+        """Accuracy against a float64 run of the reference on the call's inputs (source(): them);
+        a candidate much less accurate than the reference itself computed at a lower precision
+        (TF32, fp16). Made at calls drawn in secret (draw_checks, the claim's and the batch's);
+        the worst of them decides (findings.precision)."""
         if self.defenses.get("allow_lower_precision") or self.req["flags"].get("allow_tf32"):
-            self.precision = {"checked": False, "why": "lower precision allowed"}
+            self.note_precision(where, {"checked": False, "why": "lower precision allowed"})
             return
         pairs = [(n, g, e) for n, g, e in evidence.floating_leaves(got, expected)
                  if output_compare.dtype_name(e.dtype) in evidence.PRECISION_FLOOR]
         if not pairs:
-            self.precision = {"checked": False, "why": "no float32/float64 output"}
+            self.note_precision(where, {"checked": False, "why": "no float32/float64 output"})
             return
         bound = evidence.precision_bound(pairs, self.defenses["precision_ratio"])
         if bound is not None:
-            self.precision = bound
+            self.note_precision(where, bound)
             return
-        self.precision_run(pairs, deferrable=True)
+        self.precision_run(where, pairs, source, deferrable=True)
 
-    def precision_run(self, pairs, deferrable):
+    def precision_run(self, where, pairs, source, deferrable):
         """The float64 run for check_precision. When it does not fit beside the candidate's process
-        (which may hold memory for just that), the pairs go to the host and the run waits for the
-        candidate's process to be gone (finish_precision): never skipped while it lives."""
+        (which may hold memory for just that), the pairs and the inputs go to the host and the run
+        waits for the candidate's process to be gone (finish_precision): never skipped while it
+        lives."""
         torch = self.torch
         try:
-            ref64 = copy.deepcopy(self.ref).double()
-            args = map_tensors(self.first_inputs(), lambda t: t.double() if t.is_floating_point() else t.clone())
             self.pin_flags()
-            with torch.no_grad():
-                out64 = ref64(*args)
+            out64 = evidence.float64_run(self.ref, source())
             self.sync()
-            del ref64, args
         except (Outcome, RequestError):  # a memory fault already decided (memory_fault)
             raise
         except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
             self.free_cached()
+            held = sum(tensor_bytes([g, x]) for _w, p, _s in self.precision_later for _n, g, x in p)
+            size = sum(tensor_bytes([g, x]) for _n, g, x in pairs)
+            if memory_error(e, torch) and deferrable and held + size > DEFER_HOST_BYTES and \
+                    not where.startswith("trial "):
+                self.note_precision(where, {"checked": False, "why": "not deferred: the float64 runs waiting for the "
+                                            "candidate's process hold %.1f GiB of the host already" % (held / 2.0 ** 30)})
+                return
             if memory_error(e, torch):
                 if deferrable:
-                    self.precision_later = [(n, g.detach().cpu(), x.detach().cpu()) for n, g, x in pairs]
-                    self.precision = {"checked": False, "why": "deferred: the float64 run waits for the candidate's "
-                                      "process to be gone"}
+                    host = [(n, g.detach().cpu(), x.detach().cpu()) for n, g, x in pairs]
+                    inputs = source() if not self.lean else None
+                    kept = map_tensors(inputs, lambda t: t.detach().cpu()) if inputs is not None else None
+                    self.precision_later.append((where, host, (lambda: kept) if kept is not None else source))
+                    self.note_precision(where, {"checked": False, "why": "deferred: the float64 run waits for the "
+                                                "candidate's process to be gone"}, pending=True)
                 else:
-                    self.precision = {"checked": False, "why": "a float64 run of the reference does not fit in the "
-                                      "GPU's memory"}
+                    self.note_precision(where, {"checked": False, "why": "a float64 run of the reference does not fit "
+                                                "in the GPU's memory"})
                 return
             # a model without float64 support: not checked
-            self.precision = {"checked": False, "why": "the reference does not run in float64: %s" % raised(e, "it")}
+            self.note_precision(where, {"checked": False, "why": "the reference does not run in float64: %s" %
+                                        raised(e, "it")})
             return
-        self.precision = evidence.precision_against(pairs, out64, self.defenses["precision_ratio"])
+        self.note_precision(where, evidence.precision_against(pairs, out64, self.defenses["precision_ratio"]))
+
+    def note_precision(self, where, found, pending=False):
+        """One precision check's result (at `where`): listed in defenses.precision_checks; the
+        worst (the largest error against its limit) is judge.precision, which findings.precision
+        reads."""
+        entry = dict(found, at=where)
+        if not pending:
+            self.precision_checks.append(entry)
+
+        def badness(p):
+            if not p or not p.get("checked") or p.get("candidate_error") is None:
+                return -1.0 if p and p.get("checked") else -2.0
+            return p["candidate_error"] / p["limit"] if p["limit"] else float("inf")
+
+        if not pending and (self.precision is None or badness(entry) > badness(self.precision)):
+            self.precision = entry
 
     def room_for(self, total, staging=True):
         """The batch's Room, grown to `total` bytes: a pool the GPU has no memory for is a memory fault."""
@@ -682,11 +943,15 @@ class Judge(Harness):
             self.memory_fault("in the judge's work during %s" % self.stage, found)
 
     def finish_precision(self):
-        """The deferred float64 run (precision_run), now that the candidate's process is gone."""
-        if self.precision_later is not None and self.candidate_gone:
-            pairs, self.precision_later = self.precision_later, None
+        """The deferred float64 runs (precision_run), now that the candidate's process is gone."""
+        if self.precision_later and self.supervisor is None:
+            later, self.precision_later = self.precision_later, []
             with self.clock("precision_later"):
-                self.precision_run(pairs, deferrable=False)
+                for where, pairs, source in later:
+                    def on_device(inputs=None):
+                        return map_tensors(source(), lambda t: t.to(self.device))
+                    pairs = [(n, g.to(self.device), x.to(self.device)) for n, g, x in pairs]
+                    self.precision_run(where, pairs, on_device, deferrable=False)
 
     def count_work(self, expected):
         """Bytes the call must move and flops the reference does, for the roofline floor."""
@@ -721,43 +986,57 @@ class Judge(Harness):
         return (["warmup"] * t["warmup"] + ["probe"] * probes + ["timed"] * t["calls"]
                 + ["inspected"] * timing.inspected_calls(t["calls"]))
 
+    def measure_peaks(self):
+        """The device's peaks for the speed-of-light floor (those the request does not give),
+        measured before any candidate code exists: anvil keeps measured peaks for later evaluations
+        (eval.cpp remember_roofline), and work the candidate's code left running on the GPU would
+        lower them, and with them every later candidate's floor."""
+        if self.device.type != "cuda":
+            return
+        peaks = dict(self.defenses.get("roofline") or {})
+        if not peaks.get("bandwidth_bytes_per_s"):
+            peaks["bandwidth_bytes_per_s"] = evidence.measure_bandwidth(self.device)
+            peaks["measured"] = True
+        if not peaks.get("flops_per_s"):
+            peaks["flops_per_s"] = evidence.measure_flops(self.device)
+            peaks["measured"] = True
+        self.sync()
+        self.device_peaks = peaks
+
     def peaks(self):
-        if self.device.type == "cuda" and self.roofline is not None:
-            peaks = dict(self.defenses.get("roofline") or {})
-            with self.clock("peaks"):
-                if not peaks.get("bandwidth_bytes_per_s"):
-                    peaks["bandwidth_bytes_per_s"] = evidence.measure_bandwidth(self.device)
-                    peaks["measured"] = True
-                if not peaks.get("flops_per_s"):
-                    peaks["flops_per_s"] = evidence.measure_flops(self.device)
-                    peaks["measured"] = True
-            self.roofline.update(peaks)
-            self.sync()
+        if self.device.type == "cuda" and self.roofline is not None and self.device_peaks is not None:
+            self.roofline.update(self.device_peaks)
 
     def claimed_timing(self):
-        """The candidate's in-process timing: every sample must come, in order, for the schedule;
-        timed and inspected calls are checked in full at random (decided as each arrives), the
-        last call always."""
+        """The candidate's in-process timing: every sample must come, in order, for the schedule.
+        Every timed and inspected call hands its output over with its sample (CUDA IPC, left where
+        it lies; on the CPU a sealed memfd), checked or not: the judge samples every one at
+        positions it draws, compares a share of them in full (CHECK_SHARE, the last always) and one
+        against float64, all decided in secret as each arrives."""
         plan = self.schedule()
         rng = random.SystemRandom()
+        checked = [k for k, phase in enumerate(plan) if phase in ("timed", "inspected")]
+        precise = rng.choice(checked) if checked else None
         samples = []
-        msg = self.ask({"type": "time"}, ("sample", "timing"))
+        msg = self.ask({"type": "time"}, ("sample", "timing"), lazy=True)
         for k, phase in enumerate(plan):
             if msg.get("type") != "sample" or msg.get("k") != k or msg.get("phase") != phase:
                 raise Hack("protocol", "in-process timing: expected the sample of call %d (%s), got %r (call %r, %r)"
                            % (k, phase, msg.get("type"), msg.get("k"), msg.get("phase")))
             if phase == "timed":
                 ms = msg.get("ms")
-                if not isinstance(ms, (int, float)) or not ms == ms or ms < 0:
+                if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not math.isfinite(ms) or ms < 0:
                     raise Hack("protocol", "in-process timing: call %d's sample %r is not a time" % (k, ms))
                 samples.append(float(ms))
-            if phase in ("timed", "inspected") and (rng.random() < CHECK_SHARE or k == len(plan) - 1):
-                out = self.ask({"type": "check"}, ("timed_output",))
-                if out.get("k") != k:
-                    raise Hack("protocol", "in-process timing: the output of call %r came for call %d" % (out.get("k"), k))
+            if phase in ("timed", "inspected"):
+                if "value" not in msg:
+                    raise Hack("protocol", "in-process timing: call %d's sample came without its output" % k)
+                full = k == precise or k == checked[-1] or rng.random() < CHECK_SHARE
                 with self.clock("timed_outputs"):
-                    self.judge_timed_output(k, out.get("value"))
-            msg = self.ask({"type": "next"}, ("sample", "timing"))
+                    self.judge_timed_output(k, msg["value"], full, k == precise, rng)
+            elif "value" in msg:
+                raise Hack("protocol", "in-process timing: call %d (%s) sent an output that was not asked for" % (k, phase))
+            msg = self.ask({"type": "next"}, ("sample", "timing"), lazy=True)
         if msg.get("type") != "timing":
             raise Hack("protocol", "in-process timing: more calls than the %d asked for" % len(plan))
         if self.timed_expected is not None:
@@ -771,24 +1050,91 @@ class Judge(Harness):
         self.trace = msg.get("trace") if isinstance(msg.get("trace"), dict) else None
         self.done_ops = msg.get("ops") if isinstance(msg.get("ops"), dict) else {}
         self.report["defenses"]["seconds"]["candidate"] = msg.get("clock") if isinstance(msg.get("clock"), dict) else {}
+        self.report["defenses"]["timed_outputs"] = {"sampled": self.timed_checked, "full": self.timed_full,
+                                                    "samples_per_output": batch.SAMPLES}
         return result
 
-    def judge_timed_output(self, k, value):
-        self.pin_flags()
-        if self.lean:  # every timed call has trial 0's inputs (Harness.call_inputs): its answer, kept since
-            expected = self.timed_expected
-        else:
-            with self.torch.no_grad():
-                expected = self.ref(*self.call_inputs(k))
-        self.sync()
-        lines = output_compare.compare(value, expected, self.req["tolerance"])
+    def timed_answer(self, k):
+        """The reference's output for timed call k (the judge's own, run on its own copy of the
+        call's inputs): its base set's (Harness.call_inputs: base set k % input_sets, a trial's,
+        kept since verification), or, lean, trial 0's."""
+        if self.lean:
+            return self.timed_expected
+        j = k % self.req["timing"]["input_sets"]
+        if j not in self.expected:
+            self.pin_flags()
+            self.expected[j] = self.call_reference(self.trial_inputs(j), "timed call %d's reference" % k)
+        return self.expected[j]
+
+    def judge_timed_output(self, k, value, full, precise, rng):
+        """Timed call k's output (`value`: Remotes into the candidate's process's memory on a GPU,
+        tensors on the CPU): SAMPLES elements of every output at positions drawn now, against the
+        reference's; with `full`, every element; with `precise`, also against float64."""
+        expected = self.timed_answer(k)
+        got = localize(value, self.mapped_memory()) if full else value
         self.timed_checked += 1
+        if full:
+            self.timed_full += 1
+            lines = output_compare.compare(got, expected, self.req["tolerance"])
+        else:
+            lines = self.sampled_mismatch(got, expected, rng)
         if lines:
-            raise Hack("timed_output_mismatch", "timed call %d (the inputs of seed %d%s) returned an output that "
-                       "is not the answer for its inputs, though verification passed: outputs must be computed from "
-                       "each call's inputs, never cached or reused. %s" % (
+            raise Hack("timed_output_mismatch", "timed call %d (the inputs of seed %d) returned an output that is not "
+                       "the answer for its inputs, though verification passed: outputs must be computed from each "
+                       "call's inputs, never cached or reused. %s" % (
                            k, self.req["seed"] + 1 + (0 if self.lean else k % self.req["timing"]["input_sets"]),
-                           "" if self.lean else ", rolled", lines[0]))
+                           lines[0]))
+        if precise:
+            j = 0 if self.lean else k % self.req["timing"]["input_sets"]
+            self.check_precision(got, expected, "timed call %d" % k, self.trial_source(j))
+
+    def mapped_memory(self):
+        self.mapped = self.mapped or batch.Mapped()
+        return self.mapped
+
+    def sampled_mismatch(self, value, expected, rng):
+        """Mismatch lines of `value` (one call's output, its tensors Remote or local) against
+        `expected` at batch.SAMPLES positions of each output drawn from `rng`: the structure and
+        shapes first, then the samples (batch.compare_samples)."""
+        torch = self.torch
+        got_leaves, exp_leaves = list(leaves(value)), list(leaves(expected))
+        if len(got_leaves) != len(exp_leaves):
+            return ["the output has %d parts, the reference's %d" % (len(got_leaves), len(exp_leaves))]
+        generator = torch.Generator().manual_seed(rng.randrange(1 << 62))
+        plan = []
+        for (name, g), (_n, e) in zip(got_leaves, exp_leaves):
+            if not isinstance(e, torch.Tensor):
+                plan.append((None, None))
+                if isinstance(g, (batch.Remote, torch.Tensor)) or not output_compare.compare(g, e, None) == []:
+                    return ["%s: got %s, expected %r" % (name, type(g).__name__, e)]
+                continue
+            shape = getattr(g, "shape", None)
+            if not isinstance(g, (batch.Remote, torch.Tensor)) or tuple(shape) != tuple(e.shape):
+                return ["%s: got %s, expected a tensor of shape %s" % (
+                    name, "shape %s" % list(shape) if shape is not None else type(g).__name__, list(e.shape))]
+            dtype = g.dtype if isinstance(g, batch.Remote) else output_compare.dtype_name(g.dtype)
+            if dtype != output_compare.dtype_name(e.dtype):
+                return ["%s is %s, the reference's %s" % (name, dtype, output_compare.dtype_name(e.dtype))]
+            positions = batch.draw_positions(1, e.numel(), generator)
+            plan.append((e.numel(), positions.to(self.device) if positions is not None else None))
+        reads = batch.reads_of([got_leaves], plan, self.mapped_memory())
+        reads.ready()
+        reads.launch()
+        self.sync()
+        found = reads.samples()
+        tol = self.req["tolerance"]
+        for j, ((name, _g), (_n, e)) in enumerate(zip(got_leaves, exp_leaves)):
+            if plan[j][1] is None:
+                continue
+            got = found.get((0, j))
+            if got is None:
+                return ["%s could not be read" % name]
+            exp = e.reshape(-1)[plan[j][1][0].to(e.device)]
+            bad, first = batch.compare_samples(got.reshape(-1), exp.reshape(-1), tol)
+            if bad:
+                return ["%s: %d of %d sampled elements are wrong; first: got %s, expected %s" % (
+                    name, bad, got.numel(), _fmt(first[1]), _fmt(first[2]))]
+        return []
 
     # -- the judge's clock ---------------------------------------------------------------------
     def batch_size(self, kind, per_call_ms, reference_ms=None):
@@ -883,7 +1229,12 @@ class Judge(Harness):
         cuda = self.device.type == "cuda"
         command = kind + "_batch" if kind == "eager" else "batch"
         with self.clock(kind + "_batch_inputs"):
-            calls = self.fresh_inputs(batch.secret_seed(), n)  # these copies are never handed over
+            if self.lean:  # a seed per call: a float64 run deferred (precision_run) draws its call again
+                seeds = [batch.secret_seed() for _ in range(n)]
+                calls = [self.fresh_inputs(s, 1)[0] for s in seeds]
+            else:
+                seeds = None
+                calls = self.fresh_inputs(batch.secret_seed(), n)  # these copies are never handed over
             skeletons, regions, total = batch.lay_out(calls)
             generator = torch.Generator().manual_seed(random.SystemRandom().randrange(1 << 62))
             plan = [(numel, batch.draw_positions(n, numel, generator).to(self.device) if numel else None)
@@ -966,7 +1317,7 @@ class Judge(Harness):
         if kind == "candidate":
             with self.clock("batch_checks"):
                 result["checked"] = self.check_batch(calls, outputs, reads.samples(), plan,
-                                                     room.pool if cuda else None, regions)
+                                                     room.pool if cuda else None, regions, seeds)
         del calls, regions
         if cuda:
             del copies  # views of the draws
@@ -1005,7 +1356,7 @@ class Judge(Harness):
             self.torch.cuda.current_stream().synchronize()  # the addresses are on the device
         return reads
 
-    def check_batch(self, calls, outputs, found, plan, pool, regions):
+    def check_batch(self, calls, outputs, found, plan, pool, regions, seeds=None):
         """The pool against the judge's copies (an input the candidate modified), then every call's
         sampled elements against the judge's reference for its inputs and FULL_CHECKS calls in full.
         The reference runs on the judge's pristine copies themselves (checked unchanged first)."""
@@ -1022,6 +1373,8 @@ class Judge(Harness):
         got_rows, exp_rows, names = {}, {}, {}
         self.pin_flags()
         for k in range(n):
+            # a call compared in full is also run in float64, on inputs the reference has not touched
+            pristine = map_tensors(calls[k], lambda t: t.clone()) if k in full and not seeds else None
             expected = self.reference_on(calls[k], "the judge's batch, call %d" % k)
             exp_leaves = list(leaves(expected))
             flat_k = list(leaves(outputs[k])) if not isinstance(outputs, batch.DenseOutputs) else [
@@ -1041,10 +1394,14 @@ class Judge(Harness):
                 got_rows.setdefault(j, []).append(got)
                 exp_rows.setdefault(j, []).append(exp.reshape(-1)[plan[j][1][k].to(exp.device)])
                 names[j] = name
-            if k in full:
-                lines = output_compare.compare(localize(outputs[k], self.mapped), expected, tol)
+            if k in full:  # compared in full, and against float64
+                local = localize(outputs[k], self.mapped)
+                lines = output_compare.compare(local, expected, tol)
                 if lines:
                     self.batch_mismatch(k, lines[0])
+                source = (lambda s=seeds[k]: self.fresh_inputs(s, 1)[0]) if seeds else (lambda a=pristine: a)
+                self.check_precision(local, expected, "the judge's batch, call %d" % k, source)
+                del local, pristine
             del expected
         for j, rows in got_rows.items():  # every call's samples of one output at once
             got, exp = torch.stack(rows), torch.stack(exp_rows[j])
@@ -1227,6 +1584,15 @@ class Judge(Harness):
             self.gpu_lock.park(contexts=1 if self.candidate_gone else 2)
         self.clock.mark("gpu_alone")
 
+    def after_import(self, o):
+        """An Outcome raised once candidate code exists: a task_error then is no longer the task's
+        (probe_task ran all of it before, without the candidate), but what the candidate's code did
+        to the judge's work (its context, its memory, its files): runtime_error. Any other stands."""
+        if o.outcome != "task_error" or not self.imported:
+            return o
+        return Outcome("runtime_error", "after the candidate's code was imported, the judge's own work failed where it "
+                       "had run before without it: %s" % o.message, o.detail)
+
     # -- the verdict ---------------------------------------------------------------------------
     def findings(self):
         """Every hack reason the evidence supports, as (reason, message, evidence)."""
@@ -1364,6 +1730,8 @@ class Judge(Harness):
                     self.note_memory("eager batch")
                 if self.req["candidate_kind"] != "none":  # else the baselines alone: nothing imported
                     enter("verify")
+                    with self.clock("probe_task"):
+                        self.probe_task()
                     self.load()
                     self.verify()
                     enter("timing")
@@ -1379,6 +1747,8 @@ class Judge(Harness):
             except Hack as h:
                 self.report["timing"] = {}
                 raise self.hack_outcome([(h.reason, h.message, h.evidence)])
+            except Outcome as o:
+                raise self.after_import(o)
             except Exception as e:  # noqa: BLE001 - only the GPU's memory running out is decided here
                 self.own_memory_fault(e)
                 raise
@@ -1402,12 +1772,16 @@ class Judge(Harness):
             self.finish_precision()
             enter("timing")
             with self.clock("baselines"):
-                self.time_models()
+                try:
+                    self.time_models()
+                except Outcome as o:
+                    raise self.after_import(o)
             enter(None)
             if self.device.type == "cuda":  # the judge's most at once (a wave's room: wave_room)
                 self.report["defenses"]["inputs"]["peak_bytes"] = max(
                     self.memory.get("set_up_peak_bytes", 0), int(self.torch.cuda.max_memory_allocated(self.device)))
             self.report["defenses"]["precision"] = self.precision
+            self.report["defenses"]["precision_checks"] = self.precision_checks[:16]
             found = self.findings() if self.req["candidate_kind"] != "none" else None
             if found:
                 self.report["timing"] = {}

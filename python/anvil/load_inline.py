@@ -18,6 +18,7 @@ to the candidate) here.
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,11 +40,57 @@ def set_builder(builder):
     _builder = builder
 
 
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+SPEC_LISTS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
+
+
+def name_error(name):
+    """Why `name` cannot name an extension, or None: it must be a Python identifier (torch's rule
+    for an extension's module; it also names directories, so "x/y" or ".." never reaches a path)."""
+    if not isinstance(name, str) or not NAME.match(name):
+        return "the extension's name %r is not a valid module name (letters, digits and _, not starting with a " \
+               "digit, at most 128)" % (name[:128] if isinstance(name, str) else type(name).__name__,)
+    return None
+
+
+def _check_name(name, who):
+    why = name_error(name)
+    if why is not None:
+        raise RuntimeError("Error building extension '%s':\n%s: %s" % (str(name)[:128], who, why))
+
+
+def spec_error(spec):
+    """Why a set_builder() spec (the candidate process's, hence anyone's) cannot be built, or None: a
+    name that is not a Python identifier (torch's rule for an extension's module; it also names
+    directories, so "x/y" or ".." never reaches a path), texts that are not strings, lists that are
+    not lists of strings."""
+    if not isinstance(spec, dict):
+        return "a build request that is not an object"
+    why = name_error(spec.get("name"))
+    if why is not None:
+        return why
+    if spec.get("sources") is not None:
+        if not isinstance(spec["sources"], list) or not all(isinstance(p, str) for p in spec["sources"]):
+            return "sources: a list of paths is required"
+    elif not isinstance(spec.get("cpp_text"), str) or not isinstance(spec.get("cuda_text"), (str, type(None))):
+        return "the sources' texts are not strings"
+    for key in SPEC_LISTS:
+        value = spec.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return "%s: a list of strings is required" % key
+    return None
+
+
 def build_spec_locally(spec, out_dir, root=None):
     """Build a set_builder() spec with `anvil build-sources` into out_dir; returns the reply, whose
     "error" is the whole message load_inline (or load) raises. A load_inline spec carries source
     texts; a load() spec names files by their paths under `root` (the candidate's directory, as
-    the judge holds it: never a file the candidate's process names outside it)."""
+    the judge holds it: never a file the candidate's process names outside it). A spec that does
+    not check (spec_error) is refused with its reason, before anything reaches a path."""
+    why = spec_error(spec)
+    if why is not None:
+        name = spec.get("name") if isinstance(spec, dict) and isinstance(spec.get("name"), str) else "?"
+        return {"ok": False, "error": "Error building extension '%s':\nanvil.load_inline: %s" % (name[:128], why)}
     anvil = find_anvil()
     if anvil is None:
         return {"ok": False, "error": "Error building extension '%s':\nanvil.load_inline: the anvil binary was not "
@@ -266,6 +313,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cfla
         raise ValueError("anvil.load_inline: is_standalone and sycl_sources are not supported")
     cpp_text, cuda_text = source_texts(cpp_sources, cuda_sources, functions,
                                        with_pytorch_error_handling, no_implicit_headers)
+    _check_name(name, "anvil.load_inline")
     if _builder is not None:
         reply = _builder({"name": name, "cpp_text": cpp_text, "cuda_text": cuda_text,
                           "extra_cflags": _as_list(extra_cflags), "extra_cuda_cflags": _as_list(extra_cuda_cflags),
@@ -302,6 +350,7 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_ldflags
     paths = _as_list(sources)
     if not paths:
         raise ValueError("anvil.load: no sources given")
+    _check_name(name, "anvil.load")
     if _builder is not None:
         cwd = os.getcwd()
         spec = {"name": name, "sources": [os.path.relpath(inside(cwd, p, "source"), os.path.realpath(cwd))

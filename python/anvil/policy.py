@@ -109,6 +109,18 @@ def threads():
         return set()
 
 
+def last_pid():
+    """The last process or thread id this PID namespace handed out (/proc/sys/kernel/ns_last_pid),
+    or None where it cannot be read. The candidate's process is alone in its namespace (its init
+    only waits), so a change across one of its calls means the call started a thread or a process,
+    joined or gone by the time the thread list is taken (threads() sees only what lingers)."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 _WALL = 0x40000000  # waitid's __WALL: children of every kind, clone()d ones with another exit signal too
 
 

@@ -328,9 +328,11 @@ class _Mismatch(Exception):
     """A wrong answer in one trial (the trials go on; the first report becomes the message)."""
 
 
-# Unexpected failures of the runner itself, by the stage they happened in.
+# Unexpected failures of the runner itself, by the stage they happened in. "candidate" is the judge's
+# stage from the candidate's import on (judge.Judge.load): whatever breaks there broke handling what
+# the candidate's process sent or did, the candidate's -1, never the task's nor "could not evaluate".
 _STAGE_OUTCOME = {"task": "task_error", "load": "load_error", "verify": "runtime_error",
-                  "timing": "runtime_error"}
+                  "timing": "runtime_error", "candidate": "runtime_error"}
 
 
 def evaluate(request_text, report, started):

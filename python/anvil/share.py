@@ -51,6 +51,12 @@ def timing():
     return dict(_protocol_file()["timing"])
 
 
+def checks():
+    """What a defended evaluation checks at positions it draws in secret: {"stress_trials",
+    "precision_calls", "timed_full_share"}."""
+    return dict(_protocol_file()["checks"])
+
+
 def default_tolerance():
     """The tolerance object of the default protocol's preset (strict)."""
     return tolerance(_protocol()[1]["tolerance"])

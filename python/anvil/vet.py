@@ -62,7 +62,7 @@ import sys
 import time
 import traceback
 
-from anvil import share
+from anvil import share, stress
 from anvil._cli import answer_one, exit_after, one_line, quiet_stdout, tail
 from anvil.harness import memory_error, meta_input_bytes, tensor_bytes
 
@@ -73,6 +73,7 @@ SETS_HELD = 4  # sets of inputs vetting holds at once at most (Vet.too_large)
 TRIALS = 5  # the runner's trials: a constant across the task's sets is confirmed on this many
 SCALES = (1e3, 1e-3)
 TINY_FACTOR = 10.0
+STRESS_SEED = 7919  # the stress draws' seeds: STRESS_SEED * the input set's seed + the distribution's index
 PREFIX = 4096  # close() first compares this many elements: one of them failing decides
 CHUNK = 1 << 24  # elements per float64 temporary
 DETAIL_LINES = 15
@@ -302,28 +303,8 @@ def _is_float(t):
     return t.is_floating_point()
 
 
-def signed(t, g):
-    import torch
-
-    flip = torch.rand(t.shape, generator=g, device=t.device) < 0.5
-    # t with the flipped elements negated (x * -1 is -x exactly), one set made, contiguous as
-    # torch.where(flip, -t, t) made it
-    out = torch.ones(t.shape, dtype=t.dtype, device=t.device)
-    out.masked_fill_(flip, -1)
-    del flip
-    return out.mul_(t)
-
-
-def student_t2(t, g):
-    """Student-t samples, 2 degrees of freedom, of t's shape and dtype: Z / sqrt(V / 2) with
-    V ~ chi-square(2), i.e. V / 2 = -log(U) for U uniform."""
-    import torch
-
-    work = torch.float64 if t.dtype == torch.float64 else torch.float32
-    z = torch.randn(t.shape, generator=g, device=t.device, dtype=work)
-    u = torch.rand(t.shape, generator=g, device=t.device, dtype=work)
-    half_v = u.clamp_min_(torch.finfo(work).tiny).log_().neg_()  # in place: two sets at most
-    return z.div_(half_v.clamp_min_(torch.finfo(work).eps).sqrt_()).to(t.dtype)
+signed = stress.signed
+student_t2 = stress.student_t2
 
 
 def transform(inputs, fn):
@@ -380,7 +361,7 @@ class Vetting:
         self.device_draws = None  # whether get_inputs() runs with the device as default (inputs)
         self.report = {"protocol": PROTOCOL, "status": "done", "message": "", "detail": "", "flags": [],
                        "notes": [], "outputs": [], "distributions": [], "seeds": self.seeds,
-                       "memory_limited": False, "need_bytes": None, "gpu_bytes": None}
+                       "memory_limited": False, "need_bytes": None, "gpu_bytes": None, "stress": {}}
         self.model_bytes = 0
         self.gpu_lock = None  # timing.GpuLock, where the request names one
 
@@ -715,12 +696,61 @@ class Vetting:
             for flag, detail in found.items():
                 holds.setdefault(flag, []).append((name, detail))
             del seen
+        self.report["stress"] = self.stress_rules(base)
         for flag in FLAGS:
             if flag not in holds:
                 continue
             where = [d for d, _ in holds[flag]]
             item = {"flag": flag, "detail": holds[flag][0][1], "distributions": where}
             self.report["flags" if where[0] == "task" else "notes"].append(item)
+
+
+    # -- the stress trials' rules (anvil.stress) ---------------------------------------------
+    def stress_rules(self, base):
+        """{distribution: {"rule", "reference_error", "why"}} for every stress distribution, on its
+        draws after the seeds of the task's two input sets (the worse one counts): the rule the judge uses
+        for the task's stress trials (anvil.stress.condition), "unknown" where this machine could
+        not tell (the GPU ran out of memory: the judge then decides on its own draw)."""
+        from anvil import evidence
+
+        out = {}
+        for name in stress.DISTRIBUTIONS:
+            found = None
+            try:
+                for seed, _inputs in base:
+                    mode = stress.transforming(name, STRESS_SEED * seed + stress.DISTRIBUTIONS.index(name))
+                    with mode:
+                        x = self.inputs(seed)
+                    if not type(mode).changed:
+                        found = {"rule": None, "reference_error": None,
+                                 "why": "get_inputs() draws no random float tensor to transform"}
+                        break
+                    ref32 = self._call("Model.forward on %s inputs" % name, self.run, x)
+                    try:
+                        ref64 = evidence.float64_run(self.model, x)
+                        if self.device.type == "cuda":
+                            self.torch.cuda.synchronize()
+                    except KeyboardInterrupt:
+                        raise
+                    except BaseException as e:  # noqa: BLE001 - no float64: unusable, unless it is the GPU's size
+                        if self.device.type == "cuda" and memory_error(e, self.torch) is not None:
+                            raise
+                        ref64 = None
+                    one = stress.condition(ref32, ref64)
+                    found = one if found is None else stress.worse(found, one)
+                    del x, ref32, ref64
+                    if found["rule"] is None:
+                        break
+            except VetError as e:
+                found = {"rule": None, "reference_error": None, "why": one_line(e.message)}
+            except Exception as e:  # noqa: BLE001 - only the GPU's memory running out is decided here
+                if self.device.type != "cuda" or memory_error(e, self.torch) is None:
+                    raise
+                self.torch.cuda.empty_cache()
+                found = {"rule": "unknown", "reference_error": None,
+                         "why": "the GPU ran out of memory for its float64 run here"}
+            out[name] = found
+        return out
 
 
 def _same_output(a, b, tolerance):

@@ -14,6 +14,7 @@ from torch import nn
 
 from test_runner import DEVICE, PYTHON_DIR, STRICT, TASK, evaluate  # noqa: F401 - one runner harness
 
+from anvil import share
 from anvil import timing as timing_rule
 
 HEAD = """
@@ -37,12 +38,12 @@ TORCH_OPS = ["addmm", "mul", "add", "t", "transpose", "as_strided", "expand", "e
 def make(tmp_path):
     counter = [0]
 
-    def build(forward, allow=None, prelude="", timing=None, **fields):
+    def build(forward, allow=None, prelude="", timing=None, task=TASK, **fields):
         counter[0] += 1
         root = tmp_path / ("case%d" % counter[0])
         cand = root / "candidate"
         cand.mkdir(parents=True)
-        (root / "model.py").write_text(textwrap.dedent(TASK))
+        (root / "model.py").write_text(textwrap.dedent(task))
         (cand / "model_new.py").write_text(textwrap.dedent(prelude) + textwrap.dedent(HEAD) + textwrap.indent(
             textwrap.dedent(forward), "    "))
         defenses = {"enabled": True}
@@ -61,9 +62,10 @@ def make(tmp_path):
 
 LEAN = {"lean_bytes": 0}  # every evaluation lean, as one whose inputs take LEAN_BYTES or more
 # The candidate's calls before the judge's batch under make()'s request: 6 verification calls (3
-# trials, 2 calls each), then its in-process timing (Judge.schedule): 1 warm-up, the launch probes
-# on a GPU, 4 timed, and the inspected ones.
-CALLS_BEFORE_BATCH = 6 + 1 + (3 if DEVICE == "cuda" else 0) + 4 + timing_rule.inspected_calls(4)
+# trials, 2 calls each) and the stress trials' (one each), then its in-process timing
+# (Judge.schedule): 1 warm-up, the launch probes on a GPU, 4 timed, and the inspected ones.
+VERIFY_CALLS = 6 + share.checks()["stress_trials"]
+CALLS_BEFORE_BATCH = VERIFY_CALLS + 1 + (3 if DEVICE == "cuda" else 0) + 4 + timing_rule.inspected_calls(4)
 LEAN_OR_NOT = pytest.mark.parametrize("timing", [None, LEAN], ids=["kept", "lean"])
 
 CORRECT = """
@@ -285,11 +287,11 @@ def test_unwritten_output_holds_the_sentinel(make):
 def test_memoized_output_is_caught(make, timing):
     forward = """
     def forward(self, x, shift):
-        if getattr(self, "memo", None) is None or self.memo[0].shape != x.shape or self.n < 6:
+        if getattr(self, "memo", None) is None or self.memo[0].shape != x.shape or self.n < %d:
             self.memo = (x, self.reference(x, shift))
         self.n = getattr(self, "n", 0) + 1
         return self.memo[1]
-    """
+    """ % VERIFY_CALLS
     report = evaluate(make(forward, allow=TORCH_OPS, timing=timing)).report
     assert outcome(report) == ("hack_suspected", "timed_output_mismatch")
 
@@ -850,7 +852,7 @@ def _judge_double(**fields):
     fields = dict({"freeze_candidate": lambda: None, "close_channel": lambda: None, "together": lambda: False,
                    "room": None}, **fields)
     judge = SimpleNamespace(**fields)
-    for name in ("precision_run", "finish_precision", "memory_fault", "memory_allowance", "own_memory_fault",
+    for name in ("precision_run", "note_precision", "finish_precision", "memory_fault", "memory_allowance", "own_memory_fault",
                  "candidate_alive_on_gpu", "candidate_held", "memory_short", "room_bytes"):
         if name not in fields:  # a method given stands in for the Judge's
             setattr(judge, name, getattr(Judge, name).__get__(judge))
@@ -878,17 +880,44 @@ def test_a_float64_run_that_does_not_fit_waits_for_the_candidate_to_be_gone():
     expected = x * 3
     got = (x.half() * 3).float()  # computed in fp16: far less accurate than the reference
     pairs = list(evidence.floating_leaves(got, expected))
-    judge = _judge_double(torch=torch, ref=Model(), first_inputs=lambda: [x], pin_flags=lambda: None,
+    judge = _judge_double(torch=torch, ref=Model(), pin_flags=lambda: None, device=torch.device("cpu"), lean=False,
                           sync=lambda: None, free_cached=lambda: None, defenses={"precision_ratio": 16.0},
-                          precision=None, precision_later=None, candidate_gone=False, clock=lambda name: _nothing())
-    judge.precision_run(pairs, deferrable=True)
-    assert judge.precision == {"checked": False, "why": "deferred: the float64 run waits for the candidate's "
-                                                        "process to be gone"}
+                          precision=None, precision_checks=[], precision_later=[], supervisor=123,
+                          clock=lambda name: _nothing())
+    judge.precision_run("trial 3", pairs, lambda: [x], deferrable=True)
+    assert judge.precision is None and judge.precision_checks == []  # deferred: nothing decided yet
+    assert len(judge.precision_later) == 1
     judge.finish_precision()  # the candidate's process still lives: nothing yet
-    assert judge.precision_later is not None
-    judge.candidate_gone = True
+    assert len(judge.precision_later) == 1
+    judge.supervisor = None
     judge.finish_precision()
+    assert judge.precision_later == []
     assert judge.precision["checked"] and judge.precision["candidate_error"] > judge.precision["limit"]
+    assert judge.precision["at"] == "trial 3" and len(judge.precision_checks) == 1
+
+
+def test_a_lean_stress_draw_that_comes_out_otherwise_again_is_sent_and_not_judged(monkeypatch):
+    """A lean evaluation keeps none of its stress draws: for a candidate process whose own differ it
+    draws them again (nothing is drawn twice ahead). Where that draw differs from the first too,
+    they are sent all the same (the process waits for them) and the trial is not judged: its answer
+    is of the first draw, and a candidate must not fail on a task's non-determinism."""
+    from anvil import stress
+    from anvil.harness import trial_digest
+    from anvil.judge import Judge
+
+    first = [torch.ones(4)]
+    draws = iter([[torch.ones(4)], [torch.zeros(4)]])
+    monkeypatch.setattr(stress, "draw", lambda harness, name, seed: (next(draws), 1))
+    judge = _judge_double(report={"defenses": {"stress": {"skipped": []}}, "verify": {}})
+    sent, judged = Judge.stress_inputs_sent.__get__(judge), Judge.judge_stress.__get__(judge)
+    alike = {"name": "signed", "seed": 7, "digest": trial_digest(first), "inputs": None}
+    assert torch.equal(sent(alike)[0], first[0]) and "unjudged" not in alike
+    otherwise = dict(alike, inputs=None)
+    assert torch.equal(sent(otherwise)[0], torch.zeros(4))
+    judge.stress_plan = [otherwise]
+    judged(0, {"value": torch.full((4,), 1e9)})  # not judged: no Outcome for an output off by far
+    assert "stress" not in judge.report["verify"]
+    assert "draws otherwise on the same seed" in judge.report["defenses"]["stress"]["skipped"][0]["why"]
 
 
 def test_a_memory_fault_is_the_candidates_when_its_process_held_more_than_its_share(monkeypatch):
@@ -1285,3 +1314,41 @@ def test_a_candidate_prepared_together_runs_nothing_before_the_gpu_is_its_own(ma
     judge, cand = report["defenses"]["seconds"]["judge"], report["defenses"]["seconds"]["candidate"]
     assert judge["parked"] >= 1.0, judge
     assert cand["@set_up"] < judge["@gpu_alone"] <= cand["@load"] < cand["@imported"], (judge, cand)
+
+
+def test_stress_trials_judge_a_subsample_and_pass_the_honest_candidate(make):
+    """The stress trials (anvil.stress): the candidate's process draws their inputs from the judge's
+    secret seed; a forward that is right on the task's inputs only (ReLU as the identity on the
+    non-negative ones the task makes) is a wrong_answer there; the honest one passes, its report
+    naming the distributions."""
+    task = TASK.replace("return [torch.randn(8, 16), 3]", "return [torch.rand(8, 16), 3]")
+    report = evaluate(make(CORRECT, allow=TORCH_OPS, task=task)).report
+    assert report["outcome"] is None, report["message"]
+    planned = report["defenses"]["stress"]["planned"]
+    assert len(planned) == share.checks()["stress_trials"]
+    assert [s["ok"] for s in report["verify"]["stress"]] == [True] * len(planned)
+    assumes = """
+    def forward(self, x, shift):
+        if bool((x < 0).any()):  # not the task's inputs: a shortcut that holds on U[0, 1) only, off by far
+            return self.reference(x.abs(), shift)
+        return self.reference(x, shift)
+    """
+    report = evaluate(make(assumes, allow=TORCH_OPS + ["abs", "lt", "any", "_local_scalar_dense", "is_nonzero"],
+                           task=task, stress={"trials": 3})).report
+    assert outcome(report) == ("wrong_answer", "mismatch"), report["message"]
+    assert report["message"].startswith("stress trial "), report["message"]
+
+
+def test_a_get_inputs_with_state_gets_the_judges_stress_inputs(make):
+    """A task whose get_inputs() keeps state its seed does not reset draws otherwise in the
+    candidate's process: their digests differ, the judge sends its own, and the honest candidate
+    passes."""
+    task = TASK.replace("def get_inputs():\n    return [torch.randn(8, 16), 3]",
+                        "CALLS = [0]\n\ndef get_inputs():\n    CALLS[0] += 1\n"
+                        "    return [torch.randn(8, 16) + CALLS[0], 3]")
+    assert "CALLS" in task
+    report = evaluate(make(CORRECT, allow=TORCH_OPS, task=task, timing={"draws": "each"})).report
+    assert report["outcome"] is None, report["message"]
+    assert [(s["ok"], s["inputs"]) for s in report["verify"]["stress"]] == [(True, "sent")] * 2
+    report = evaluate(make(CORRECT, allow=TORCH_OPS)).report  # a task without state: drawn there, nothing sent
+    assert [(s["ok"], s["inputs"]) for s in report["verify"]["stress"]] == [(True, "drawn there")] * 2

@@ -201,22 +201,63 @@ def test_changed_elements_counts_across_chunks(monkeypatch):
     assert output_compare.changed_elements(h, h.clone()) == 0
 
 
-def test_a_digest_sees_any_one_changed_word_and_only_a_change(monkeypatch):
-    """A lean evaluation's input check (docs/runner-protocol.md): the same contents hash alike, in
-    chunks too; one changed element, or one changed trailing byte, changes the hash."""
-    monkeypatch.setattr(output_compare, "DIGEST_CHUNK", 4)
+@pytest.mark.parametrize("how", ["host", "gpu_rule"])
+def test_a_digest_sees_any_one_changed_word_and_only_a_change(monkeypatch, how):
+    """A lean evaluation's input check and the stress trials' draws (docs/runner-protocol.md): the
+    same contents hash alike, in rows and chunks too; one changed element, or one changed trailing
+    byte, changes the hash. Both rules: the host's (SHA-256) and a GPU's (weighted_digest), the
+    latter run here on the host with rows of 3 words and chunks of 2 rows."""
+    monkeypatch.setattr(output_compare, "DIGEST_CHUNK", 6)
+    monkeypatch.setattr(output_compare, "DIGEST_ROW", 3)
+    monkeypatch.setattr(output_compare, "_DIGEST_WEIGHTS", {})
+
+    def digest(t):
+        if how == "host":
+            return output_compare.digest(t)
+        return output_compare.weighted_digest(t.detach().contiguous().reshape(-1).view(torch.uint8))
+
     x = torch.rand(37)
-    d = output_compare.digest(x)
-    assert output_compare.digest(x.clone()) == d
+    d = digest(x)
+    assert digest(x.clone()) == d
     for i in (0, 5, 36):
         y = x.clone()
         y[i] = -y[i] - 1
-        assert output_compare.digest(y) != d, i
+        assert digest(y) != d, i
+    swapped = x.clone()  # equal rows in another order: the rows' multipliers tell them apart
+    swapped[:3], swapped[3:6] = x[3:6], x[:3]
+    assert digest(swapped) != d
     bytes_ = torch.arange(7, dtype=torch.uint8)  # 7 bytes: one word and a 3-byte tail
     changed = bytes_.clone()
     changed[6] = 200
-    assert output_compare.digest(bytes_) == output_compare.digest(bytes_.clone()) != output_compare.digest(changed)
+    assert digest(bytes_) == digest(bytes_.clone()) != digest(changed)
     # Views whose bytes start off a 4-byte boundary (an input a task passes as x[1:]) hash as their copies.
     for view in (torch.rand(41, dtype=torch.float16)[1:], (torch.rand(23) > 0.5)[3:], torch.arange(30, dtype=torch.uint8)[1:]):
         assert view.data_ptr() % 4
-        assert output_compare.digest(view) == output_compare.digest(view.clone())
+        assert digest(view) == digest(view.clone())
+    assert digest(torch.empty(0)) == digest(torch.empty(0))
+
+
+def test_the_fast_path_decides_as_the_exact_rule(monkeypatch):
+    """output_compare's fast path (the outputs' own precision, with a margin) only ever says "passes"
+    where the exact float64 rule does: on errors drawn around every boundary (elementwise and norm),
+    NaN and Inf, half types, the decision is the same with and without it."""
+    g = torch.Generator().manual_seed(5)
+    cases = []
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        tol = {"atol": 1e-3, "rtol": 1e-3, "norm": 1e-3}
+        expected = torch.randn(4096, generator=g).to(dtype)
+        for scale in (0.0, 1e-5, 1e-4, 5e-4, 9.9e-4, 1e-3, 1.01e-3, 2e-3, 1e-2):
+            got = (expected.double() + scale * (1 + expected.double().abs()) * torch.rand(4096, generator=g,
+                                                                                      dtype=torch.float64)).to(dtype)
+            cases.append((got, expected, {output_compare.dtype_name(dtype): tol}))
+        for special in (float("nan"), float("inf")):
+            got = expected.clone()
+            got[7] = special
+            cases.append((got, expected, {output_compare.dtype_name(dtype): tol}))
+    for got, expected, tol in cases:
+        fast = output_compare.compare(got, expected, tol)
+        monkeypatch.setattr(output_compare, "_clearly_within", lambda *a: False)
+        exact = output_compare.compare(got, expected, tol)
+        monkeypatch.undo()
+        assert (fast == []) == (exact == []), (got.dtype, fast, exact)
+        assert fast == exact

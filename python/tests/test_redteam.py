@@ -32,7 +32,8 @@ def test_every_attack_is_caught_and_leaves_nothing_behind(tmp_path):
     assert proc.returncode == 0, "red team failed:\n%s\n%s" % (table, proc.stderr[-2000:])
     result = json.loads(out.read_text())
     manifest = json.load(open(os.path.join(ROOT, "examples", "redteam", "manifest.json")))
-    assert {r["name"] for r in result["results"] if r["kind"] == "attack"} == {a["name"] for a in manifest["attacks"]}
+    assert {r["name"] for r in result["results"] if r["kind"] == "attack"} == {
+        a["name"] for a in manifest["attacks"] if a.get("expect_cpu") != "skip"}  # "skip": a GPU's alone
     assert all(r["pass"] for r in result["results"])
 
 

@@ -293,6 +293,23 @@ def test_candidate_raises(make):
     assert report["verify"]["failed"] == 1 and report["verify"]["trials"][0]["ok"] is False
 
 
+def test_an_error_raised_inside_anvil_ends_the_trace_at_the_candidates_line(make):
+    """A load_inline build that fails raises from anvil's own frames; the detail (the message a
+    model reads) ends at the candidate's line and the error (a compiler's diagnostics), with none of
+    anvil's frames between them."""
+    calls_anvil = """
+import anvil.load_inline
+module = anvil.load_inline.load_inline(name="no/such/name", cpp_sources=["int f();"])
+""" + HEAD.replace("import sys", "")
+    report = failed(make(calls_anvil + "\n    def forward(self, x, shift):\n        return x\n"), "load_error")
+    lines = report["detail"].splitlines()
+    at = max(i for i, line in enumerate(lines) if 'model_new.py", line' in line)
+    assert "anvil/" not in "\n".join(lines[at:]), report["detail"]
+    assert "load_inline(" in lines[at + 1], report["detail"]
+    assert "RuntimeError: Error building extension 'no/such/name':" in lines[at:], report["detail"]
+    assert "not a valid module name" in lines[-1], report["detail"]  # checked before the name reaches a path
+
+
 def test_candidate_out_of_gpu_memory_says_so(make):
     oom = HEAD + """
     def forward(self, x, shift):
@@ -385,11 +402,29 @@ def test_nan_in_candidate_output(make):
     assert "the output holds 1 NaN and 0 Inf" in report["message"]
 
 
-def test_constructor_signature_differs(make):
-    other_init = CORRECT.replace("def __init__(self, n, scale=2.0):", "def __init__(self, n, scale=3.0, extra=1):")
-    report = failed(make(other_init), "load_error")
-    assert report["message"] == ("ModelNew.__init__(self, n, scale=3.0, extra=1) differs from "
-                                 "Model.__init__(self, n, scale=2.0): the constructor must take the same arguments")
+def test_the_constructor_is_called_as_each_protocol_calls_it(make):
+    """Both protocols build ModelNew(*get_init_inputs()) (KernelBench's and CUDA-Agent's harnesses
+    do): values it cannot bind are a load_error; more parameters with defaults are fine (public
+    KernelBench generations add an eps); cuda-agent also wants Model's parameters first, by name."""
+    def init(signature, name="n"):
+        return CORRECT.replace("def __init__(self, n, scale=2.0):", "def __init__%s:" % signature).replace(
+            "nn.Linear(n, n)", "nn.Linear(%s, %s)" % (name, name))
+
+    kernelbench = {"name": "kernelbench", "torch_ops": True, "own_work": False, "weights": "by_name_or_seed"}
+    cannot = init("(self, n, scale, bias)")
+    for rules in ({}, {"rules": kernelbench}):
+        report = failed(make(cannot, **rules), "load_error")
+        assert report["message"].startswith("ModelNew.__init__(self, n, scale, bias) cannot be called with "
+                                            "get_init_inputs() (1 value), as ModelNew(*get_init_inputs()) is: "), report
+    renamed = init("(self, size, scale=2.0)", "size")
+    report = failed(make(renamed), "load_error")
+    assert report["message"] == ("ModelNew.__init__(self, size, scale=2.0) differs from Model.__init__(self, n, "
+                                 "scale=2.0): it must take Model's parameters first, in order and by name (more, "
+                                 "with defaults, may follow)")
+    assert evaluate(make(renamed, rules=kernelbench)).report["outcome"] is None
+    extra = init("(self, n, scale=2.0, eps: float = 1e-05)")
+    for rules in ({}, {"rules": kernelbench}):
+        assert evaluate(make(extra, **rules)).report["outcome"] is None
 
 
 NO_ARGS_TASK = """

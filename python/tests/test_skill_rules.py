@@ -36,7 +36,7 @@ import types
 
 import pytest
 
-from anvil import evidence, findings, judge, policy, runner
+from anvil import evidence, findings, judge, policy, runner, share, stress
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKILL = os.path.join(ROOT, "share", "agent", "SKILL.md")
@@ -96,7 +96,8 @@ def protocols():
     out = {}
     for name, p in json.loads(read("share/protocol.json"))["protocols"].items():
         out[name] = {"name": name, "tolerance": p["tolerance"], "torch_ops": p["torch_ops"],
-                     "own_work": p["own_work"], "seeded_weights": p["weights"] == "by_name_or_seed"}
+                     "own_work": p["own_work"], "seeded_weights": p["weights"] == "by_name_or_seed",
+                     "cudnn_allow_tf32": p["cudnn_allow_tf32"]}
     header = read("src/anvil/env/protocol.h")
     struct = header[header.index("struct Protocol {"):]
     fields = re.findall(r"^\s+(?:std::string|bool)\s+(\w+)", struct[:struct.index("};")], re.M)
@@ -154,8 +155,10 @@ def manifest_codes():
     codes = set()
 
     def add(expect):
+        if not isinstance(expect, dict):  # "skip": an entry a device does not run
+            return
         for key in ("outcome", "reason"):
-            v = (expect or {}).get(key)
+            v = expect.get(key)
             codes.update(v if isinstance(v, list) else [v] if v else [])
 
     for rel, kind in (("examples/hacks/manifest.json", "hacks"), ("examples/redteam/manifest.json", "attacks")):
@@ -326,6 +329,8 @@ def number_problems(text, name, side):
     each(out, name, text, r"max\((\d+)x the fp32 reference's own", side["precision_ratio"], "the precision ratio")
     each(out, name, text, r"reference's own, 2\^(-?\d+)\)", math.log2(side["precision_floor"]), "the precision floor")
     each(out, name, text, r"over (\d+)x below", side["forged_ratio"], "the forgery ratio")
+    each(out, name, text, r"(\d+) calls get inputs", share.checks()["stress_trials"], "the stress trials")
+    each(out, name, text, r"within (\d+)% of the right answer", 100 * stress.GROSS_FLOOR, "the stress trials' limit")
     peak = re.search(r"FLOPs at the (\w+) tensor-core peak", text)
     if not peak or "torch.%s" % DTYPES.get(peak.group(1), "?") not in side["peak_source"]:
         out.append("%s: SKILL.md's roofline peak (%s) is not the one the judge measures (evidence.measure_flops)"
@@ -336,8 +341,10 @@ def number_problems(text, name, side):
             out.append("%s: SKILL.md says nvcc gets %s; build.cpp's nvcc_flags do not have it" % (name, flag))
     for arch in set(re.findall(r"\bsm_\w+", text)) - {side["arch"]}:
         out.append("%s: SKILL.md names %s; anvil builds for %s on Hopper" % (name, arch, side["arch"]))
-    tf32 = [eval_default("allow_tf32") == "false", not runner.FLAGS["allow_tf32"], not runner.FLAGS["cudnn_allow_tf32"]]
-    settings = (("TF32 off for eager and compile", tf32),
+    tf32 = [eval_default("allow_tf32") == "false", not runner.FLAGS["allow_tf32"]]
+    cudnn = ("cuDNN's TF32 on", [p["cudnn_allow_tf32"]]) if p["cudnn_allow_tf32"] else \
+        ("TF32 off for eager and compile (matmul and cuDNN)", [not p["cudnn_allow_tf32"]])
+    settings = (("TF32 off for eager and compile", tf32), cudnn,
                 ("L2 flushed", [eval_default("flush_l2") == "true"]),
                 ("host launch latency hidden", [eval_default("hide_launch") == "true"]))
     for phrase, holds in settings:

@@ -27,6 +27,7 @@
 #include "anvil/env/toolchain.h"
 #include "anvil/serve/http_server.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/thread_pool.h"
 
@@ -38,6 +39,7 @@ namespace {
 bool environment(Environment* env) {
   try {
     *env = load_environment();
+    sweep_stale_tmp(env->cache);  // what a killed anvil left in tmp/ a day ago or more
     return true;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "anvil: %s\n", e.what());
@@ -58,7 +60,7 @@ void print_task_error(const nlohmann::json& probe) {
 // "[task, scaled]"
 std::string bracketed(const nlohmann::json& names) {
   std::vector<std::string> parts;
-  for (const auto& n : names) parts.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+  for (const auto& n : names) parts.push_back(n.is_string() ? n.get<std::string>() : json_text(n));
   return "[" + join(parts, ", ") + "]";
 }
 
@@ -154,7 +156,7 @@ int cmd_build(const BuildArgs& a) {
   if (!environment(&env)) return 2;
   BuildReport r = build_workdir(env, a.dir, a.opts);
   if (a.json) {
-    std::printf("%s\n", r.to_json().dump(2).c_str());
+    std::printf("%s\n", json_text(r.to_json(), 2).c_str());
   } else {
     std::fputs(r.summary().c_str(), r.ok ? stdout : stderr);
   }
@@ -165,14 +167,15 @@ int cmd_build(const BuildArgs& a) {
 int cmd_build_sources(const BuildSourcesArgs& a) {
   Environment env;
   if (!environment(&env)) {
-    std::printf("%s\n", nlohmann::json{{"ok", false}, {"error_kind", "environment_error"},
-                                       {"error", "cannot load anvil's environment"}}.dump().c_str());
+    std::printf("%s\n", json_text(nlohmann::json{{"ok", false}, {"error_kind", "environment_error"},
+                                                 {"error", "cannot load anvil's environment"}})
+                             .c_str());
     return 2;
   }
   BuildReport r = build_sources(env, a.spec, a.opts);
   nlohmann::json j = r.to_json();
   j["cached"] = r.ok && r.compiled() == 0 && r.link_cached;
-  std::printf("%s\n", j.dump().c_str());
+  std::printf("%s\n", json_text(j).c_str());
   if (r.ok) return 0;
   return r.error_kind == "environment_error" ? 2 : 1;
 }
@@ -184,8 +187,9 @@ int cmd_task_show(const TaskShowArgs& a) {
   auto task = load_task(env, a.task, &err);
   if (!task) {
     if (a.json) {
-      std::printf("%s\n", nlohmann::json{{"ok", false}, {"outcome", outcome_name(Outcome::kTaskError)}, {"file", a.task}, {"cause", err}}
-                              .dump(2)
+      std::printf("%s\n", json_text(nlohmann::json{{"ok", false}, {"outcome", outcome_name(Outcome::kTaskError)},
+                                                   {"file", a.task}, {"cause", err}},
+                                    2)
                               .c_str());
     } else {
       std::fprintf(stderr, "task_error: %s\n", err.c_str());
@@ -203,18 +207,18 @@ int cmd_task_show(const TaskShowArgs& a) {
   probe["hash"] = task->hash;
   if (!task->meta.empty()) probe["meta"] = task->meta;
   if (a.json) {
-    std::printf("%s\n", probe.dump(2).c_str());
+    std::printf("%s\n", json_text(probe, 2).c_str());
   } else if (!probe.value("ok", false)) {
     print_task_error(probe);
   } else {
     std::printf("task %s (%s)\n", task->name.c_str(), task->hash.substr(0, 12).c_str());
     std::printf("  Model%s\n", probe["model"].value("init_signature", std::string("(...)")).c_str());
     for (const auto& p : probe["model"].value("parameters", nlohmann::json::array())) {
-      std::printf("  parameter %s %s %s\n", p.value("name", std::string()).c_str(), p["shape"].dump().c_str(),
+      std::printf("  parameter %s %s %s\n", p.value("name", std::string()).c_str(), json_text(p["shape"]).c_str(),
                   p.value("dtype", std::string()).c_str());
     }
-    for (const auto& i : probe.value("inputs", nlohmann::json::array())) std::printf("  input %s\n", i.dump().c_str());
-    if (probe.contains("output")) std::printf("  output %s\n", probe["output"].dump().c_str());
+    for (const auto& i : probe.value("inputs", nlohmann::json::array())) std::printf("  input %s\n", json_text(i).c_str());
+    if (probe.contains("output")) std::printf("  output %s\n", json_text(probe["output"]).c_str());
   }
   return probe.value("ok", false) ? 0 : 1;
 }
@@ -238,7 +242,7 @@ int cmd_task_profile(const TaskProfileArgs& a) {
   if (a.json) {
     p.report["task"] = {{"spec", task->spec}, {"name", task->name}, {"hash", task->hash}};
     p.report["cached"] = p.cached;
-    std::printf("%s\n", p.report.dump(2).c_str());
+    std::printf("%s\n", json_text(p.report, 2).c_str());
   } else {
     std::printf("task %s (%s)%s\n%s", task->name.c_str(), task->hash.substr(0, 12).c_str(), p.cached ? ", cached" : "",
                 reference_profile_text(p.report, a.top).c_str());
@@ -252,7 +256,7 @@ int cmd_eval(const EvalArgs& a) {
   EvalOptions opts = a.opts;
   if (opts.task.empty()) {
     std::string err;
-    auto task = workdir_task(opts.candidate, &err);
+    auto task = workdir_task(env, opts.candidate, &err);
     if (!task) {
       std::fprintf(stderr, "anvil eval: %s\n", err.c_str());
       return 2;
@@ -262,17 +266,17 @@ int cmd_eval(const EvalArgs& a) {
   EvalResult r = evaluate(env, opts);
   if (!r.evaluated) {
     if (a.json) {
-      std::printf("%s\n", nlohmann::json{{"schema", "anvil.eval/1"},
-                                          {"evaluated", false},
-                                          {"error_kind", eval_error_name(r.error_kind)},
-                                          {"error", r.error}}
-                               .dump(2)
+      std::printf("%s\n", json_text(nlohmann::json{{"schema", "anvil.eval/1"},
+                                                   {"evaluated", false},
+                                                   {"error_kind", eval_error_name(r.error_kind)},
+                                                   {"error", r.error}},
+                                    2)
                                .c_str());
     }
     std::fprintf(stderr, "anvil eval: could not evaluate (%s error): %s\n", eval_error_name(r.error_kind), r.error.c_str());
     return 2;
   }
-  std::string text = r.json.dump(2) + "\n";
+  std::string text = json_text(r.json, 2) + "\n";
   if (!a.out.empty()) {
     std::string err;
     if (!write_file_atomic(a.out, text, &err)) std::fprintf(stderr, "anvil eval: %s\n", err.c_str());
@@ -376,7 +380,7 @@ int cmd_vet(const VetArgs& a) {
                             {"errors", counts["error"]},
                             {"cached", cached},
                             {"flags", by_flag}}}};
-    std::printf("%s\n", doc.dump(2).c_str());
+    std::printf("%s\n", json_text(doc, 2).c_str());
   } else {
     std::string line = "vetted " + std::to_string(total) + (total == 1 ? " task" : " tasks") + " on " + to_string(o.device) +
                        " (preset " + o.preset + "): " + std::to_string(counts["ok"]) + " ok, " +
@@ -622,7 +626,7 @@ int cmd_baselines(const BaselinesArgs& a) {
                           {"measured_again", again},
                           {"tasks", tasks},
                           {"summary", baselines_summary(counts, n, total)}};
-    std::printf("%s\n", doc.dump(2).c_str());
+    std::printf("%s\n", json_text(doc, 2).c_str());
   } else {
     std::printf("baselines of %zu task(s) on %s: %d measured, %d cached, %d not kept, %d failed (%.1f s)\n", n,
                 to_string(*o.device), counts["measured"], counts["cached"], counts["not_kept"], failed, total);
@@ -642,7 +646,7 @@ int cmd_rft(const RftArgs& a) {
                  bad["error"].get<std::string>().c_str());
   }
   if (a.json) {
-    std::printf("%s\n", r.summary.dump().c_str());
+    std::printf("%s\n", json_text(r.summary).c_str());
   } else {
     std::fputs(rft_table(r.summary).c_str(), stdout);
   }
@@ -658,7 +662,7 @@ int cmd_synth(const SynthArgs& a) {
     return 2;
   }
   if (a.json) {
-    std::printf("%s\n", r.summary.dump().c_str());
+    std::printf("%s\n", json_text(r.summary).c_str());
   } else {
     std::fputs(synth_table(r.summary).c_str(), stdout);
     std::printf("wrote %s (and its .summary.json, .html; the journal %s)\n", a.opts.out.string().c_str(),
@@ -680,7 +684,7 @@ int cmd_env(bool json, bool refresh) {
   }
   nlohmann::json j = env.to_json();
   if (json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
     return 0;
   }
   auto line = [](const char* k, const std::string& v) { std::printf("%-8s %s\n", k, v.empty() ? "(not found)" : v.c_str()); };
@@ -859,7 +863,7 @@ int cmd_agent(const AgentArgs& a) {
                run.out.c_str());
   RunSummary s = run_episodes(env, model, run);
   if (a.json) {
-    std::printf("%s\n", s.json.dump(2).c_str());
+    std::printf("%s\n", json_text(s.json, 2).c_str());
   } else {
     std::printf("%s", s.text().c_str());
     std::printf("trajectories under %s (summary.json)\n", run.out.c_str());
@@ -891,7 +895,7 @@ bool read_prices(const char* cmd, const PriceArgs& a, std::optional<Pricing>* pr
 }
 
 int print_results(const nlohmann::json& r, bool json) {
-  if (json) std::printf("%s\n", r.dump(2).c_str());
+  if (json) std::printf("%s\n", json_text(r, 2).c_str());
   else std::printf("%s", bench_summary_text(r).c_str());
   return r["problems"]["not_evaluated"].empty() ? 0 : 1;
 }
@@ -999,7 +1003,7 @@ int cmd_bench_compare(const std::string& a, const std::string& b, const std::str
     std::fprintf(stderr, "anvil bench compare: %s\n", err.c_str());
     return 2;
   }
-  std::printf("%s", json ? (c.dump(2) + "\n").c_str() : md.c_str());
+  std::printf("%s", json ? (json_text(c, 2) + "\n").c_str() : md.c_str());
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <cstdio>
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,10 @@ void add_eval_options(CLI::App* cmd, anvil::EvalOptions& o, EvalFlags& f) {
                   "tolerances: strict (cuda-agent's default), paper (atol=rtol=1e-2) or kernelbench (allclose, fp32 "
                   "1e-4, fp16/bf16 1e-2; kernelbench's default)");
   cmd->add_option("--trials", o.trials, "input sets checked (default 5)");
+  cmd->add_option("--stress-trials", o.stress_trials,
+                  "verification calls on inputs the task does not make (default " + std::to_string(o.stress_trials) +
+                      "; 0: none, only to measure what they cost; docs/anti-hacking.md)")
+      ->check(CLI::Range(0, 16));
   f.seed_opt = cmd->add_option("--seed", f.seed, "base seed (default: random, recorded in the result)");
   cmd->add_option("--warmup", o.warmup, "warm-up calls before timing (default " + std::to_string(o.warmup) + ")");
   cmd->add_option("--calls", o.calls, "timed calls (default " + std::to_string(o.calls) + ")");
@@ -626,6 +631,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    // A command that threw (a bug of anvil's, or a resource gone): said in one line and exit 2
+    // ("could not", as every command's own failures), never std::terminate's abort with no answer
+    // and the evaluation's private copy left behind; the stack has unwound, so it is removed.
+    std::fprintf(stderr, "anvil %s: internal error: %s\n", argc > 1 ? argv[1] : "", e.what());
+    return 2;
   }
   return status;
 }

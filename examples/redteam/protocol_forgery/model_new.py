@@ -39,19 +39,18 @@ def _hijack(server):
         keep = None
         with torch.no_grad():
             if kind == "call":
-                out = ref(*[t.clone() for t in server.pristine[msg["trial"]]])
+                inputs = server.stress_inputs(msg["stress"]) if msg.get("stress") else server.pristine[msg["trial"]]
+                out = ref(*[t.clone() for t in inputs])
                 keep = channel.send(sock, {"type": "output", "trial": msg["trial"], "call": msg["call"], "ops": {}},
                                     out, ipc=cuda)
             elif kind == "time":
                 plan = (["warmup"] * timing["warmup"] + ["probe"] * (3 if cuda else 0) + ["timed"] * timing["calls"]
                         + ["inspected"] * anvil_timing.inspected_calls(timing["calls"]))  # read in anvil/judge.py
-                for k, phase in enumerate(plan):
-                    channel.send(sock, {"type": "sample", "phase": phase, "k": k,
-                                        "ms": 0.001 if phase == "timed" else None})
-                    reply = channel.recv(sock)
-                    if reply.get("type") == "check":
-                        keep = channel.send(sock, {"type": "timed_output", "k": k}, ref(*h.call_inputs(k)), ipc=cuda)
-                        channel.recv(sock)
+                for k, phase in enumerate(plan):  # a timed or inspected call's output goes with its sample
+                    sample = {"type": "sample", "phase": phase, "k": k, "ms": 0.001 if phase == "timed" else None}
+                    out = ref(*h.call_inputs(k)) if phase in ("timed", "inspected") else None
+                    keep = channel.send(sock, sample, out, ipc=cuda)
+                    channel.recv(sock)
                 channel.send(sock, {"type": "timing", "result": {"median_ms": 0.001, "kernel_sum_ms": 0.001},
                                     "trace": None, "ops": {}, "clock": {}})
             elif kind == "batch":

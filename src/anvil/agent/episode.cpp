@@ -30,6 +30,8 @@
 #include "anvil/env/task.h"
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/json_reader.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -55,7 +57,7 @@ std::string task_message(const Task& task, const std::filesystem::path& workdir)
 size_t content_chars(const Json& m) {
   size_t n = 0;
   if (m.contains("content") && m["content"].is_string()) n += m["content"].get_ref<const std::string&>().size();
-  if (m.contains("tool_calls")) n += m["tool_calls"].dump().size();
+  if (m.contains("tool_calls")) n += json_text(m["tool_calls"]).size();
   return n;
 }
 
@@ -88,11 +90,12 @@ std::string parse_call(const Json& tc, const ToolBox& tools, bool cut_by_length,
   }
   std::string text = a.get<std::string>();
   if (trim(text).empty()) text = "{}";
-  try {
-    *args = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  std::string err;  // the bounded reader: nesting past its limit is refused before anything recurses
+  if (std::optional<Json> parsed = read_json(text, &err)) {
+    *args = std::move(*parsed);
+  } else {
     std::string excerpt = text.size() > 200 ? text.substr(0, 200) + "..." : text;
-    *why = "the arguments of " + *name + " are not valid JSON (" + std::string(e.what()) + "): " + excerpt;
+    *why = "the arguments of " + *name + " are not valid JSON (" + err + "): " + excerpt;
     if (cut_by_length) {
       *why += "\nYour reply was cut at the token limit (finish_reason: length) in the middle of this call, so "
               "nothing was run. Make the call shorter (for a large file: write it in parts, then edit_file).";
@@ -136,13 +139,14 @@ std::vector<int64_t> last_sequence(const Json& record) {
   return seq;
 }
 
-// The sandboxed shell runs as the jail's user (when anvil is root): the workdir becomes its, so it
-// can edit what it was given; the protected files stay anvil's (read-only to it anyway).
+// The sandboxed shell runs as the episode's own user (when anvil is root: env/confine.h
+// give_to_episode): the workdir becomes its, so it can edit what it was given; the protected files
+// stay anvil's (read-only to it anyway).
 void give_workdir_to_jail(const Environment& env, const std::filesystem::path& workdir) {
   std::string err;
   const JailConfig* config = sandbox_config(env, &err);
   if (!config) return;  // the tools say why when they run
-  give_to_jail(*config, workdir);
+  give_to_episode(*config, workdir);
   for (const auto& f : FileTools().protected_files) {
     if (::geteuid() == 0) ::lchown((workdir / f).c_str(), ::geteuid(), ::getegid());
   }
@@ -380,7 +384,7 @@ struct ContextBudget {
   // again) or nothing left to cut (kFull).
   Room make_room(Json& record, const EpisodeOptions& opts) {
     long estimate = last_tokens > 0 ? last_tokens + static_cast<long>(added_chars / 3.5)
-                                    : static_cast<long>(request_messages(record, opts.tool_results_as_user).dump().size() / 3.5);
+                                    : static_cast<long>(json_text(request_messages(record, opts.tool_results_as_user)).size() / 3.5);
     long reserve = opts.sampling.max_tokens.value_or(4096);
     if (estimate + reserve <= opts.max_context) return Room::kEnough;
     size_t cut = shorten_context(record, std::max(1, ++shorten_level));

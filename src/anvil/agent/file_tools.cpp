@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "anvil/util/fs.h"
+#include "anvil/util/json_reader.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -33,10 +34,6 @@ size_t count_lines(std::string_view s) {
 }
 
 std::string n_lines(size_t n) { return std::to_string(n) + (n == 1 ? " line" : " lines"); }
-
-size_t line_of(const std::string& s, size_t pos) {
-  return static_cast<size_t>(std::count(s.begin(), s.begin() + static_cast<long>(pos), '\n')) + 1;
-}
 
 std::string list_numbers(const std::vector<size_t>& v, size_t max) {
   std::string s;
@@ -151,16 +148,31 @@ bool match_component(std::string_view p, std::string_view s) {
   return pi == p.size();
 }
 
-bool match_parts(const std::vector<std::string>& p, size_t pi, const std::vector<std::string>& s, size_t si) {
-  if (pi == p.size()) return si == s.size();
-  if (p[pi] == "**") {
-    for (size_t k = si; k <= s.size(); ++k) {
-      if (match_parts(p, pi + 1, s, k)) return true;
-      if (k < s.size() && !s[k].empty() && s[k][0] == '.') return false;
+// Whether path components s[si..] match pattern components p[pi..] ("**": any number of
+// components, none hidden). Each (pi, si) is decided once (`memo`, (p+1) x (s+1): 0 unknown, 1 no,
+// 2 yes): a pattern of many `**` against a deep path is |p| x |s| steps, not exponentially many.
+bool match_parts(const std::vector<std::string>& p, size_t pi, const std::vector<std::string>& s, size_t si,
+                 std::vector<unsigned char>& memo) {
+  unsigned char& known = memo[pi * (s.size() + 1) + si];
+  if (known) return known == 2;
+  bool m = false;
+  if (pi == p.size()) {
+    m = si == s.size();
+  } else if (p[pi] == "**") {
+    for (size_t k = si; k <= s.size() && !m; ++k) {
+      m = match_parts(p, pi + 1, s, k, memo);
+      if (k < s.size() && !s[k].empty() && s[k][0] == '.') break;
     }
-    return false;
+  } else {
+    m = si < s.size() && match_component(p[pi], s[si]) && match_parts(p, pi + 1, s, si + 1, memo);
   }
-  return si < s.size() && match_component(p[pi], s[si]) && match_parts(p, pi + 1, s, si + 1);
+  known = m ? 2 : 1;
+  return m;
+}
+
+bool match_parts(const std::vector<std::string>& p, const std::vector<std::string>& s) {
+  std::vector<unsigned char> memo((p.size() + 1) * (s.size() + 1), 0);
+  return match_parts(p, 0, s, 0, memo);
 }
 
 std::vector<std::string> components(const std::string& path) {
@@ -461,19 +473,36 @@ ToolResult FileTools::edit_file(const std::string& path, const std::string& old_
                 "; nothing was changed");
   }
   if (at.size() > 1 && !replace_all) {
-    std::vector<size_t> lines;
-    for (size_t pos : at) lines.push_back(line_of(*text, pos));
+    std::vector<size_t> lines;  // counted on from the previous occurrence: one pass over the text
+    size_t line = 1, counted = 0;
+    for (size_t pos : at) {
+      line += static_cast<size_t>(std::count(text->begin() + counted, text->begin() + pos, '\n'));
+      counted = pos;
+      lines.push_back(line);
+    }
     return fail("edit_file: old_string occurs " + std::to_string(at.size()) + " times in " + rel + " (lines " +
                 list_numbers(lines, 10) +
                 "); add surrounding context to make it unique, or set replace_all; nothing was changed");
   }
+  // The result's size first (nothing is built past the limit), then the text, its lines counted as it
+  // grows (one pass: counting the whole output again at each of a million occurrences never ended).
+  const long long grows = static_cast<long long>(new_string.size()) - static_cast<long long>(old_string.size());
+  const long long result_size = static_cast<long long>(text->size()) + grows * static_cast<long long>(at.size());
+  if (result_size > static_cast<long long>(max_write_bytes)) {
+    return fail("edit_file: the result would be " + std::to_string(result_size) + " bytes, more than the limit of " +
+                std::to_string(max_write_bytes) + " bytes; nothing was changed");
+  }
+  const size_t new_string_lines = static_cast<size_t>(std::count(new_string.begin(), new_string.end(), '\n'));
   std::string out;
+  out.reserve(static_cast<size_t>(result_size));
   std::vector<size_t> new_lines;  // where the replacements begin in the new text
-  size_t prev = 0;
+  size_t prev = 0, line = 1;
   for (size_t pos : at) {
+    line += static_cast<size_t>(std::count(text->begin() + prev, text->begin() + pos, '\n'));
     out.append(*text, prev, pos - prev);
-    new_lines.push_back(static_cast<size_t>(std::count(out.begin(), out.end(), '\n')) + 1);
+    new_lines.push_back(line);
     out += new_string;
+    line += new_string_lines;
     prev = pos + old_string.size();
   }
   out.append(*text, prev);
@@ -526,7 +555,7 @@ ToolResult FileTools::glob(const std::string& pattern, const std::string& path) 
       continue;
     }
     std::vector<std::string> parts = components(it->path().lexically_relative(base).generic_string());
-    if (match_parts(pat, 0, parts, 0)) found.push_back(shown(it->path(), workdir));
+    if (match_parts(pat, parts)) found.push_back(shown(it->path(), workdir));
   }
   std::sort(found.begin(), found.end());
   std::string where = path.empty() ? "" : " under " + path;
@@ -554,7 +583,7 @@ ToolResult FileTools::glob(const std::string& pattern, const std::string& path) 
 ToolResult TodoList::write(const nlohmann::json& todos_in) {
   nlohmann::json todos = todos_in;
   if (todos.is_string()) {  // some models send the list as a JSON string
-    todos = nlohmann::json::parse(todos_in.get<std::string>(), nullptr, false);
+    todos = untrusted_json(todos_in.get<std::string>());
   }
   if (!todos.is_array()) return fail("todo_write: todos must be an array of {content, status}");
   int in_progress = 0;

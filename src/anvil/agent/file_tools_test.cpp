@@ -307,6 +307,32 @@ TEST_F(FileToolsTest, GlobSkipsBuildAndHiddenDirectoriesUnlessNamed) {
   EXPECT_EQ(t_.glob(".cache/**/*.cu").text, ".cache/torch/k.cu\n");
 }
 
+// Work a model can ask for that once never ended (issue 55): each call is linear in its input now.
+// Without the fixes these tests run past ctest's limit for a unit test.
+TEST_F(FileToolsTest, GlobOfManyDoubleStarsAgainstADeepPathIsDecidedOnce) {
+  std::string deep, many;
+  for (int i = 0; i < 24; ++i) deep += "d/", many += "**/";
+  put(root_ / "work" / (deep + "f.cu"), "x");
+  EXPECT_EQ(t_.glob(many + "nomatch").text.rfind("no files match", 0), 0u);  // C(48, 24) ways to fail, each tried once
+  EXPECT_EQ(t_.glob(many + "f.cu").text, deep + "f.cu\n");
+  EXPECT_EQ(t_.glob(many + "d/**/f.cu").text, deep + "f.cu\n");
+}
+
+TEST_F(FileToolsTest, EditOfHalfAMillionOccurrencesIsOnePass) {
+  put(root_ / "work" / "big.txt", std::string(1 << 18, 'a') + "\n" + std::string(1 << 18, 'a'));
+  ToolResult e = t_.edit_file("big.txt", "a", "b", true);
+  EXPECT_FALSE(e.error) << e.text;
+  EXPECT_TRUE(e.text.starts_with("replaced 524288 occurrences in big.txt (lines 1, 1, 1,")) << e.text.substr(0, 200);
+  EXPECT_EQ(in_work("big.txt"), std::string(1 << 18, 'b') + "\n" + std::string(1 << 18, 'b'));
+  e = t_.edit_file("big.txt", "b", "c");  // not unique: every occurrence's line counted, in one pass
+  EXPECT_TRUE(e.error);
+  EXPECT_TRUE(has(e.text, "occurs 524288 times in big.txt (lines 1, 1,")) << e.text.substr(0, 200);
+  // The size is decided before anything is built: a result over the limit is refused at once.
+  e = t_.edit_file("big.txt", "b", std::string(64, 'x'), true);
+  EXPECT_TRUE(e.error);
+  EXPECT_TRUE(has(e.text, "more than the limit")) << e.text;
+}
+
 TEST_F(FileToolsTest, GlobListsAtMost500) {
   for (int i = 0; i < 520; ++i) put(root_ / "work" / "many" / ("f" + std::to_string(1000 + i) + ".txt"), "");
   ToolResult r = t_.glob("many/*.txt");

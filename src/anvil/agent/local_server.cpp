@@ -43,6 +43,7 @@
 #include "anvil/agent/http.h"
 #include "anvil/env/toolchain.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/json_reader.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 
@@ -56,6 +57,8 @@ constexpr auto kPollInterval = std::chrono::milliseconds(200);
 constexpr auto kStopGrace = std::chrono::seconds(3);
 constexpr int kPortAttempts = 3;
 constexpr size_t kLogLines = 15;  // of the server's log, in error messages
+// What is read of the server's log while it starts (from its end): its start-up lines, many times over.
+constexpr uint64_t kLogReadBytes = 1 << 20;
 
 const char* kInstall =
     "run scripts/local_model.sh (it builds llama-cpp-python[server] from source, about 6 minutes on two cores, "
@@ -114,7 +117,7 @@ std::string lower_ascii(std::string s) {
 // Whether GET /v1/models lists `alias`.
 bool lists_model(const HttpResponse& r, const std::string& alias) {
   if (!r.transport_ok || r.status != 200) return false;
-  nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = untrusted_json(r.body);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array()) return false;
   for (const auto& m : j["data"]) {
     if (m.is_object() && m.value("id", std::string()) == alias) return true;
@@ -148,7 +151,7 @@ void LocalServer::stop() {
 
 std::string LocalServer::log_tail(size_t lines) const {
   if (log_dir_.empty()) return "";
-  return tail_lines(read_file(log_dir_ / "server.log").value_or(""), lines);
+  return tail_of_log(log_dir_ / "server.log", lines);
 }
 
 bool LocalServer::start(const LocalServerOptions& opts, std::string* err) {
@@ -302,7 +305,8 @@ LocalServer::Start LocalServer::start_once(const LocalServerOptions& opts, const
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       kill(-pid_, SIGKILL);  // anything it left in its group
       pid_ = -1;
-      std::string text = read_file(log).value_or("");
+      std::string why;
+      std::string text = read_tail(log, kLogReadBytes, &why).value_or("");
       std::string how = WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
                                           : "signal " + std::to_string(WTERMSIG(status));
       *err = "the local server exited during start-up (" + how + "; " + python + " serving " + model + "):\n" +
@@ -311,7 +315,8 @@ LocalServer::Start LocalServer::start_once(const LocalServerOptions& opts, const
       stop();
       return port_taken ? Start::kPortTaken : Start::kFailed;
     }
-    if (contains(read_file(log).value_or(""), running) && lists_model(http->send(req), opts.alias)) {
+    std::string why;
+    if (contains(read_tail(log, kLogReadBytes, &why).value_or(""), running) && lists_model(http->send(req), opts.alias)) {
       return Start::kReady;
     }
     std::this_thread::sleep_for(kPollInterval);

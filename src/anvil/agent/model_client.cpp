@@ -23,6 +23,8 @@
 #include <mutex>
 #include <thread>
 
+#include "anvil/util/json_reader.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -123,7 +125,7 @@ Json parse_logprobs(const Json& choice, const Json& token_ids) {
 
 // Fills res from a 200's body; returns "" or what is wrong with it (then retried).
 std::string parse_completion(const std::string& body, ChatResponse& res) {
-  Json j = Json::parse(body, nullptr, false);
+  Json j = untrusted_json(body);
   if (j.is_discarded() || !j.is_object()) return "200 with a body that is not JSON: " + excerpt(body, 120);
   if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty() || !j["choices"][0].is_object() ||
       !j["choices"][0].contains("message") || !j["choices"][0]["message"].is_object()) {
@@ -177,7 +179,7 @@ bool all_ids(const Json& a) {
 // content, the sampled ids (required: token-in/token-out has no other source of them) and their
 // log-probabilities ({"tokens", "token_logprobs"}, OpenAI's legacy form) as [{"token", "logprob", "token_id"}].
 std::string parse_text_completion(const std::string& body, ChatResponse& res) {
-  Json j = Json::parse(body, nullptr, false);
+  Json j = untrusted_json(body);
   if (j.is_discarded() || !j.is_object()) return "200 with a body that is not JSON: " + excerpt(body, 120);
   if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty() || !j["choices"][0].is_object() ||
       !j["choices"][0].contains("text") || !j["choices"][0]["text"].is_string()) {
@@ -212,7 +214,7 @@ std::string parse_text_completion(const std::string& body, ChatResponse& res) {
 
 // POST /tokenize's answer: {"tokens": [ids]} into res.token_ids.
 std::string parse_tokens(const std::string& body, ChatResponse& res) {
-  Json j = Json::parse(body, nullptr, false);
+  Json j = untrusted_json(body);
   if (j.is_discarded() || !j.is_object() || !all_ids(j.value("tokens", Json()))) {
     return "200 without tokens (a list of ids): " + excerpt(body, 200);
   }
@@ -336,7 +338,7 @@ ChatResponse ModelClient::post(const std::string& url, const std::function<Json(
       drop = drop || drop_optional_;
     }
     Json body = body_for(drop);
-    req.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+    req.body = json_text(body);
     ++res.attempts;
     HttpResponse r = http_.send(req);
     res.http_status = r.transport_ok ? r.status : 0;
@@ -444,7 +446,7 @@ std::string ModelClient::check() const {
            "with --api-key-env: " + excerpt(r.body, 200);
   }
   if (r.status == 200) {
-    Json j = Json::parse(r.body, nullptr, false);
+    Json j = untrusted_json(r.body);
     std::vector<std::string> ids;
     if (!j.is_discarded() && j.is_object() && j.contains("data") && j["data"].is_array()) {
       for (const auto& m : j["data"]) {
@@ -468,10 +470,9 @@ std::string ModelClient::check() const {
   c.headers = auth_headers(endpoint_, {"Content-Type: application/json", "Accept: application/json"});
   c.timeout = std::chrono::seconds(60);
   c.connect_timeout = std::chrono::seconds(2);
-  c.body = Json({{"model", endpoint_.model},
-                 {"messages", Json::array({{{"role", "user"}, {"content", "ping"}}})},
-                 {"max_tokens", 1}})
-               .dump();
+  c.body = json_text(Json({{"model", endpoint_.model},
+                          {"messages", Json::array({{{"role", "user"}, {"content", "ping"}}})},
+                          {"max_tokens", 1}}));
   HttpResponse cr = http_.send(c);
   if (cr.transport_ok && cr.status == 200) return "";
   return "the model server at " + endpoint_.base_url + " has no usable GET /models (HTTP " + std::to_string(r.status) +

@@ -14,6 +14,7 @@
 #include "anvil/agent/trajectory.h"
 #include "anvil/env/task.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -190,7 +191,7 @@ RunSummary run_episodes(const Environment& env, ModelClient& model, const RunOpt
                 {"max_context", opts.episode.max_context},
                 {"wall_clock_s", opts.episode.wall_clock.count()}}}};
   if (!opts.resume || !std::filesystem::exists(opts.out / "run.json", ec)) {
-    write_file_atomic(opts.out / "run.json", run.dump(1) + "\n", &err);
+    write_file_atomic(opts.out / "run.json", json_text(run, 1) + "\n", &err);
   }
 
   Slots eval_slots(eval_slot_ids(env, opts));
@@ -270,7 +271,7 @@ RunSummary run_episodes(const Environment& env, ModelClient& model, const RunOpt
       lines[i] = episode_line(res.record, job.dir.string());
       std::string ev = res.status == "finished"
                            ? "reward " + std::to_string(res.reward) + " (" +
-                                 lines[i].value("outcome", Json("not evaluated")).dump() + ")"
+                                 json_text(lines[i].value("outcome", Json("not evaluated"))) + ")"
                            : "interrupted: " + res.error;
       status_line(label + ": " + res.end_reason + ", " + std::to_string(lines[i]["turns"].get<int>()) + " turns, " +
                   ev);
@@ -283,7 +284,7 @@ RunSummary run_episodes(const Environment& env, ModelClient& model, const RunOpt
   if (tty) std::fprintf(stderr, "\n");
 
   RunSummary s = summarize_run(lines, run["model"], opts.out, t0);
-  write_file_atomic(opts.out / "summary.json", s.json.dump(1) + "\n", &err);
+  write_file_atomic(opts.out / "summary.json", json_text(s.json, 1) + "\n", &err);
   return s;
 }
 

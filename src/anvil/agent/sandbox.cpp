@@ -72,6 +72,9 @@ SandboxResult run_sandboxed(const std::string& command, const SandboxOptions& op
   j.env = clean_env(o);
   j.timeout = opts.timeout;
   j.max_output = opts.max_output;
+  j.uid = opts.uid;
+  j.limits.data = opts.config ? opts.config->shell_data_bytes : 0;
+  j.limits.file_size = opts.config ? opts.config->shell_file_bytes : 0;
   return run_jailed({"/bin/bash", "-c", command}, j);
 }
 

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct SandboxOptions {
   const JailConfig* config = nullptr;  // share/sandbox.json (required)
   std::vector<std::filesystem::path> toolchain;  // read-only paths beside the system directories
   std::vector<std::filesystem::path> hide;       // kept out of view where they would show (the anvil cache)
+  std::optional<unsigned> uid;  // who the shell is when anvil is root (the episode's own: episode_user)
 };
 
 using SandboxResult = JailResult;

@@ -12,6 +12,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include <thread>
 #include <linux/capability.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -262,6 +264,53 @@ TEST_P(SandboxTest, RunsAsTheSandboxUserAndCanEditWhatTheToolsWrote) {
     EXPECT_EQ(jail_uid(*config_), 65534u);
   }
   EXPECT_TRUE(has(r.output, "ok\n")) << r.output;
+}
+
+// Each episode is a user of its own (issue 55): one session's shell holding every process its limit
+// allowed made every other session's shell fail to fork, all of them the jail's one user. Its own
+// user, an episode's processes count apart; the same limit for both, shared, starves the second.
+TEST_P(SandboxTest, EachEpisodeIsAUserOfItsOwnAndItsProcessesCountApart) {
+  if (geteuid() != 0 || jail_uid(*config_) != config_->uid) GTEST_SKIP() << "an episode's own user needs root";
+  JailConfig small = *config_;
+  small.processes = 48;
+  o_.config = &small;
+  give_to_episode(small, o_.workdir);
+  std::optional<unsigned> mine = episode_user(small, o_.workdir);
+  ASSERT_TRUE(mine.has_value());
+  o_.uid = mine;
+  SandboxResult r = run("id -u; echo x > made && stat -c %u made");
+  EXPECT_EQ(r.output, std::to_string(*mine) + "\n" + std::to_string(*mine) + "\n");
+
+  fs::create_directories(root_ / "other");
+  give_to_episode(small, root_ / "other");
+  SandboxOptions other = o_;
+  other.workdir = root_ / "other";
+  other.read_only = {};
+  other.uid = episode_user(small, other.workdir);
+  ASSERT_TRUE(other.uid.has_value());
+  EXPECT_NE(*other.uid, *mine);
+  auto second_shell = [&](std::optional<unsigned> second_uid) {
+    std::thread hog([&] { run_sandboxed("for i in $(seq 80); do sleep 4 & done 2>/dev/null; wait", other); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the other episode at its limit
+    SandboxOptions o = o_;
+    o.uid = second_uid;
+    SandboxResult res = run_sandboxed("echo $(echo forked)", o);  // a fork of its own, whichever method
+    hog.join();
+    return res;
+  };
+  r = second_shell(mine);
+  EXPECT_EQ(r.output, "forked\n") << r.error;
+  r = second_shell(other.uid);  // the same user as the other episode: its count is full
+  EXPECT_NE(r.output, "forked\n") << "the control: one user's processes do count together";
+}
+
+// A shell's private memory and each file it writes are bounded (share/sandbox.json shell_data_bytes,
+// shell_file_bytes): `fallocate -l 5G` in a workdir once succeeded, and bash took 4 GiB.
+TEST_P(SandboxTest, AShellsMemoryAndFilesAreBounded) {
+  SandboxResult r = run("ulimit -d; fallocate -l " + std::to_string(config_->shell_file_bytes + 4096) + " big; stat -c %s big");
+  EXPECT_TRUE(r.output.starts_with(std::to_string(config_->shell_data_bytes / 1024) + "\n")) << r.output;
+  EXPECT_TRUE(has(r.output, "File size limit exceeded")) << r.output;
+  EXPECT_TRUE(r.output.ends_with("\n0\n")) << r.output;  // nothing of it allocated
 }
 
 // The model runs python and the compilers by hand: the Python prefixes, torch and anvil's

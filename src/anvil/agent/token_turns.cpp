@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "anvil/util/json_reader.h"
+#include "anvil/util/json_text.h"
+
 namespace anvil {
 
 using Json = nlohmann::json;
@@ -16,7 +19,7 @@ ParsedCalls parse_tool_call_blocks(const std::string& text, const std::string& i
     if (open == std::string::npos) break;
     size_t close = text.find(kClose, open + kOpen.size());
     if (close == std::string::npos) break;
-    Json obj = Json::parse(text.substr(open + kOpen.size(), close - open - kOpen.size()), nullptr, false);
+    Json obj = untrusted_json(std::string_view(text).substr(open + kOpen.size(), close - open - kOpen.size()));
     size_t end = close + kClose.size();
     if (obj.is_discarded() || !obj.is_object() || !obj.contains("name") || !obj["name"].is_string()) {
       kept += text.substr(at, end - at);  // left as it was written
@@ -26,7 +29,7 @@ ParsedCalls parse_tool_call_blocks(const std::string& text, const std::string& i
     Json args = obj.value("arguments", Json::object());
     out.tool_calls.push_back({{"id", id_prefix + "_" + std::to_string(out.tool_calls.size())},
                               {"type", "function"},
-                              {"function", {{"name", obj["name"]}, {"arguments", args.is_string() ? args.get<std::string>() : args.dump()}}}});
+                              {"function", {{"name", obj["name"]}, {"arguments", args.is_string() ? args.get<std::string>() : json_text(args)}}}});
     kept += text.substr(at, open - at);
     at = end;
   }

@@ -22,6 +22,7 @@
 #include "anvil/env/reference_profile.h"
 #include "anvil/env/task.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/line_child.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
@@ -193,12 +194,12 @@ std::string eval_text(const Json& r, bool timed) {
   if (outcome != "ok") {
     s = "FAILED: " + outcome + " (reward -1)\n";
     if (!message.empty()) s += message + "\n";
-    if (outcome == "hack_suspected" && r.contains("reason")) s += "reason: " + r["reason"].dump() + "\n";
+    if (outcome == "hack_suspected" && r.contains("reason")) s += "reason: " + json_text(r["reason"]) + "\n";
     return s;
   }
   const Json& v = r.value("verify", Json::object());
   s = "CORRECT: passed " + std::to_string(v.value("passed", 0)) + " of " + std::to_string(v.value("trials", 0)) +
-      " checks on fresh random inputs (seed " + (v.contains("seed") ? v["seed"].dump() : "?") + ", tolerance preset " +
+      " checks on fresh random inputs (seed " + (v.contains("seed") ? json_text(v["seed"]) : "?") + ", tolerance preset " +
       v.value("preset", std::string("?")) + ")\n";
   if (!timed) return s + "timing not measured: call profile for times against eager and torch.compile\n";
   const Json& t = r.value("timing", Json::object());
@@ -443,6 +444,7 @@ ToolOutcome ToolBox::bash(const Json& a) {
   so.config = config_;
   so.toolchain = toolchain_;
   so.hide = {env_.cache};
+  so.uid = episode_user(*config_, opts_.workdir);
   SandboxResult r = run_sandboxed(a["command"].get<std::string>(), so);
   if (!r.started) {
     out.error = true;
@@ -547,7 +549,7 @@ std::optional<std::vector<int64_t>> tune_configs(const Json& given, std::string*
     bool integral = v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
     double d = v.is_number() ? v.get<double>() : -1;
     if (!integral || d < 0 || d > static_cast<double>(kMaxConfig)) {
-      *why = "configs: " + v.dump() + " is not an integer from 0 to 2^31-1";
+      *why = "configs: " + json_text(v) + " is not an integer from 0 to 2^31-1";
       return std::nullopt;
     }
     int64_t c = static_cast<int64_t>(d);
@@ -568,7 +570,7 @@ std::string tune_text(const Json& rows, std::optional<size_t> best, const std::s
   for (const auto& r : rows) {
     char line[256];
     std::snprintf(line, sizeof line, "%-13lld %-16s %6s  %-12s  %7s  %9s\n", static_cast<long long>(r["config"].get<int64_t>()),
-                  r["outcome"].get<std::string>().c_str(), r.contains("reward") ? r["reward"].dump().c_str() : "-",
+                  r["outcome"].get<std::string>().c_str(), r.contains("reward") ? json_text(r["reward"]).c_str() : "-",
                   opt_fmt(r.value("candidate_ms", Json()), "%.4f ms").c_str(),
                   opt_fmt(r.value("speedup_eager", Json()), "%.2fx").c_str(),
                   opt_fmt(r.value("speedup_compile", Json()), "%.2fx").c_str());
@@ -576,9 +578,9 @@ std::string tune_text(const Json& rows, std::optional<size_t> best, const std::s
   }
   if (best) {
     const Json& b = rows[*best];
-    s += "fastest correct: config " + b["config"].dump() + " (" + fmt("%.4f ms", b["candidate_ms"].get<double>()) +
-         ", reward " + b["reward"].dump() + "). The final judgement uses the value ModelNew sets itself: set " +
-         "self.config = " + b["config"].dump() + " in ModelNew.__init__.\n";
+    s += "fastest correct: config " + json_text(b["config"]) + " (" + fmt("%.4f ms", b["candidate_ms"].get<double>()) +
+         ", reward " + json_text(b["reward"]) + "). The final judgement uses the value ModelNew sets itself: set " +
+         "self.config = " + json_text(b["config"]) + " in ModelNew.__init__.\n";
   } else {
     s += "no configuration was correct\n";
   }
@@ -713,6 +715,7 @@ JailResult ToolBox::run_ncu(const std::vector<std::string>& argv, const fs::path
   j.timeout = capped(std::chrono::seconds(300), &cut);
   j.merge_stderr = false;
   j.max_output = 16 << 20;
+  j.uid = episode_user(*config_, opts_.workdir);  // the candidate's code it runs: the episode's processes
   return run_jailed(argv, j);
 }
 
@@ -752,11 +755,8 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
       return out;
     }
   }
-  fs::path task_dir = make_temp_dir(cache_dir(env_, CacheArea::kTmp), "ncu");
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() { remove_tree(dir); }
-  } cleanup{task_dir};
+  TempDir scratch(cache_dir(env_, CacheArea::kTmp), "ncu");
+  const fs::path& task_dir = scratch.path();
   auto task = load_task(env_, opts_.task, &out.text);
   if (!task) {
     out.error = true;

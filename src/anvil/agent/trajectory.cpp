@@ -2,6 +2,7 @@
 #include "anvil/agent/trajectory.h"
 
 #include "anvil/util/fs.h"
+#include "anvil/util/json_text.h"
 
 namespace anvil {
 
@@ -10,7 +11,7 @@ using Json = nlohmann::json;
 bool save_trajectory(const std::filesystem::path& path, const Json& record, std::string* err) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
-  return write_file_atomic(path, record.dump(1, ' ', false, Json::error_handler_t::replace) + "\n", err);
+  return write_file_atomic(path, json_text(record, 1) + "\n", err);
 }
 
 std::optional<Json> load_trajectory(const std::filesystem::path& path, std::string* err) {
@@ -64,7 +65,7 @@ Json request_messages(const Json& record, bool tool_results_as_user) {
     if (tool_results_as_user && r["role"] == "tool") {
       r = {{"role", "user"},
            {"content", "[result of " + m.value("name", std::string("tool")) + " " + m.value("tool_call_id", std::string()) +
-                           "]\n" + (r["content"].is_string() ? r["content"].get<std::string>() : r["content"].dump())}};
+                           "]\n" + (r["content"].is_string() ? r["content"].get<std::string>() : json_text(r["content"]))}};
     }
     out.push_back(std::move(r));
   }

@@ -26,6 +26,7 @@
 #include "anvil/bench/suite.h"
 #include "anvil/env/task.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 #include "anvil/util/thread_pool.h"
@@ -186,7 +187,7 @@ std::string fingerprint_difference(const Json& a, const Json& b) {
       x = x.value("name", Json());
       y = y.value("name", Json());
     }
-    if (x != y) return std::string(k) + " was " + x.dump() + ", is now " + y.dump();
+    if (x != y) return std::string(k) + " was " + json_text(x) + ", is now " + json_text(y);
   }
   return "";
 }
@@ -423,7 +424,7 @@ Json assemble(const fs::path& out, const Json& run) {
 }
 
 bool write_outputs(const fs::path& out, const Json& results, std::string* err) {
-  return write_file_atomic(out / "results.json", results.dump(1) + "\n", err) &&
+  return write_file_atomic(out / "results.json", json_text(results, 1) + "\n", err) &&
          write_file_atomic(out / "report.md", render_markdown(results), err) &&
          write_file_atomic(out / "report.html", render_html(results), err);
 }
@@ -477,7 +478,7 @@ void run_agent_tasks(const Environment& env, const BenchOptions& o, const std::v
     // An interrupted episode's tokens were spent too: its usage is kept whatever its status.
     rec["usage"] = traj ? episode_usage(*traj) : Json(nullptr);
     if (!(old && old->value("status", std::string()) == "evaluated") && rec["status"] == "evaluated") ++*evaluated;
-    write_file_atomic(rec_path, rec.dump(1) + "\n", &err);
+    write_file_atomic(rec_path, json_text(rec, 1) + "\n", &err);
   }
 }
 
@@ -600,7 +601,7 @@ size_t evaluate_pending(const Environment& env, const BenchOptions& opts, const 
                              : make_record(t, "not_evaluated", nullptr, r.error, secs);
       rec["gpu"] = cpu ? Json(nullptr) : Json(gpu);
       std::string werr;
-      write_file_atomic(opts.out / record_rel(t), rec.dump(1) + "\n", &werr);
+      write_file_atomic(opts.out / record_rel(t), json_text(rec, 1) + "\n", &werr);
       if (r.evaluated) ++n_eval;
       progress.task_done(event_line(rec) + (werr.empty() ? "" : "\n    cannot write the record: " + werr),
                          rec.value("correct", false));
@@ -666,7 +667,7 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
   for (const auto& t : suite->tasks) suite_j["tasks"].push_back(task_json(t));
   run["suite"] = suite_j;
   fs::create_directories(o.out, ec);
-  if (!write_file_atomic(run_path, run.dump(1) + "\n", err)) return std::nullopt;
+  if (!write_file_atomic(run_path, json_text(run, 1) + "\n", err)) return std::nullopt;
 
   // What is left to do.
   std::vector<const SuiteTask*> pending;
@@ -675,7 +676,7 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
     fs::path rec_path = o.out / record_rel(t);
     fs::create_directories(rec_path.parent_path(), ec);
     if (!o.model && t.solution.empty()) {
-      write_file_atomic(rec_path, make_record(t, "missing", nullptr, t.missing_reason, 0).dump(1) + "\n", err);
+      write_file_atomic(rec_path, json_text(make_record(t, "missing", nullptr, t.missing_reason, 0), 1) + "\n", err);
       ++missing;
       continue;
     }
@@ -716,7 +717,7 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
                {"overlap", o.model ? Json(nullptr) : Json(overlap)}};
   run["last"] = last;
   run["invocations"].push_back(last);
-  if (!write_file_atomic(run_path, run.dump(1) + "\n", err)) return std::nullopt;
+  if (!write_file_atomic(run_path, json_text(run, 1) + "\n", err)) return std::nullopt;
   Json results = assemble(o.out, run);
   if (!write_outputs(o.out, results, err)) return std::nullopt;
   return results;
@@ -753,7 +754,7 @@ std::string usage_text(const Json& u, const Json& pricing) {
   if (!prompt.is_number()) {
     s += "tokens not reported by the server";
   } else {
-    s += prompt.dump() + " prompt + " + completion.dump() + " completion tokens";
+    s += json_text(prompt) + " prompt + " + json_text(completion) + " completion tokens";
   }
   char b[160];
   if (cost.is_number() && pricing.is_object()) {

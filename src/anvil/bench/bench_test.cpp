@@ -414,6 +414,22 @@ TEST(Bench, UsageErrorsAreOneClearLine) {
   EXPECT_NE(r.err_output.find("--overlap: Value 0 not in range 1 to 16"), std::string::npos) << r.err_output;
 }
 
+// A command that throws (here compare, on a results.json of the right schema and the wrong shape)
+// ends with one line and exit 2, never std::terminate's abort (exit 134 at d62ad83).
+TEST(Bench, ACommandThatThrowsExitsTwoWithOneLine) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-bench-shape");
+  std::string err;
+  for (const char* run : {"a", "b"}) {
+    ASSERT_TRUE(write_file_atomic(dir / run / "results.json", "{\"schema\": \"anvil.bench/1\", \"tasks\": 5}\n", &err)) << err;
+  }
+  SubprocessResult r =
+      run_subprocess({ANVIL_BINARY, "bench", "compare", (dir / "a").string(), (dir / "b").string()}, quick());
+  EXPECT_EQ(r.signal, 0) << r.err_output;
+  EXPECT_EQ(r.exit_code, 2) << r.err_output;
+  EXPECT_EQ(r.err_output.rfind("anvil bench: internal error: ", 0), 0u) << r.err_output;
+  remove_tree(dir);
+}
+
 // A bad price is refused by name before any model is asked anything (the endpoint is never reached).
 TEST(Bench, PricesAreCheckedBeforeTheRun) {
   std::vector<std::string> base = {ANVIL_BINARY, "bench", "--tasks", kSource + "/examples/tasks", "--agent",

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "anvil/env/task.h"
+#include "anvil/util/json_text.h"
 
 namespace anvil {
 using Json = nlohmann::json;
@@ -208,7 +209,7 @@ std::string render_comparison(const Json& c) {
   s += "A: `" + c["a"].value("out", std::string("?")) + "`  \nB: `" + c["b"].value("out", std::string("?")) + "`\n\n";
   if (!c["setup_differences"].empty()) {
     s += "**The setups differ**; speed numbers are not comparable across them:\n\n";
-    for (auto& [k, v] : c["setup_differences"].items()) s += "- " + k + ": A " + v["a"].dump() + ", B " + v["b"].dump() + "\n";
+    for (auto& [k, v] : c["setup_differences"].items()) s += "- " + k + ": A " + json_text(v["a"]) + ", B " + json_text(v["b"]) + "\n";
     s += "\n";
   } else {
     s += "Same setup (GPU, driver, CUDA, torch, triton, compile mode, TF32, tolerances, timing).\n\n";

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "anvil/bench/metrics.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -71,7 +72,7 @@ std::string text(const Json& v) {
   if (v.is_null()) return "n/a";
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_float()) return format("%g", v.get<double>());
-  return v.dump();  // integers, booleans, anything else as JSON
+  return json_text(v);  // integers, booleans, anything else as JSON
 }
 
 long count(const Json& v) { return v.is_number() ? static_cast<long>(v.get<double>()) : 0; }
@@ -102,7 +103,7 @@ std::string fixed2(const Json& v) {
 
 // A token count; null is a count the model server did not report (never 0).
 std::string tokens(const Json& v) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
+  if (v.is_number_integer() || v.is_number_unsigned()) return json_text(v);
   auto d = number(v);
   return d ? format("%.0f", *d) : "not reported";
 }

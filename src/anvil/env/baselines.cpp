@@ -3,6 +3,7 @@
 #include "anvil/env/cache_layout.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 
 #include <cstdio>
 #include <utility>
@@ -10,7 +11,7 @@
 namespace anvil {
 
 namespace {
-constexpr const char* kBaselineFormat = "anvil-baseline-v6";  // v2: eager carries the judge's batch; v3: torch on one CPU thread; v4: the run queue's share checked; v5: the batch on the judge's GPU clock; v6: timed without the profiler
+constexpr const char* kBaselineFormat = "anvil-baseline-v7";  // v2: eager carries the judge's batch; v3: torch on one CPU thread; v4: the run queue's share checked; v5: the batch on the judge's GPU clock; v6: timed without the profiler; v7: timed calls on copies of the base sets (no rolls)
 
 std::optional<double> number_at(const nlohmann::json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
@@ -28,8 +29,8 @@ std::string baseline_key(const Environment& env, const std::string& task_hash, c
       .add("gpu", device == Device::Cuda ? gpu : "cpu")
       .add("driver", env.driver)
       .add("torch", env.torch.version + "|" + env.torch.cuda)
-      .add("flags", request["flags"].dump())
-      .add("timing", request["timing"].dump())
+      .add("flags", json_text(request["flags"]))
+      .add("timing", json_text(request["timing"]))
       .add("defended", request.value("defenses", nlohmann::json(false)).is_object() ? "1" : "0");
   return h.hex();
 }

@@ -7,23 +7,31 @@
 // cannot swap the fixed files. Nothing is staged when everything is cached.
 //
 // Object cache (ccache's direct mode): base key = hash(format, environment
-// fingerprint, tool identity, flags, relative path, source content). The
-// manifest of a base key lists the candidate headers (relative paths and
-// content hashes) of earlier compiles and the object each gave. Headers under
-// the toolkit, torch, Python and system directories are not listed: the
-// fingerprint covers them by version.
+// fingerprint, tool identity, flags, relative path, source content, the names
+// of every file in the stage). The manifest of a base key lists the files the
+// compile read (relative paths and content hashes) and the object each such
+// set gave: the preprocessor's depfile and the assembler's (GNU as --MD: its
+// .include and .incbin files), for g++ and for nvcc's host side alike. The
+// stage is the only thing of the candidate's a compiler can see (util/jail.h);
+// the names cover what it probed without reading (__has_include, a search
+// along the include path). Files under the toolkit, torch, Python and system
+// directories are not listed: the fingerprint covers them by version. A file
+// read through a path that aliases the stage (/proc/self/cwd/..., /dev/fd/N)
+// cannot be keyed: such an object is used once and never served again.
 #include "anvil/env/build.h"
 
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -33,6 +41,7 @@
 #include "anvil/env/flags.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 #include "anvil/util/thread_pool.h"
@@ -41,7 +50,7 @@ namespace anvil {
 
 namespace {
 
-constexpr const char* kObjectFormat = "anvil-object-v1";
+constexpr const char* kObjectFormat = "anvil-object-v2";  // v2: the stage's names, the assembler's inputs
 constexpr const char* kModuleFormat = "anvil-module-v2";    // v2: --exclude-libs,ALL
 constexpr const char* kRuntimeFormat = "anvil-runtime-v2";  // v2: --exclude-libs,ALL
 // Shared objects anvil links keep the symbols of static archives to themselves. A compiler that
@@ -50,6 +59,14 @@ constexpr const char* kRuntimeFormat = "anvil-runtime-v2";  // v2: --exclude-lib
 // from the process's libstdc++: a crash on the first formatted error message.
 constexpr const char* kKeepStaticSymbolsLocal = "-Wl,--exclude-libs,ALL";
 constexpr size_t kMaxManifestEntries = 16;
+// A compiler's list of what it read: thousands of torch headers fit in a few hundred KiB.
+constexpr uint64_t kMaxDepfileBytes = 16ull << 20;
+// What a build keeps of its failed units' compiler output, in all (each tool's is cut at 16 MiB as it
+// runs): the diagnostics need the first errors, and ten thousand units must not each keep theirs.
+constexpr size_t kMaxKeptOutputBytes = 16u << 20;
+// What is read of a workdir's files that are not built from (its previous record, a fixed file's
+// copy) before it is judged too large to matter.
+constexpr uint64_t kMaxRecordBytes = 16ull << 20;
 constexpr auto kCompileTimeout = std::chrono::minutes(10);
 // Compat bindings include torch and pybind11 through a precompiled header.
 // g++ spends ~5 s just restoring that header state (an empty TU with the PCH:
@@ -66,7 +83,8 @@ std::string shard(const std::string& key) { return key.substr(0, 2) + "/" + key;
 struct Unit {
   std::string rel;     // as passed to the compiler (relative to the source root), or absolute
   std::string key_path;  // the path that enters the cache key (default: rel)
-  fs::path read_path;  // where its content is read for hashing
+  fs::path read_path;  // where its content is read for hashing (anvil's files, loose sources)
+  const std::string* content = nullptr;  // a workdir's unit: its bytes in the plan's snapshot
   bool is_cuda = false;
   std::vector<std::string> flags;
   bool fixed = false;  // one of anvil's own files: shared by every candidate
@@ -77,17 +95,33 @@ struct Plan {
   fs::path root;  // the candidate directory (the view's base)
   std::map<std::string, fs::path> overlay;  // staged relative path -> pristine file
   std::vector<std::string> stage_files;     // relative paths copied from root into the stage
+  // stage_files' bytes, each read once beneath root (read_beneath): what is hashed for the keys and
+  // what is staged are the same bytes, whatever changes in the workdir meanwhile (a file swapped for
+  // a link out of it between the scan and the read, or between the key and the stage).
+  std::map<std::string, std::string> snapshot;
   std::vector<Unit> units;
   std::vector<std::string> link_flags;
   bool needs_runtime = false;   // fast mode: libanvil_torch.so
   bool cuda = false;
+
+  // Every relative path the stage holds, sorted: what a compiler there can find by name.
+  std::vector<std::string> staged() const {
+    std::set<std::string> all(stage_files.begin(), stage_files.end());
+    for (const auto& [rel, pristine] : overlay) all.insert(rel);
+    return {all.begin(), all.end()};
+  }
+  bool is_staged(const std::string& rel) const {
+    return overlay.count(rel) || std::find(stage_files.begin(), stage_files.end(), rel) != stage_files.end();
+  }
 };
 
 // Records what was hashed for a unit, for --explain and the workdir's record.
 struct UnitState {
-  std::string base, source_hash, flags_hash, tool, object;
+  std::string base, source_hash, flags_hash, tool, names_hash, object;
   std::map<std::string, std::string> deps;
   std::vector<std::string> libs;  // extra libraries the object needs: "cublas", "cudnn"
+  // Why the object cannot be keyed by what it read (it is then used by this build alone), or "".
+  std::string unkeyable;
 };
 
 class Builder {
@@ -170,20 +204,30 @@ class Builder {
 
   std::string tool_identity(const Unit& u) const { return u.is_cuda ? env_.nvcc.identity : env_.cxx.identity; }
 
-  std::string base_key(const Unit& u, UnitState* st) {
-    auto src = content_hash(u.read_path);
+  // The hash of the stage's names: what a unit's compiler could find there by name (anvil's own
+  // units see no stage).
+  static std::string names_hash(const Plan& plan) {
+    Hasher h;
+    for (const auto& rel : plan.staged()) h.add("name", rel);
+    return h.hex();
+  }
+
+  std::string base_key(const Unit& u, const std::string& stage_names, UnitState* st) {
+    auto src = u.content ? std::optional<std::string>(sha256_hex(*u.content)) : content_hash(u.read_path);
     st->source_hash = src ? *src : "missing";
     Hasher fh;
     for (const auto& f : u.flags) fh.add("flag", f);
     st->flags_hash = fh.hex();
     st->tool = tool_identity(u);
+    st->names_hash = u.fixed ? "" : stage_names;
     Hasher h;
     h.add("format", kObjectFormat)
         .add("env", env_.fingerprint)
         .add("tool", st->tool)
         .add("flags", st->flags_hash)
         .add("path", u.key_path.empty() ? u.rel : u.key_path)
-        .add("source", st->source_hash);
+        .add("source", st->source_hash)
+        .add("names", st->names_hash);
     st->base = h.hex();
     return st->base;
   }
@@ -216,7 +260,10 @@ class Builder {
       bool match = true;
       const nlohmann::json entry_deps = entry.value("deps", nlohmann::json::object());
       for (const auto& [p, h] : entry_deps.items()) {
-        auto now = content_hash(view_path(plan, p));
+        auto snap = plan.snapshot.find(fs::path(p).lexically_normal().generic_string());
+        auto now = !fs::path(p).is_absolute() && snap != plan.snapshot.end()
+                       ? std::optional<std::string>(sha256_hex(snap->second))
+                       : content_hash(view_path(plan, p));
         if (!now || *now != h.get<std::string>()) {
           match = false;
           break;
@@ -244,8 +291,21 @@ class Builder {
       if (e.value("object", std::string()) != st.object) kept.push_back(e);
     }
     std::string err;
-    write_file_atomic(manifest_path(st.base), kept.dump(), &err);
+    write_file_atomic(manifest_path(st.base), json_text(kept), &err);
   }
+
+  // A failed unit's output, cut to what is left of the build's budget (kMaxKeptOutputBytes).
+  void keep_output(std::string* output) {
+    std::lock_guard<std::mutex> g(mu_);
+    size_t room = std::min(output->size(), kMaxKeptOutputBytes - kept_output_);
+    kept_output_ += room;
+    if (room == output->size()) return;
+    size_t left_out = output->size() - room;
+    output->resize(room);
+    *output += "\n(" + human_size(left_out) + " more of the compiler's output left out: a build keeps " +
+               human_size(kMaxKeptOutputBytes) + " of it in all)\n";
+  }
+  size_t kept_output_ = 0;
 
   // A unit's wall-clock limit: 10 minutes, or what is left before the deadline (at least 1 ms).
   std::chrono::milliseconds unit_timeout(bool* cut) const {
@@ -272,6 +332,7 @@ class Builder {
     } else {
       JailOptions j;
       j.config = config_;
+      j.view = &config_->build;  // the toolchain's system only: no /etc/passwd, no /sys, no /opt
       j.cwd = cwd.empty() ? fs::path("/") : cwd;
       j.binds = std::move(binds);
       j.toolchain = toolchain_;
@@ -319,7 +380,15 @@ class Builder {
             stage_error_ = "cannot stage " + rel + ": " + e;
           }
         };
-        for (const auto& rel : plan.stage_files) put(rel, plan.root / rel);
+        for (const auto& rel : plan.stage_files) {
+          std::string e;
+          auto it = plan.snapshot.find(rel);
+          if (it == plan.snapshot.end()) {
+            stage_error_ = "cannot stage " + rel + ": it was not read";
+          } else if (!write_file_atomic(stage_dir_ / rel, it->second, &e, 0644)) {
+            stage_error_ = "cannot stage " + rel + ": " + e;
+          }
+        }
         for (const auto& [rel, pristine] : plan.overlay) put(rel, pristine);
       } catch (const std::exception& e) {
         stage_error_ = e.what();
@@ -346,11 +415,17 @@ class Builder {
     }
     fs::path work = tool_dir("cc");
     binds.push_back({work, true});
-    fs::path obj = work / "out.o", dep = work / "out.d";
+    // The preprocessor's list of what it read (out.d) and the assembler's (as.d: its .include and
+    // .incbin files; through nvcc, of the host side's assembly).
+    fs::path obj = work / "out.o", dep = work / "out.d", asm_dep = work / "as.d";
     std::vector<std::string> argv;
     argv.push_back(u.is_cuda ? env_.nvcc.path.string() : env_.cxx.path.string());
     argv.insert(argv.end(), u.flags.begin(), u.flags.end());
     argv.insert(argv.end(), {"-c", u.rel, "-o", obj.string(), "-MD", "-MF", dep.string()});
+    if (gnu_assembler()) {
+      if (u.is_cuda) argv.insert(argv.end(), {"-Xcompiler", "-Wa\\,--MD\\," + asm_dep.string()});  // "\,": not a separator
+      else argv.push_back("-Wa,--MD," + asm_dep.string());
+    }
     bool cut = false;
     JailResult r = run_tool(argv, cwd, std::move(binds), &cut);
     take_back(work);
@@ -361,8 +436,12 @@ class Builder {
       remove_tree(work);
       return false;
     }
-    record_deps(u, cwd, dep, st);
+    std::vector<fs::path> lists = {dep};
+    if (gnu_assembler()) lists.push_back(asm_dep);
+    record_deps(plan, u, cwd, lists, st);
     st->object = object_key(st->base, st->deps);
+    // An object whose inputs cannot all be keyed is this build's alone: a key no lookup can find.
+    if (!st->unkeyable.empty()) st->object = Hasher().add("object", st->object).add("once", once_nonce()).hex();
     fs::path dest = object_path(st->object);
     fs::create_directories(dest.parent_path());
     if (::rename(obj.c_str(), dest.c_str()) != 0) {
@@ -370,31 +449,96 @@ class Builder {
       copy_file_atomic(obj, dest, &e);
     }
     remove_tree(work);
-    store_manifest(*st);
+    if (st->unkeyable.empty()) store_manifest(*st);
     return true;
   }
 
-  // Candidate headers from the depfile: relative paths (inside the stage) and absolute ones
-  // outside the environment, with their content hashes; and the libraries they call for.
-  void record_deps(const Unit& u, const fs::path& cwd, const fs::path& dep, UnitState* st) {
+  // Whether the assembler keeps a list of the files it reads (GNU as --MD); clang's integrated
+  // one does not, and its objects are then never served again (record_deps).
+  bool gnu_assembler() const { return env_.cxx.version.find("clang") == std::string::npos; }
+
+  static std::string once_nonce() {
+    std::random_device rd;
+    return std::to_string(rd()) + "-" + std::to_string(rd()) + "-" + std::to_string(rd()) + "-" + std::to_string(rd());
+  }
+
+  // What a compile read, from its tools' lists (`lists`: the preprocessor's depfile, the
+  // assembler's): the stage's files by relative path and the files outside the environment by
+  // absolute path, each with its content hash; and the libraries they call for. The stage is the
+  // only place of the candidate's a compiler can read (util/jail.h): a name its tools listed that
+  // the stage does not hold was never read from it (gas lists its .file names; nvcc's host side,
+  // its temporary files). A path that leaves the stage ("../"), or that aliases it or is the jail's
+  // own (/proc/self/cwd/..., /dev/fd/N), or a list that cannot be read, leaves *st unkeyable.
+  void record_deps(const Plan& plan, const Unit& u, const fs::path& cwd, const std::vector<fs::path>& lists,
+                   UnitState* st) {
     st->deps.clear();
     st->libs.clear();
-    auto deptext = read_file(dep);
-    std::vector<std::string> paths = deptext ? parse_depfile(*deptext) : std::vector<std::string>{};
+    st->unkeyable.clear();
+    std::vector<std::string> paths;
+    for (const auto& list : lists) {
+      std::string why;
+      auto text = read_regular(list, kMaxDepfileBytes, &why);
+      if (!text) {
+        st->unkeyable = list == lists.front() ? "the compiler's list of the files it read " + why
+                                              : "the assembler's list of the files it read " + why;
+        continue;
+      }
+      auto listed = parse_depfile(*text);
+      paths.insert(paths.end(), listed.begin(), listed.end());
+    }
+    std::error_code ec;
+    std::vector<std::string> stage_roots;
+    if (!cwd.empty()) {
+      stage_roots.push_back(cwd.lexically_normal().string());
+      stage_roots.push_back(fs::weakly_canonical(cwd, ec).string());
+    }
+    const std::string self = fs::path(u.rel).lexically_normal().generic_string();
     for (const auto& raw : paths) {
       fs::path p = fs::path(raw).lexically_normal();
       std::string name = p.filename().string();
       if (starts_with(name, "cublas")) st->libs.push_back("cublas");
       if (starts_with(name, "cudnn")) st->libs.push_back("cudnn");
-      if (p.is_absolute() && is_environment_path(p)) continue;
       std::string key = p.generic_string();
-      if (key == fs::path(u.rel).lexically_normal().generic_string()) continue;
-      fs::path actual = p.is_absolute() ? p : (u.fixed ? p : cwd / p);
-      auto h = hash_file(actual);
-      st->deps[key] = h ? *h : "missing";
+      if (u.fixed) {  // anvil's own units: compiled in /, beside no stage, from anvil's share/
+        if (key == self || !p.is_absolute() || within(key, "/tmp") || is_environment_path(p)) continue;
+        st->deps[key] = hash_file(p).value_or("missing");
+        continue;
+      }
+      for (const auto& root : stage_roots) {
+        if (!root.empty() && within(key, root)) key = fs::path(key).lexically_relative(root).generic_string();
+      }
+      if (!fs::path(key).is_absolute()) {
+        if (key == self || key == ".") continue;
+        if (key == ".." || starts_with(key, "../")) {
+          st->unkeyable = "it read " + raw + ", outside its stage";
+        } else if (plan.is_staged(key)) {
+          st->deps[key] = hash_file(cwd / key).value_or("missing");
+        }
+        continue;
+      }
+      if (within(key, "/tmp")) continue;  // the tools' own files, in the jail's private /tmp
+      fs::path real = fs::weakly_canonical(p, ec);
+      if (jail_own(key) || jail_own(real.string())) {
+        st->unkeyable = "it read " + raw + ", which is the jail's own";
+        continue;
+      }
+      if (is_environment_path(p)) continue;
+      st->deps[key] = hash_file(p).value_or("missing");
     }
     std::sort(st->libs.begin(), st->libs.end());
     st->libs.erase(std::unique(st->libs.begin(), st->libs.end()), st->libs.end());
+  }
+
+  // /proc, /dev and /sys are the jail's own, not the host's at the same path: what a compile read
+  // there cannot be hashed here (and /proc/self/cwd is the stage by another name).
+  static bool jail_own(const std::string& path) {
+    return within(path, "/proc") || within(path, "/dev") || within(path, "/sys");
+  }
+
+  static bool within(const std::string& path, const std::string& dir) {
+    std::string d = dir;
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    return path == d || starts_with(path, d == "/" ? d : d + "/");
   }
 
   // Which limit stopped a tool, as a line a model can act on; "" when none did.
@@ -622,6 +766,19 @@ namespace {
 // Units that use a PCH get "-include <runtime>/<name>" appended to their flags now; the PCH
 // itself is made only when such a unit misses the cache, inside its job, so units without one
 // (nvcc) start at once. Returns each unit's PCH, if it needs one.
+//
+// A PCH is made with anvil's flags alone, those before the unit's "@marker", and named by them. The
+// flags after it are the candidate's (load_inline's extra_cflags) and never name one: a PCH named by
+// them cost a new 757 MB file and 60 s of g++ for each new harmless flag (-DANVIL_NONCE=<time>),
+// never evicted, so a policy exploring flags filled the cache's disk. g++ checks a PCH against the
+// unit's own flags and macros as it includes it (-include <name> takes <name>.gch when valid): where
+// the candidate's flags leave the headers' meaning as it was (-O3, -DNONCE=1, -Werror) the PCH
+// serves; where they change it (-DNDEBUG, -O0, -std=c++20, -mavx2: a macro the headers test, a
+// language or target setting) g++ reads the plain header beside it, slower and as correct. So the
+// runtime area holds one PCH per marker and anvil flag set, whatever flags candidates pass.
+// -Winvalid-pch (a PCH not taken, said in the output) only where no candidate flag follows: there it
+// would be anvil's own mistake; after a candidate's flags the fallback is expected, and their -Werror
+// would make it a compile error.
 struct PchNeed {
   std::string name, header;
   std::vector<std::string> flags;
@@ -636,15 +793,20 @@ std::vector<std::optional<PchNeed>> plan_pchs(const Builder& b, Plan& plan) {
       for (const auto& f : u.flags) wants |= f == "@" + marker;
       if (!wants) continue;
       std::vector<std::string> flags, pch_flags;
+      bool after_marker = false, candidate_flags = false;
       for (const auto& f : u.flags) {
-        if (f == "@" + marker) continue;
+        if (f == "@" + marker) {
+          after_marker = true;
+          continue;
+        }
         flags.push_back(f);
+        candidate_flags |= after_marker;
         // The module's name is the unit's alone: torch's headers never read it, and a PCH made
         // with it would serve that one name (every load_inline name cost 42 s and a 757 MB PCH).
-        if (!starts_with(f, "-DTORCH_EXTENSION_NAME=")) pch_flags.push_back(f);
+        if (!after_marker && !starts_with(f, "-DTORCH_EXTENSION_NAME=")) pch_flags.push_back(f);
       }
       std::string header = marker == "compat_pch.h" ? compat_pch_header(plan.cuda) : "#include <torch/extension.h>\n";
-      // A PCH is only valid with the flags it was made with: name it by both.
+      // A PCH is made with (and named by) anvil's flags and the header.
       Hasher ph;
       ph.add("header", header);
       for (const auto& f : pch_flags) ph.add("flag", f);
@@ -652,7 +814,7 @@ std::vector<std::optional<PchNeed>> plan_pchs(const Builder& b, Plan& plan) {
       pch_needs[i] = PchNeed{pch, header, pch_flags};
       flags.push_back("-include");
       flags.push_back((b.runtime_dir() / pch).string());
-      flags.push_back("-Winvalid-pch");
+      if (!candidate_flags) flags.push_back("-Winvalid-pch");
       u.flags = flags;
     }
   }
@@ -692,8 +854,28 @@ bool build_runtime(Builder& b, const fs::path& work, std::string* log) {
   return r.ok();
 }
 
+// "kernels/extra.h added, kernels/old.h removed": how the stage's names differ from the previous
+// build's (its record's "stage").
+std::string names_changed(const Plan& plan, const nlohmann::json& prev) {
+  std::set<std::string> before, now;
+  const nlohmann::json old = prev.is_object() ? prev.value("stage", nlohmann::json::array()) : nlohmann::json::array();
+  for (const auto& n : old) {
+    if (n.is_string()) before.insert(n.get<std::string>());
+  }
+  for (const auto& n : plan.staged()) now.insert(n);
+  std::vector<std::string> said;
+  for (const auto& n : now) {
+    if (!before.count(n)) said.push_back(n + " added");
+  }
+  for (const auto& n : before) {
+    if (!now.count(n)) said.push_back(n + " removed");
+  }
+  if (said.size() > 3) said.resize(3), said.push_back("...");
+  return said.empty() ? "the stage's files changed" : join(said, ", ");
+}
+
 // Why each unit was compiled or found, against the workdir's previous record (--explain).
-void explain_units(const Builder& b, const std::vector<UnitState>& states, const nlohmann::json& prev,
+void explain_units(const Builder& b, const Plan& plan, const std::vector<UnitState>& states, const nlohmann::json& prev,
                    BuildReport& report) {
   nlohmann::json prev_units = prev.is_object() ? prev.value("units", nlohmann::json::object()) : nlohmann::json();
   for (size_t i = 0; i < states.size(); ++i) {
@@ -701,7 +883,9 @@ void explain_units(const Builder& b, const std::vector<UnitState>& states, const
     const UnitState& st = states[i];
     const nlohmann::json p = prev_units.is_object() && prev_units.contains(ur.source) ? prev_units[ur.source]
                                                                                        : nlohmann::json();
-    if (ur.cached) {
+    if (!ur.cached && !st.unkeyable.empty()) {
+      ur.explain = "compiled, for this build alone: " + st.unkeyable;
+    } else if (ur.cached) {
       ur.explain = (p.is_object() && p.value("object", "") == st.object) ? "up to date (cached)"
                                                                         : "found in the cache (built before)";
     } else if (p.is_null()) {
@@ -714,6 +898,8 @@ void explain_units(const Builder& b, const std::vector<UnitState>& states, const
       ur.explain = "compiled: compiler flags changed";
     } else if (p.value("env", "") != b.env_.fingerprint) {
       ur.explain = "compiled: the environment changed (torch, CUDA, Python or anvil's headers)";
+    } else if (prev.contains("stage") && p.value("names_hash", "") != st.names_hash) {
+      ur.explain = "compiled: " + names_changed(plan, prev);
     } else {
       std::vector<std::string> changed;
       const nlohmann::json prev_deps = p.value("deps", nlohmann::json::object());
@@ -725,7 +911,7 @@ void explain_units(const Builder& b, const std::vector<UnitState>& states, const
         if (!prev_deps.contains(dep)) changed.push_back(dep);
       }
       ur.explain = changed.empty() ? "compiled: not in the cache (cleared or evicted)"
-                                   : "compiled: header " + join(changed, ", ") + " changed";
+                                   : "compiled: " + join(changed, ", ") + " changed";
     }
     if (!ur.ok) ur.explain = "failed to compile";
   }
@@ -807,10 +993,11 @@ fs::path link_module(Builder& b, const Plan& plan, const std::vector<UnitState>&
       const auto& st = states[i];
       units_rec[report.units[i].source] = {{"source_hash", st.source_hash}, {"flags_hash", st.flags_hash},
                                            {"tool", st.tool}, {"env", env.fingerprint},
-                                           {"deps", st.deps}, {"object", st.object}};
+                                           {"names_hash", st.names_hash}, {"deps", st.deps}, {"object", st.object}};
     }
     std::string e;
-    write_file_atomic(record_path, nlohmann::json{{"units", units_rec}, {"module", mkey}}.dump(1), &e);
+    write_file_atomic(record_path,
+                      json_text(nlohmann::json{{"units", units_rec}, {"stage", plan.staged()}, {"module", mkey}}, 1), &e);
   }
   return module_cached;
 }
@@ -858,7 +1045,8 @@ void finish_report(const Builder& b, bool units_ok, const fs::path& module_cache
 // The previous record of this workdir, for --explain (null when there is none or it is unreadable).
 nlohmann::json previous_record(const fs::path& record_path) {
   if (record_path.empty()) return nullptr;
-  if (auto text = read_file(record_path)) {
+  std::string why;  // in the workdir: anyone's to replace (a FIFO, a sparse file of terabytes)
+  if (auto text = read_regular(record_path, kMaxRecordBytes, &why)) {
     try {
       return nlohmann::json::parse(*text);
     } catch (const std::exception&) {
@@ -918,6 +1106,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
     return ok;
   };
   std::vector<std::optional<PchNeed>> pch_needs = plan_pchs(b, plan);
+  const std::string stage_names = Builder::names_hash(plan);
   fs::path runtime_lib = b.runtime_dir() / "libanvil_torch.so";
   std::thread runtime_thread;
   bool runtime_ok = true;
@@ -945,7 +1134,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
       ur.source = u.fixed ? fs::path(u.rel).filename().string() + " (anvil)" : u.rel;
       ur.tool = u.is_cuda ? "nvcc" : "c++";
       auto tu = Clock::now();
-      b.base_key(u, &st);
+      b.base_key(u, stage_names, &st);
       if (b.lookup(plan, &st)) {
         ur.cached = true;
       } else {
@@ -959,6 +1148,8 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
         } else {
           ur.ok = b.compile(plan, u, &st, &outputs[i], &stopped[i]);
         }
+        if (ur.ok) outputs[i].clear();  // only a failed unit's is shown
+        b.keep_output(&outputs[i]);
       }
       ur.seconds = since(tu);
     });
@@ -968,7 +1159,7 @@ BuildReport run_plan(Builder& b, Plan& plan, const fs::path& module_out, const f
   report.setup_seconds = pch_seconds + runtime_seconds;
 
   nlohmann::json prev = previous_record(record_path);
-  explain_units(b, states, prev, report);
+  explain_units(b, plan, states, prev, report);
 
   // A unit stopped by a limit is said in one line of its own; what the compiler printed on the
   // way (an #include of /dev/zero: megabytes of noise) goes to the full log only.
@@ -1029,7 +1220,7 @@ std::string check_build_dir(const fs::path& build_dir) {
 bool check_spec_flags(const Environment& env, const SourcesSpec& spec, SourcesSpec* out, BuildReport* report) {
   std::vector<std::string> dirs;
   std::string err;
-  if (const JailConfig* c = sandbox_config(env, &err)) dirs = c->system_dirs;
+  if (const JailConfig* c = sandbox_config(env, &err)) dirs = c->build.dirs;  // what the compilers see
   for (const auto& p : toolchain_paths(env)) {
     std::error_code ec;
     dirs.push_back(p.lexically_normal().string());
@@ -1058,6 +1249,22 @@ bool check_spec_flags(const Environment& env, const SourcesSpec& spec, SourcesSp
     }
   }
   return true;
+}
+
+}  // namespace
+
+namespace {
+
+// The workdir's files into plan's stage list and snapshot, each read once beneath w.dir; "" or why not.
+std::string take_snapshot(const Workdir& w, Plan* plan) {
+  for (const auto& f : w.files) {
+    std::string why;
+    auto data = read_beneath(w.dir, f, kMaxCandidateFileBytes, &why);
+    if (!data) return "cannot read " + f + ": it " + why;
+    plan->stage_files.push_back(f);
+    plan->snapshot[f] = std::move(*data);
+  }
+  return "";
 }
 
 }  // namespace
@@ -1091,13 +1298,19 @@ BuildReport build_workdir(const Environment& env, const fs::path& dir, const Bui
     if (!gencode_flags(report.arch, &gencode, &err)) return environment_error(report, err);
     if (std::string e = check_nvcc_for_arch(env.nvcc.version, report.arch); !e.empty()) return environment_error(report, e);
   }
-  for (const auto& f : w.files) plan.stage_files.push_back(f);
+  if (std::string e = take_snapshot(w, &plan); !e.empty()) {
+    report.error_kind = "workdir_error";
+    report.error = e;
+    return report;
+  }
   bool compat = w.mode == BindingMode::Compat;
   auto torch_flags = torch_compile_flags(env, plan.module_name);
   for (const auto& s : w.units) {
     Unit u;
     u.rel = s.rel;
     u.read_path = w.dir / s.rel;
+    auto snap = plan.snapshot.find(s.rel);
+    u.content = snap != plan.snapshot.end() ? &snap->second : nullptr;
     u.is_cuda = s.kind == UnitKind::Cuda;
     if (u.is_cuda) {
       u.flags = nvcc_flags(env, gencode);
@@ -1119,9 +1332,12 @@ BuildReport build_workdir(const Environment& env, const fs::path& dir, const Bui
     for (const auto& f : fixed_compat_files()) {
       fs::path pristine = env.share() / "workdir" / f;
       plan.overlay[f] = pristine;
-      auto theirs = read_file(w.dir / f);
+      // The workdir's copy read as a hostile file (a FIFO there once hung the build, a link to
+      // /dev/zero read without end): regular, bounded, or not compared.
+      std::string why;
+      auto theirs = read_beneath(w.dir, f, kMaxCandidateFileBytes, &why);
       auto ours = read_file(pristine);
-      if (theirs && ours && *theirs != *ours) {
+      if (ours && (theirs ? *theirs != *ours : why != "does not exist")) {
         report.warnings.push_back(f + " differs from the fixed copy: anvil builds with its own (your changes are ignored)");
       }
     }
@@ -1201,6 +1417,11 @@ BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const
   // file name, so messages read "main.cpp:3: ..." and nothing beside them is in view.
   auto stage = [&](const fs::path& file, const char* what) {
     std::string rel = file.filename().string();
+    if (std::string bad = candidate_name_problem(rel); !bad.empty()) {  // as a workdir's copy refuses it
+      report.error_kind = "workdir_error";
+      report.error = std::string(what) + " " + bad;
+      return false;
+    }
     std::error_code ec;
     auto st = fs::status(file, ec);
     if (ec || !fs::is_regular_file(st)) {
@@ -1233,8 +1454,8 @@ BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const
     } else {
       u.flags = host_flags(env, plan.cuda, "-O2");
       u.flags.insert(u.flags.end(), torch_flags.begin(), torch_flags.end());
+      u.flags.push_back("@extension_pch.h");  // anvil's flags before it make the PCH; the candidate's follow
       u.flags.insert(u.flags.end(), checked.cflags.begin(), checked.cflags.end());
-      u.flags.push_back("@extension_pch.h");
     }
     for (const auto& inc : checked.include_dirs) u.flags.push_back("-I" + inc);
     u.key_path = rel;  // load_inline writes to a fresh temp dir each time

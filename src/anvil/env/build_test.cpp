@@ -7,11 +7,16 @@
 #include <gtest/gtest.h>
 
 #include "support/test_env.h"
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
@@ -118,13 +123,142 @@ TEST_F(BuildTest, HeaderChangeRebuildsOnlyItsIncluders) {
   ASSERT_TRUE(write_file_atomic(w / "kernels" / "tuning.h", "#pragma once\nconstexpr int kTuning = 2;\n", &e));
   BuildReport r = build_workdir(env(), w, o);
   ASSERT_TRUE(r.ok) << r.diagnostics;
-  EXPECT_EQ(unit(r, "kernels/elementwise_chain.cpp").explain, "compiled: header kernels/tuning.h changed");
+  EXPECT_EQ(unit(r, "kernels/elementwise_chain.cpp").explain, "compiled: kernels/tuning.h changed");
   EXPECT_TRUE(unit(r, "kernels/elementwise_chain_binding.cpp").cached);
   // Back to the first header: both objects are still in the cache.
   ASSERT_TRUE(write_file_atomic(w / "kernels" / "tuning.h", "#pragma once\nconstexpr int kTuning = 1;\n", &e));
   BuildReport back = build_workdir(env(), w, o);
   EXPECT_EQ(back.compiled(), 0);
   EXPECT_TRUE(back.link_cached);
+}
+
+// ---- the build key covers every byte the compiler can read (issue 54) ----
+
+// The assembler reads files the preprocessor never lists (.incbin, .include): a second candidate
+// with the same sources and another data.bin was served the first one's object, blob and all.
+TEST_F(BuildTest, AFileTheAssemblerReadsIsInTheKey) {
+  fs::path a = candidate("examples/candidates/01_elementwise_chain/cpu", "a");
+  append(a / "kernels" / "elementwise_chain.cpp",
+         "asm(\".pushsection .rodata\\n.incbin \\\"kernels/data.bin\\\"\\n.popsection\");\n");
+  std::string e;
+  ASSERT_TRUE(write_file_atomic(a / "kernels" / "data.bin", "first candidate's blob", &e)) << e;
+  fs::path b = dir_ / "b";
+  fs::copy(a, b, fs::copy_options::recursive);
+  ASSERT_TRUE(write_file_atomic(b / "kernels" / "data.bin", "second candidate's blob", &e)) << e;
+  BuildOptions o;
+  o.explain = true;
+  BuildReport first = build_workdir(env(), a, o);
+  ASSERT_TRUE(first.ok) << first.error << "\n" << first.diagnostics;
+  BuildReport second = build_workdir(env(), b, o);
+  ASSERT_TRUE(second.ok) << second.error << "\n" << second.diagnostics;
+  EXPECT_FALSE(unit(second, "kernels/elementwise_chain.cpp").cached) << "served the first candidate's object";
+  EXPECT_TRUE(unit(second, "kernels/elementwise_chain_binding.cpp").cached);  // it reads no data.bin
+  std::string module = read_file(b / "cuda_extension.so").value_or("");
+  EXPECT_NE(module.find("second candidate's blob"), std::string::npos);
+  EXPECT_EQ(module.find("first candidate's blob"), std::string::npos);
+  // A change of the file it reads is noticed, and only its reader is compiled again.
+  ASSERT_TRUE(write_file_atomic(a / "kernels" / "data.bin", "first candidate's new blob", &e)) << e;
+  BuildReport again = build_workdir(env(), a, o);
+  ASSERT_TRUE(again.ok) << again.diagnostics;
+  EXPECT_EQ(unit(again, "kernels/elementwise_chain.cpp").explain, "compiled: kernels/data.bin changed");
+  EXPECT_TRUE(unit(again, "kernels/elementwise_chain_binding.cpp").cached);
+  EXPECT_NE(read_file(a / "cuda_extension.so").value_or("").find("first candidate's new blob"), std::string::npos);
+}
+
+// __has_include of a file that is not there leaves no trace in the depfile: the file added later
+// was not seen ("0 of 3 units compiled"). The stage's names are in every unit's key.
+TEST_F(BuildTest, AHeaderAddedLaterIsSeen) {
+  fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu");
+  fs::path kernel = w / "kernels" / "elementwise_chain.cpp";
+  std::string e;
+  ASSERT_TRUE(write_file_atomic(kernel, "#if __has_include(\"extra.h\")\n#include \"extra.h\"\n#endif\n" +
+                                            *read_file(kernel), &e));
+  BuildOptions o;
+  o.explain = true;
+  ASSERT_TRUE(build_workdir(env(), w, o).ok);
+  ASSERT_TRUE(write_file_atomic(w / "kernels" / "extra.h", "#pragma once\nconstexpr int kExtra = 1;\n", &e));
+  BuildReport added = build_workdir(env(), w, o);
+  ASSERT_TRUE(added.ok) << added.diagnostics;
+  EXPECT_EQ(unit(added, "kernels/elementwise_chain.cpp").explain, "compiled: kernels/extra.h added");
+  // Now read, it is keyed by its content as any header is.
+  ASSERT_TRUE(write_file_atomic(w / "kernels" / "extra.h", "#error extra.h changed\n", &e));
+  BuildReport changed = build_workdir(env(), w, o);
+  EXPECT_FALSE(changed.ok);
+  EXPECT_NE(changed.diagnostics.find("extra.h changed"), std::string::npos) << changed.diagnostics;
+  // Gone again: the first object serves.
+  fs::remove(w / "kernels" / "extra.h");
+  BuildReport removed = build_workdir(env(), w, o);
+  ASSERT_TRUE(removed.ok) << removed.diagnostics;
+  EXPECT_EQ(removed.compiled(), 0);
+}
+
+// /proc/self/cwd is the stage under another name: what the compiler read there cannot be hashed
+// outside the jail, so its object serves that build alone.
+TEST_F(BuildTest, AFileReadThroughAnAliasOfTheStageIsNeverServedAgain) {
+  fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu");
+  std::string e;
+  ASSERT_TRUE(write_file_atomic(w / "kernels" / "tuning.h", "#pragma once\nconstexpr int kTuning = 1;\n", &e));
+  fs::path kernel = w / "kernels" / "elementwise_chain.cpp";
+  ASSERT_TRUE(write_file_atomic(kernel, "#include \"/proc/self/cwd/kernels/tuning.h\"\n" + *read_file(kernel), &e));
+  BuildOptions o;
+  o.explain = true;
+  BuildReport first = build_workdir(env(), w, o);
+  ASSERT_TRUE(first.ok) << first.diagnostics;
+  EXPECT_EQ(unit(first, "kernels/elementwise_chain.cpp").explain,
+            "compiled, for this build alone: it read /proc/self/cwd/kernels/tuning.h, which is the jail's own");
+  ASSERT_TRUE(write_file_atomic(w / "kernels" / "tuning.h", "#error tuning.h changed\n", &e));
+  BuildReport second = build_workdir(env(), w, o);
+  EXPECT_FALSE(second.ok);
+  EXPECT_NE(second.diagnostics.find("tuning.h changed"), std::string::npos) << second.diagnostics;
+}
+
+// load_inline's sources: the headers staged beside them are read by the assembler too.
+TEST_F(BuildTest, LoadInlineHeadersTheAssemblerReadsAreInTheKey) {
+  std::string e;
+  fs::path src = dir_ / "main.cpp";
+  ASSERT_TRUE(write_file_atomic(src,
+                                "#include <torch/extension.h>\n"
+                                "asm(\".pushsection .rodata\\n.incbin \\\"blob.h\\\"\\n.popsection\");\n"
+                                "int64_t add1(int64_t x) { return x + 1; }\n"
+                                "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"add1\", &add1); }\n"
+                                "// nonce " + std::to_string(std::random_device{}()) + "\n",
+                                &e));
+  SourcesSpec spec;
+  spec.name = "inline_blob";
+  spec.sources = {src};
+  spec.out_dir = dir_ / "out";
+  for (const char* blob : {"first blob", "second blob"}) {
+    fs::path header = dir_ / blob / "blob.h";  // load_inline writes each to a fresh directory
+    ASSERT_TRUE(write_file_atomic(header, blob, &e)) << e;
+    spec.headers = {header};
+    BuildReport r = build_sources(env(), spec, {});
+    ASSERT_TRUE(r.ok) << r.error << "\n" << r.diagnostics;
+    EXPECT_EQ(r.compiled(), 1) << blob;
+    EXPECT_NE(read_file(r.module).value_or("").find(blob), std::string::npos) << blob;
+  }
+}
+
+// ---- the compilers' view: the sources and the toolchain (issue 54) ----
+
+// The host's identity under /etc (passwd, os-release) is not in the compilers' view, whether the
+// preprocessor or the assembler asks.
+TEST_F(BuildTest, TheCompilersSeeNoHostFilesUnderEtc) {
+  ASSERT_TRUE(fs::exists("/etc/passwd") && fs::exists("/etc/os-release")) << "the host lacks what the test reads";
+  fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu");
+  append(w / "kernels" / "elementwise_chain.cpp", "#include \"/etc/passwd\"\n");
+  BuildReport r = build_workdir(env(), w, {});
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.error_kind, "compile_error") << r.error;
+  EXPECT_NE(r.diagnostics.find("/etc/passwd: No such file or directory"), std::string::npos) << r.diagnostics;
+  EXPECT_EQ(r.diagnostics.find("root:"), std::string::npos) << r.diagnostics;
+
+  fs::path v = candidate("examples/candidates/01_elementwise_chain/cpu", "v");
+  append(v / "kernels" / "elementwise_chain.cpp",
+         "asm(\".pushsection .rodata\\n.incbin \\\"/etc/os-release\\\"\\n.popsection\");\n");
+  r = build_workdir(env(), v, {});
+  ASSERT_FALSE(r.ok) << "the assembler read the host's /etc/os-release";
+  EXPECT_EQ(r.error_kind, "compile_error") << r.error;
+  EXPECT_NE(r.diagnostics.find("file not found: /etc/os-release"), std::string::npos) << r.diagnostics;
 }
 
 TEST_F(BuildTest, IdenticalCandidateInAnotherWorkdirHitsTheCache) {
@@ -261,6 +395,72 @@ TEST_F(BuildTest, LoadInlineNamesShareOnePrecompiledHeader) {
   EXPECT_EQ(module->find("PyInit_anvil_pch_name_a"), std::string::npos);
 }
 
+// A header whose name is not UTF-8 (load()'s sources are a single-file candidate's neighbours, of any
+// name): its depfile's name went into the unit's manifest through nlohmann's strict dump, which threw
+// in the compile's worker thread (std::terminate: anvil aborted). Refused now, as a workdir's copy
+// refuses it (a record could only carry it as U+FFFD, which another name could match).
+TEST_F(BuildTest, ASourceNameThatIsNotUtf8IsRefused) {
+  std::string e;
+  fs::path src = dir_ / "bytes" / "main.cpp", header = dir_ / "bytes" / "\xff\xfe.h";
+  ASSERT_TRUE(write_file_atomic(header, "static const int kOffset = 4;\n", &e));
+  ASSERT_TRUE(write_file_atomic(src,
+                                "#include <torch/extension.h>\n#include \"\xff\xfe.h\"\n"
+                                "int64_t plus(int64_t x) { return x + kOffset; }\n"
+                                "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"plus\", &plus); }\n",
+                                &e));
+  SourcesSpec spec;
+  spec.name = "anvil_bytes_ext";
+  spec.sources = {src};
+  spec.headers = {header};
+  spec.out_dir = dir_ / "bytes" / "out";
+  BuildReport r = build_sources(env(), spec, {});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error_kind, "workdir_error");
+  EXPECT_EQ(r.error, "header \\xff\\xfe.h: the name is not UTF-8; name a candidate's files in UTF-8, without control "
+                     "characters");
+  EXPECT_TRUE(r.units.empty());  // nothing was compiled
+}
+
+// A PCH named by a candidate's extra_cflags made one 757 MB file (and 60 s of g++) per new flag, never
+// evicted: a policy passing -DANVIL_NONCE=<time> filled the cache's disk. The runtime area keeps one
+// PCH per anvil flag set; g++ takes it where the candidate's flags leave torch's headers as they were
+// and reads the headers themselves where not (-DNDEBUG), -Werror or not.
+TEST_F(BuildTest, LoadInlineFlagsAddNoPrecompiledHeaders) {
+  auto pchs = [&] {
+    size_t n = 0;
+    for (const auto& rel : list_files(runtime_dir(env()))) n += rel.extension() == ".gch";
+    return n;
+  };
+  std::string e, nonce = std::to_string(std::random_device{}()) + std::to_string(getpid());
+  std::vector<std::vector<std::string>> flag_sets = {{"-DANVIL_NONCE=" + nonce + "1"},
+                                                     {"-DANVIL_NONCE=" + nonce + "2", "-O3"},
+                                                     {"-DNDEBUG", "-Werror", "-DANVIL_NONCE=" + nonce + "3"}};
+  size_t after_first = 0;
+  for (size_t i = 0; i < flag_sets.size(); ++i) {
+    std::string name = "anvil_pch_flags_" + std::to_string(i);
+    fs::path src = dir_ / name / "main.cpp";
+    ASSERT_TRUE(write_file_atomic(src,
+                                  "#include <torch/extension.h>\nint64_t thrice(int64_t x) { return 3 * x; }\n"
+                                  "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"thrice\", &thrice); }\n// " + nonce + "\n",
+                                  &e));
+    SourcesSpec spec;
+    spec.name = name;
+    spec.sources = {src};
+    spec.out_dir = dir_ / name / "out";
+    spec.cflags = flag_sets[i];
+    BuildReport r = build_sources(env(), spec, {});
+    ASSERT_TRUE(r.ok) << join(flag_sets[i], " ") << ": " << r.error << "\n" << r.diagnostics;
+    // Whether this build made a PCH is its own setup time (the runtime area's count is shared with
+    // the tests that run beside this one under ctest -j, which make PCHs of their own flags).
+    if (i == 0) {
+      after_first = pchs();
+    } else {
+      EXPECT_EQ(r.setup_seconds, 0.0) << join(flag_sets[i], " ") << " made a precompiled header of its own";
+    }
+  }
+  EXPECT_GE(after_first, 1u);
+}
+
 TEST_F(BuildTest, TorchHeaderInFastModeIsRefusedWithAHint) {
   fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu");
   fs::path kernel = w / "kernels" / "elementwise_chain.cpp";
@@ -283,6 +483,38 @@ TEST_F(BuildTest, FixedFilesCannotBeReplacedByTheCandidate) {
   bool warned = false;
   for (const auto& msg : r.warnings) warned |= msg.find("binding_registry.h differs from the fixed copy") != std::string::npos;
   EXPECT_TRUE(warned);
+}
+
+// The build reads the workdir's own copies of the fixed files only to warn that they differ. A FIFO
+// there (the agent's bash can make one) hung `anvil build` and the agent's build tool for good, and a
+// link to /dev/zero was read without end: neither is read now. The build runs in a child, its memory
+// bounded, that the test ends if it does not finish in time.
+TEST_F(BuildTest, FixedFilesThatAreNotRegularAreNotRead) {
+  fs::path w = candidate("examples/candidates/01_elementwise_chain/cpu_compat");
+  fs::remove(w / "binding.cpp");
+  ASSERT_EQ(::mkfifo((w / "binding.cpp").c_str(), 0644), 0);
+  fs::remove(w / "binding_registry.h");
+  fs::create_symlink("/dev/zero", w / "binding_registry.h");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit r{4ull << 30, RLIM_INFINITY};  // the soft limit: the jailed compilers set their own
+    setrlimit(RLIMIT_AS, &r);
+    BuildReport b = build_workdir(env(), w, {});
+    _exit(b.ok && b.mode == "compat" ? 0 : 1);
+  }
+  int st = 0;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  while (waitpid(pid, &st, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      FAIL() << "the build did not finish in 240 s (it read the FIFO)";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(WIFEXITED(st)) << "the build died (signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0) << ")";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "the build failed";
 }
 
 TEST_F(BuildTest, ConcurrentProcessesShareOneCache) {

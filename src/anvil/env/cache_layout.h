@@ -3,6 +3,8 @@
 // the cache names its area here (cache_dir); a test fails on a cache path built anywhere else.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <vector>
 
@@ -25,6 +27,7 @@ enum class CacheArea {
   kZygote,       // the warm zygotes' sockets and tokens (launch.h)
   kLocks,        // lock files: builds, the GPU lock of `anvil baselines`
   kServe,        // `anvil serve`'s default state: its durable store, requests and sessions
+  kWorkdirs,     // the task each workdir `anvil init` made is judged against (workdir.h)
 };
 
 struct CacheAreaInfo {
@@ -43,5 +46,15 @@ const CacheAreaInfo& cache_area(CacheArea area);
 // The area's directory under `cache` (env.cache).
 std::filesystem::path cache_dir(const std::filesystem::path& cache, CacheArea area);
 std::filesystem::path cache_dir(const Environment& env, CacheArea area);
+
+// What a killed anvil leaves in tmp/ (every exit it sees removes its own directories): an entry
+// whose last change is older than this is no live process's. No evaluation, build or tool call lasts
+// near it.
+constexpr std::chrono::hours kStaleTmpAge{24};
+
+// Removes the entries of `cache`'s tmp/ area last changed more than `age` ago; returns how many.
+// Every command that loads the environment sweeps once (commands.cpp), as `anvil cache clear` does
+// all of tmp/.
+size_t sweep_stale_tmp(const std::filesystem::path& cache, std::chrono::seconds age = kStaleTmpAge);
 
 }  // namespace anvil

@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <ctime>
 #include <regex>
 #include <set>
 
@@ -53,6 +57,31 @@ TEST(CacheLayout, ClearRemovesWhatItSaysAndStatsListsEveryArea) {
       EXPECT_NE(clear.output.find(std::string(a.dir) + "/ ("), std::string::npos) << clear.output;
     }
   }
+  remove_tree(cache);
+}
+
+// What a killed anvil left in tmp/ (an evaluation's private copy, a build's stage) goes once it is a
+// day old; what is younger may be a live process's and stays.
+TEST(CacheLayout, StaleTemporaryEntriesAreSwept) {
+  fs::path cache = make_temp_dir(fs::temp_directory_path(), "anvil-cache-sweep");
+  fs::path tmp = cache_dir(cache, CacheArea::kTmp);
+  std::string err;
+  ASSERT_TRUE(write_file_atomic(tmp / "eval-old" / "candidate" / "model_new.py", "x", &err)) << err;
+  ASSERT_TRUE(write_file_atomic(tmp / "stage-old" / "kernels" / "a.cpp", "x", &err)) << err;
+  ASSERT_TRUE(write_file_atomic(tmp / "eval-new" / "candidate" / "model_new.py", "x", &err)) << err;
+  fs::create_symlink("/", tmp / "link-old");
+  timespec old[2] = {{0, UTIME_OMIT}, {time(nullptr) - 25 * 3600, 0}};
+  for (const char* name : {"eval-old", "stage-old", "link-old"}) {
+    ASSERT_EQ(::utimensat(AT_FDCWD, (tmp / name).c_str(), old, AT_SYMLINK_NOFOLLOW), 0) << name;
+  }
+  EXPECT_EQ(sweep_stale_tmp(cache), 3u);
+  std::error_code ec;
+  EXPECT_FALSE(fs::exists(tmp / "eval-old", ec));
+  EXPECT_FALSE(fs::exists(tmp / "stage-old", ec));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tmp / "link-old", ec)));
+  EXPECT_TRUE(fs::exists(tmp / "eval-new" / "candidate" / "model_new.py", ec));
+  EXPECT_TRUE(fs::exists("/bin", ec));  // the link was removed, not followed
+  EXPECT_EQ(sweep_stale_tmp(cache / "none"), 0u);  // no cache yet: nothing to do
   remove_tree(cache);
 }
 

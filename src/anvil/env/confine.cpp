@@ -1,6 +1,7 @@
 // confine.cpp: the environment's side of the jail.
 #include "anvil/env/confine.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -40,9 +41,19 @@ std::vector<fs::path> toolchain_paths(const Environment& env) {
     out.push_back(fs::canonical(env.python, ec).parent_path().parent_path());  // the interpreter's prefix
   }
   if (!env.python_include.empty()) out.push_back(env.python_include);
-  // The compilers themselves, wherever they are (a wrapper script outside /usr, say).
+  // The compilers themselves, wherever they are, and the installation each lives in: a compiler
+  // under a prefix of its own (/opt/gcc/bin/g++, a wrapper that runs g++-real beside it and reads
+  // its lib/) needs that prefix's programs and libraries. Only a bin/ directory is taken whole: a
+  // compiler named elsewhere (~/g++) brings no more than itself.
   for (const Tool* t : {&env.cxx, &env.nvcc}) {
-    if (t->found()) out.push_back(t->path);
+    if (!t->found()) continue;
+    out.push_back(t->path);
+    for (const fs::path& program : {t->path, fs::canonical(t->path, ec)}) {
+      fs::path bin = program.parent_path();
+      if (program.empty() || bin.filename() != "bin") continue;
+      out.push_back(bin);
+      for (const char* part : {"lib", "lib64", "libexec", "include"}) out.push_back(bin.parent_path() / part);
+    }
   }
   for (const auto& inc : env.torch.include_paths) out.push_back(inc);
   if (!env.torch.library_dir.empty()) out.push_back(env.torch.library_dir.parent_path());
@@ -64,6 +75,22 @@ std::vector<std::string> tool_environment() {
     if (const char* v = std::getenv(k); v && *v) env.push_back(std::string(k) + "=" + v);
   }
   return env;
+}
+
+void give_to_episode(const JailConfig& config, const fs::path& workdir) {
+  if (geteuid() != 0) return;
+  if (jail_uid(config) != config.uid) return give_to_jail(config, workdir);  // no user of its own to drop to
+  unsigned u = episode_uid(config);
+  set_owner(workdir, u, u);
+}
+
+std::optional<unsigned> episode_user(const JailConfig& config, const fs::path& workdir) {
+  struct stat st;
+  if (geteuid() != 0 || ::stat(workdir.c_str(), &st) != 0) return std::nullopt;
+  if (st.st_uid < config.episode_uid_base || st.st_uid - config.episode_uid_base >= config.episode_uid_span) {
+    return std::nullopt;
+  }
+  return static_cast<unsigned>(st.st_uid);
 }
 
 void give_to_jail(const JailConfig& config, const fs::path& path) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,8 @@ namespace anvil {
 const JailConfig* sandbox_config(const Environment& env, std::string* err);
 
 // The read-only paths beside the system directories: the Python prefixes (the venv and its base
-// interpreter), the compilers, torch's include and library directories, CUDA, cuDNN and cuBLAS,
+// interpreter), the compilers (and, for one in a bin/ directory, its prefix's bin, lib, lib64, libexec
+// and include), torch's include and library directories, CUDA, cuDNN and cuBLAS,
 // anvil's include/ and the cache's runtime directory (libanvil_torch.so, the precompiled headers).
 // Those that do not exist are skipped by the jail. The build adds share/ (anvil's fixed sources),
 // ncu_profile adds python/ (anvil.ncu_target); the agent's shell sees no more of anvil's tree.
@@ -32,5 +34,14 @@ std::vector<std::string> tool_environment();
 // Gives `path` (and, for a directory, everything under it) to the jail's user, so a jailed
 // process can write there: a no-op unless anvil is root. Never follows a symlink.
 void give_to_jail(const JailConfig& config, const std::filesystem::path& path);
+
+// Gives an episode's workdir (and everything under it) to a user of its own (episode_uid): its
+// shell runs as that user (episode_user), its processes counted apart from every other episode's.
+// The jail's user instead when anvil is not root with CAP_SYS_ADMIN (a no-op then, as give_to_jail).
+void give_to_episode(const JailConfig& config, const std::filesystem::path& workdir);
+
+// Who an episode's shell runs as: its workdir's owner when that is one of the episode users, else
+// nullopt (the jail's user).
+std::optional<unsigned> episode_user(const JailConfig& config, const std::filesystem::path& workdir);
 
 }  // namespace anvil

@@ -29,6 +29,7 @@
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 
@@ -87,7 +88,7 @@ void remember_roofline(const Environment& env, const EvalOptions& opts, const nl
                           {"driver", env.driver},
                           {"torch", env.torch.version}};
   std::string err;
-  write_file_atomic(roofline_cache_path(env, opts.gpu), entry.dump(1), &err);
+  write_file_atomic(roofline_cache_path(env, opts.gpu), json_text(entry, 1), &err);
 }
 
 // Whether `text` at `pos` starts a bare "model_new.py" (not the end of a longer path or name).
@@ -140,7 +141,13 @@ UserPaths user_paths(const fs::path& private_dir, const std::string& candidate, 
 
 namespace {
 
-std::string clean_tail(const std::string& text, const UserPaths& paths) { return tail_lines(paths(text), kTailLines); }
+// The output's last lines; when more was written than is kept, a first line says how much.
+std::string clean_tail(const SubprocessResult& r, const UserPaths& paths) {
+  std::string tail = tail_lines(paths(r.output), kTailLines);
+  if (r.output_left_out == 0) return tail;
+  return "(" + human_size(r.output_left_out) + " of the output left out; " + human_size(r.output.size()) +
+         " kept)\n" + tail;
+}
 
 }  // namespace
 
@@ -246,7 +253,9 @@ nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, c
       {"rules", s.protocol.rules()},
       {"tolerance", s.tolerance},
       {"flags",
-       {{"allow_tf32", opts.allow_tf32}, {"cudnn_allow_tf32", opts.allow_tf32}, {"cudnn_benchmark", false},
+       {{"allow_tf32", opts.allow_tf32},
+        {"cudnn_allow_tf32", opts.allow_tf32 || s.protocol.cudnn_allow_tf32},
+        {"cudnn_benchmark", false},
         {"cudnn_deterministic", false}}},
       {"timing",
        {{"measure", measure},
@@ -268,6 +277,7 @@ nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, c
                            {"roofline", roofline_request(env, opts, device)},
                            {"cuobjdump", fs::exists(cuobjdump, ec) ? nlohmann::json(cuobjdump.string())
                                                                    : nlohmann::json(nullptr)}};
+    request["stress"] = {{"trials", opts.stress_trials}};  // vet's rules join it (plan)
   } else {
     request["defenses"] = false;
   }
@@ -280,7 +290,7 @@ SubprocessOptions runner_options(const Environment& env, const EvalOptions& opts
                                  const nlohmann::json& request, Device device, nlohmann::json* isolation) {
   SubprocessOptions so;
   so.cwd = private_dir;  // never the candidate's directory
-  so.stdin_data = request.dump();
+  so.stdin_data = json_text(request);
   so.capture_fd3 = true;
   so.merge_stderr = true;
   so.max_output = 1 << 20;
@@ -352,7 +362,7 @@ std::vector<std::string> keep_baselines(const fs::path& bpath, Device device, bo
     store["task"] = task_name;
     store["env"] = env_facts;
     std::string err;
-    write_file_atomic(bpath, store.dump(1), &err);
+    write_file_atomic(bpath, json_text(store, 1), &err);
   }
   return unkept;
 }
@@ -395,6 +405,7 @@ struct Evaluation {
   Device device = Device::Cpu;  // settled by build()
   double build_seconds = 0;
   std::string vet_note;
+  nlohmann::json stress_rules;  // vet's rule of each stress distribution for this task (python/anvil/stress.py)
   uint32_t seed = 0;
   nlohmann::json request;
   fs::path bpath;
@@ -417,6 +428,10 @@ struct Evaluation {
   EvalResult finish(Outcome outcome, const std::string& message) {
     res.outcome = outcome;
     if (outcome != Outcome::kOk) res.reward = -1;
+    // A reason stays only as one of this outcome's names (outcome.h): a report's is passed on from
+    // what the candidate's own process said of itself, and may be anything, an object included.
+    const nlohmann::json& reason = j()["reason"];
+    if (!reason.is_string() || !reason_of(outcome, reason.get<std::string>())) j()["reason"] = nullptr;
     j()["outcome"] = outcome_name(outcome);
     j()["message"] = message;
     j()["reward"] = res.reward;
@@ -486,7 +501,7 @@ End prepare(Evaluation& e) {
 End build(Evaluation& e) {
   std::error_code ec;
   if (e.is_dir) {
-    if (!fs::exists(e.work / "model_new.py", ec)) {
+    if (!fs::is_regular_file(e.work / "model_new.py", ec)) {
       e.j()["candidate"]["kind"] = e.kind;
       return e.finish(Outcome::kLoadError, "the candidate has no model_new.py: it must define class ModelNew(nn.Module) with "
                                     "Model's constructor signature, calling cuda_extension's functions");
@@ -529,6 +544,7 @@ void vet(Evaluation& e) {
     e.j()["task"]["vet_error"] = v.error;
     return;
   }
+  e.stress_rules = v.report.value("stress", nlohmann::json::object());
   e.j()["task"]["flags"] = v.report.value("flags", nlohmann::json::array());
   e.j()["task"]["vet_notes"] = v.report.value("notes", nlohmann::json::array());
   for (const auto& f : e.j()["task"]["flags"]) {
@@ -544,6 +560,9 @@ void plan(Evaluation& e) {
   const EvalOptions& opts = e.opts;
   e.seed = opts.seed ? *opts.seed : static_cast<uint32_t>(std::random_device{}() & 0x7fffffff);
   e.request = runner_request(e.env, opts, e.settings, e.harness / "model.py", e.work, e.kind, e.device, e.seed);
+  if (e.request.contains("stress") && e.stress_rules.is_object() && !e.stress_rules.empty()) {
+    e.request["stress"]["rules"] = e.stress_rules;
+  }
   std::string bkey = baseline_key(e.env, e.task->hash, e.request, e.device);
   e.bpath = baseline_path(e.env, bkey);
   e.baselines = opts.use_baseline_cache ? load_baselines(e.bpath) : nlohmann::json::object();
@@ -598,7 +617,7 @@ End run(Evaluation& e) {
       launched.zygote ? "forked from the warm zygote at " + launched.socket : "fresh process";
   e.j()["isolation"]["ended"] =
       launched.ended_at_report ? "at its report (killed then, its teardown not waited for)" : "at its exit";
-  e.j()["output_tail"] = clean_tail(e.ran.output, e.paths);
+  e.j()["output_tail"] = clean_tail(e.ran, e.paths);
   e.j()["seconds"] = {{"build", e.build_seconds}, {"run", since(tr)}, {"total", since(e.t0)}};
   if (!e.ran.started) return e.fail(EvalError::kRunner, "cannot start the runner (" + e.env.python.string() + "): " + e.ran.error);
   e.report = parse_report(e.ran);  // a corrupt report is the same as none
@@ -619,7 +638,14 @@ End interpret(Evaluation& e) {
   };
   if (report.is_object()) {
     j["env"] = report.value("env", nlohmann::json());
-    if (report.contains("defenses")) j["defenses"] = report["defenses"];
+    if (report.contains("defenses")) {
+      j["defenses"] = report["defenses"];
+      // The candidate's process's host-memory limit (RLIMIT_DATA, python/anvil/confine.py), as isolation says it.
+      const nlohmann::json& sandbox = j["defenses"].value("sandbox", nlohmann::json());
+      if (sandbox.is_object() && sandbox.contains("memory") && j["isolation"].is_object()) {
+        j["isolation"]["candidate_memory"] = sandbox["memory"];
+      }
+    }
     if (e.device == Device::Cuda) {
       remember_roofline(e.env, e.opts,
                         j.value("defenses", nlohmann::json::object()).value("roofline", nlohmann::json()));
@@ -651,6 +677,11 @@ End interpret(Evaluation& e) {
     return e.finish(Outcome::kRuntimeError, "the evaluation used more than " +
                                          std::to_string(e.opts.memory_limit_bytes >> 30) +
                                          " GiB of memory and was killed");
+  }
+  if (!report.is_object() && r.fd3_left_out > 0) {
+    return e.finish(Outcome::kRuntimeError, "the evaluation's report was larger than " + human_size(r.fd3_output.size()) +
+                                                " (" + human_size(r.fd3_left_out) + " more were left out) and could not be read\n" +
+                                                last_words());
   }
   if (!report.is_object()) {
     std::string how = r.signal ? "was killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")"
@@ -728,16 +759,13 @@ EvalResult score(Evaluation& e) {
   auto per_call = batch_per_call;
   auto opt = or_null;
   std::optional<double> cand_ms;
-  std::optional<TimeBound> unvouched;  // a claim the judge's clock cannot back, on a CPU
+  const bool credited = speed_credited(e.device);  // reward.h: no speed credit on a CPU
   nlohmann::json bound = nullptr;
   if (claimed_ms && *claimed_ms > 0) {
     TimeBound b = bound_time(*claimed_ms, per_call(cand_t), per_call(eager_t), eager_ms, number_at(eager_t, "min_ms"));
-    if (opts.defenses && b.forged && e.device != Device::Cuda) {
-      // On a CPU no figure the judge takes is free of the machine's load (a shared machine's
-      // scheduler stalls calls by 10-100x, eager's fastest call too: bench/results/
-      // cpu-load-2026-11-24.json), so the gap is no proof: no speed is credited, and nothing more.
-      unvouched = b;
-    } else if (opts.defenses && b.forged) {
+    // A forgery is decided where the judge's clock is the device's own (a GPU); on a CPU no speed is
+    // credited at all, so a gap between the claim and the clock there changes nothing.
+    if (opts.defenses && b.forged && credited) {
       j["reason"] = "timing_forged";
       j["hack"] = forged_timing(b, cand_t, eager_t, eager_ms);
       return e.finish(Outcome::kHackSuspected, j["hack"]["reasons"][0]["message"].get<std::string>());
@@ -750,10 +778,7 @@ EvalResult score(Evaluation& e) {
                {"vouched_ms", opt(b.vouched_ms)},
                {"slack", kBatchSlack},
                {"limited_by", b.limited ? "the judge's batch" : "the claim"}};
-      if (unvouched) {
-        bound["floor_ms"] = *b.floor_ms;
-        bound["unvouched"] = true;
-      }
+      if (b.floor_ms) bound["floor_ms"] = *b.floor_ms;
     }
   }
   std::optional<double> se, sc;
@@ -776,21 +801,17 @@ EvalResult score(Evaluation& e) {
                  {"warmup", opts.warmup},
                  {"input_sets", opts.input_sets},
                  {"flush_l2", opts.flush_l2 && e.device == Device::Cuda},
-                 {"hide_launch", opts.hide_launch && e.device == Device::Cuda}};
-  e.res.reward = milestone_reward(true, unvouched ? std::nullopt : se, unvouched ? std::nullopt : sc);
+                 {"hide_launch", opts.hide_launch && e.device == Device::Cuda},
+                 {"speed_credited", credited}};
+  e.res.reward = milestone_reward(true, credited ? se : std::nullopt, credited ? sc : std::nullopt);
   std::string note;
   if (!opts.measure_time) note = "verified only: timing was not asked for, so no speed reward";
   else if (!claimed_ms) note = "the candidate's time was not measured; no speed reward";
   else if (!cand_ms) note = "the judge's clock could not time the candidate against eager; no speed reward";
   else if (!compile_ms && e.want_compile) note = "torch.compile baseline unavailable: " +
                                                  compile_t.value("error", std::string("not measured"));
-  if (unvouched) {
-    char buf[400];
-    std::snprintf(buf, sizeof buf, "the candidate's own timing (%.4g ms) is more than %.0fx faster than the judge's "
-                  "clock allows (%.4g ms at eager's fastest call): no speed-up is credited (on a GPU this is a "
-                  "forgery; on a loaded CPU it can be the machine)", unvouched->claimed_ms, kForgedRatio,
-                  *unvouched->floor_ms);
-    note += (note.empty() ? "" : "\n") + std::string(buf);
+  if (!credited) {
+    note += (note.empty() ? "" : "\n") + std::string(kNoSpeedCreditNote);
   } else if (cand_ms && bound.is_object() && bound.value("limited_by", std::string()) == "the judge's batch") {
     char buf[256];
     std::snprintf(buf, sizeof buf, "the candidate's own timing (%.4g ms) is faster than the judge's clock allows: "
@@ -1078,22 +1099,21 @@ std::optional<BuildReport> prebuild(const Environment& env, const std::string& c
   fs::path cand(candidate);
   if (!fs::is_directory(cand, ec) || !fs::exists(cand / "model_new.py", ec)) return std::nullopt;
   BuildReport b;
-  fs::path private_dir;
+  TempDir scratch;
   try {
-    private_dir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "prebuild");
+    scratch = TempDir(cache_dir(env, CacheArea::kTmp), "prebuild");
   } catch (const std::exception& e) {
     b.error_kind = "environment_error";
     b.error = e.what();
     return b;
   }
   std::string err;
-  if (!copy_candidate(cand, private_dir / "candidate", &err)) {
+  if (!copy_candidate(cand, scratch.path() / "candidate", &err)) {
     b.error_kind = "workdir_error";
     b.error = "cannot copy the candidate: " + err;
   } else {
-    b = build_workdir(env, private_dir / "candidate", opts);
+    b = build_workdir(env, scratch.path() / "candidate", opts);
   }
-  remove_tree(private_dir);
   return b;
 }
 

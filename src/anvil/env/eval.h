@@ -63,6 +63,9 @@ struct EvalOptions {
   std::string protocol = protocol_names().front();  // the rules judged by: cuda-agent | kernelbench (env/protocol.h)
   std::string preset;     // tolerance preset: strict | paper | kernelbench; empty: the protocol's
   int trials = 5;
+  // Verification calls on inputs the task's get_inputs() never makes (python/anvil/stress.py), with
+  // defenses: share/protocol.json's checks.stress_trials; 0 turns them off (to measure what they cost).
+  int stress_trials = check_defaults().stress_trials;
   std::optional<uint32_t> seed;   // default: a fresh random seed, recorded in the result
   // The candidate's launch configuration (the agent's `tune`): ModelNew's integer attribute `config`
   // set to this after it is constructed (a ModelNew without one is a load_error). Unset: its own.

@@ -112,6 +112,7 @@ class EvalStages : public ::testing::Test {
 };
 
 TEST_F(EvalStages, TheRewardFollowsTheSpeedups) {
+  on_a_gpu();
   opts_.use_baseline_cache = false;
   struct Case {
     double candidate, eager, compile;
@@ -125,7 +126,21 @@ TEST_F(EvalStages, TheRewardFollowsTheSpeedups) {
     EXPECT_EQ(j["correct"], true);
     EXPECT_EQ(j["reward"], c.reward) << c.candidate << " " << c.eager << " " << c.compile;
     EXPECT_NEAR(j["timing"]["speedup_eager"].get<double>(), c.eager / c.candidate, 1e-9);
+    EXPECT_EQ(j["timing"]["speed_credited"], true);
   }
+}
+
+// On a CPU the judge's clock is the host's wall: no speed is credited, whatever the times (reward.h).
+TEST_F(EvalStages, ACpuEvaluationCreditsNoSpeed) {
+  opts_.use_baseline_cache = false;
+  nlohmann::json j = judged_json(reported(correct(1.0, 4.0, 4.0)));
+  EXPECT_EQ(j["outcome"], "ok") << j.dump();
+  EXPECT_EQ(j["reward"], 1);
+  EXPECT_EQ(j["timing"]["speed_credited"], false);
+  EXPECT_NEAR(j["timing"]["speedup_eager"].get<double>(), 4.0, 1e-9);  // shown, not rewarded
+  EXPECT_NE(j["message"].get<std::string>().find("no speed is credited"), std::string::npos) << j["message"];
+  EXPECT_FALSE(speed_credited(Device::Cpu));
+  EXPECT_TRUE(speed_credited(Device::Cuda));
 }
 
 // A verdict another anvil sent (a Ray worker's) is read back only when it is one anvil could give.
@@ -149,6 +164,7 @@ TEST_F(EvalStages, AVerdictFromElsewhereIsOneAnvilCouldGive) {
 }
 
 TEST_F(EvalStages, BaselinesMeasuredCleanServeTheNextEvaluation) {
+  on_a_gpu();
   CannedRunner* first = nullptr;
   nlohmann::json j = evaluate_with(reported(correct(1.0, 2.0, 2.0)), &first).json;
   ASSERT_EQ(j["reward"], 3) << j.dump();
@@ -165,6 +181,7 @@ TEST_F(EvalStages, BaselinesMeasuredCleanServeTheNextEvaluation) {
 }
 
 TEST_F(EvalStages, AnUncleanBaselineIsUsedButNotKept) {
+  on_a_gpu();
   nlohmann::json report = correct(1.0, 2.0, 2.0);
   report["timing"]["eager"]["load"] = {{"candidate_gone", false}};
   nlohmann::json j = judged_json(reported(report));
@@ -182,7 +199,7 @@ TEST_F(EvalStages, AClaimFarBelowTheJudgesClockIsForgedOnAGpuAndUncreditedOnACpu
   nlohmann::json cpu = judged_json(reported(report));
   EXPECT_EQ(cpu["outcome"], "ok");
   EXPECT_EQ(cpu["reward"], 1);
-  EXPECT_EQ(cpu["timing"]["bound"]["unvouched"], true);
+  EXPECT_EQ(cpu["timing"]["speed_credited"], false);
   on_a_gpu();
   nlohmann::json gpu = judged_json(reported(report));
   EXPECT_EQ(gpu["outcome"], "hack_suspected");
@@ -225,6 +242,15 @@ TEST_F(EvalStages, EveryEndOfTheRunnerIsAnOutcome) {
   EXPECT_NE(judged_json(r)["message"].get<std::string>().find("exited with code 3"), std::string::npos);
   r.fd3_output = "{not json";  // a corrupt report is none
   EXPECT_EQ(judged_json(r)["outcome"], "runtime_error");
+  // What was too large to keep is said: a report cut at its cap, an output cut to its tail.
+  r.fd3_left_out = 3 << 20;
+  r.output_left_out = 4ull << 30;
+  j = judged_json(r);
+  EXPECT_EQ(j["outcome"], "runtime_error");
+  EXPECT_EQ(j["message"].get<std::string>().rfind("the evaluation's report was larger than 9 bytes (3.0 MB more were "
+                                                  "left out) and could not be read\n", 0), 0u) << j["message"];
+  EXPECT_EQ(j["output_tail"], "(4.0 GB of the output left out; 27 bytes kept)\nthe candidate's last words\n");
+  r.fd3_left_out = r.output_left_out = 0;
   for (const char* outcome : {"task_error", "load_error", "runtime_error", "wrong_answer", "hack_suspected"}) {
     j = judged_json(reported(judged(outcome, "said")));
     EXPECT_EQ(j["outcome"], outcome);

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "anvil/env/launch.h"
+#include "support/peak_memory.h"
 #include "support/test_env.h"
 
 #include <fcntl.h>
@@ -85,6 +86,37 @@ TEST_F(EvalTest, ACandidateTooLargeToCopyIsALoadError) {
   EXPECT_EQ(j["outcome"], "load_error") << j.dump(2);
   EXPECT_EQ(j["reward"], -1);
   EXPECT_NE(j["message"].get<std::string>().find("more than 10000 files"), std::string::npos) << j["message"];
+  fs::remove_all(dir, ec);
+}
+
+// A candidate's process writes to the runner's output log: a seek to 4 GiB and one byte made a
+// sparse log that anvil read whole (the server went from 16 MiB to 4 GiB of resident memory). Its
+// tail is read, and the result says what was left out.
+TEST_F(EvalTest, ASparseOutputLogOfGigabytesCostsAnvilItsTail) {
+  fs::path dir = fs::path(ANVIL_TEST_CACHE_DIR) / "sparse-output";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir.parent_path(), ec);
+  fs::copy(kSource + "/examples/candidates/01_elementwise_chain/cpu", dir, fs::copy_options::recursive, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  std::string e;
+  ASSERT_TRUE(write_file_atomic(dir / "model_new.py",
+                                *read_file(dir / "model_new.py") +
+                                    "\nimport os\nos.lseek(1, 4 << 30, 0)\nos.write(1, b'the last byte\\n')\n",
+                                &e)) << e;
+  EvalOptions o = options("");
+  o.candidate = dir.string();
+  o.zygote_socket = "auto";  // the runner's output goes to a file only when it is forked from the zygote
+  o.file_size_limit_bytes = 5ull << 30;
+  ASSERT_TRUE(reset_peak_memory());
+  uint64_t before = peak_memory_bytes();
+  nlohmann::json j = run(o);
+  uint64_t grew = peak_memory_bytes() - before;
+  EXPECT_LT(grew, 256ull << 20) << "anvil read the candidate's output log whole: " << human_size(grew);
+  ASSERT_EQ(j["isolation"]["runner"].get<std::string>().rfind("forked from the warm zygote", 0), 0u) << j.dump(2);
+  std::string tail = j["output_tail"].get<std::string>();
+  EXPECT_EQ(tail.rfind("(4.0 GB of the output left out; 1.0 MB kept)\n", 0), 0u) << tail.substr(0, 80);
+  EXPECT_NE(tail.find("the last byte"), std::string::npos);
   fs::remove_all(dir, ec);
 }
 

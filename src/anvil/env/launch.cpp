@@ -18,6 +18,7 @@
 #include "anvil/env/cache_layout.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 extern char** environ;
@@ -200,7 +201,7 @@ SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, 
                         {"cwd", so.cwd.string()},        {"env", so.env},
                         {"report_path", report.string()}, {"output_path", output.string()},
                         {"rlimits", rl},                 {"network", so.new_network}};
-  std::string line = msg.dump() + "\n";
+  std::string line = json_text(msg) + "\n";
   if (::send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
     r.error = "cannot send the request to the zygote";
     ::close(fd);
@@ -276,9 +277,12 @@ SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, 
   *ended_at_report = reported;
   r.signal = killed ? 0 : status.value("signal", 0);
   r.exit_code = status["exit_code"].is_number() ? status["exit_code"].get<int>() : -1;
-  r.fd3_output = read_file(report).value_or("");
-  std::string out = read_file(output).value_or("");
-  r.output = out.size() > so.max_output ? out.substr(out.size() - so.max_output) : out;
+  // Both files are the runner's to write (and its output the candidate's too: a seek to 4 GiB and
+  // one byte make a sparse log of 4 GiB): each is read up to max_output, the report from its start
+  // as a pipe's would be, the output from its end.
+  std::string why;
+  r.fd3_output = read_head(report, so.max_output, &why, &r.fd3_left_out).value_or("");
+  r.output = read_tail(output, so.max_output, &why, &r.output_left_out).value_or("");
   r.seconds = since(t0);
   return r;
 }
@@ -377,8 +381,7 @@ std::string ensure_zygote(const Environment& env, std::string* err) {
     if (zygote_answers(sock.string())) return sock.string();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  *err = "the zygote did not start within 60 s (log: " + log.string() + "): " +
-         tail_lines(read_file(log).value_or(""), 5);
+  *err = "the zygote did not start within 60 s (log: " + log.string() + "): " + tail_of_log(log, 5);
   return "";
 }
 

@@ -34,4 +34,11 @@ bool runner_reports(Outcome o) {
   }
 }
 
+bool reason_of(Outcome outcome, std::string_view reason) {
+  for (const Reason& r : kReasons) {
+    if (r.outcome == outcome && reason == r.name) return true;
+  }
+  return false;
+}
+
 }  // namespace anvil

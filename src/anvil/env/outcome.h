@@ -33,4 +33,25 @@ std::optional<Outcome> outcome_named(std::string_view name);
 // by anvil itself (the build, the clock, the score).
 bool runner_reports(Outcome o);
 
+// A verdict's finer name, `reason` in the result (docs/anti-hacking.md "Outcomes and reasons"; the
+// schema's `reason`, judge.REASONS: checked against all three by outcome_test.cpp), and the outcome
+// it belongs to. The one list: a result carries one of these for its outcome, or none.
+struct Reason {
+  Outcome outcome;
+  const char* name;
+};
+inline constexpr std::array<Reason, 18> kReasons = {{
+    {Outcome::kWrongAnswer, "mismatch"},        {Outcome::kWrongAnswer, "unwritten_output"},
+    {Outcome::kWrongAnswer, "input_mutated"},   {Outcome::kRuntimeError, "process_died"},
+    {Outcome::kRuntimeError, "gpu_memory"},     {Outcome::kHackSuspected, "protocol"},
+    {Outcome::kHackSuspected, "harness_patched"}, {Outcome::kHackSuspected, "lazy_output"},
+    {Outcome::kHackSuspected, "threads"},       {Outcome::kHackSuspected, "torch_fallback"},
+    {Outcome::kHackSuspected, "side_stream"},   {Outcome::kHackSuspected, "timing_escape"},
+    {Outcome::kHackSuspected, "no_kernels"},    {Outcome::kHackSuspected, "foreign_work"},
+    {Outcome::kHackSuspected, "timed_output_mismatch"}, {Outcome::kHackSuspected, "precision"},
+    {Outcome::kHackSuspected, "below_roofline"}, {Outcome::kHackSuspected, "timing_forged"},
+}};
+// Whether a verdict of `outcome` may carry `reason`.
+bool reason_of(Outcome outcome, std::string_view reason);
+
 }  // namespace anvil

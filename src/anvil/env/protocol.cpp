@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -42,13 +43,18 @@ const TimingDefaults& timing_defaults() {
   return d;
 }
 
+const CheckDefaults& check_defaults() {
+  static const CheckDefaults d = [] { return CheckDefaults{file().at("checks").at("stress_trials").get<int>()}; }();
+  return d;
+}
+
 nlohmann::json tolerance_preset(const std::string& preset) {
   const auto& presets = file().at("tolerance_presets");
   if (!presets.contains(preset)) {
     throw std::invalid_argument("unknown tolerance preset '" + preset + "' (use " + join(tolerance_preset_names(), ", ") +
                                 ")");
   }
-  nlohmann::json out = nlohmann::json::parse(presets.at(preset).dump());
+  nlohmann::json out = nlohmann::json::parse(json_text(presets.at(preset)));
   out["preset"] = preset;
   return out;
 }
@@ -69,7 +75,7 @@ Protocol protocol_named(const std::string& name) {
   }
   const auto& p = protocols.at(name);
   return Protocol{name, p.at("tolerance").get<std::string>(), p.at("torch_ops").get<bool>(), p.at("own_work").get<bool>(),
-                  p.at("weights").get<std::string>() == "by_name_or_seed"};
+                  p.at("weights").get<std::string>() == "by_name_or_seed", p.at("cudnn_allow_tf32").get<bool>()};
 }
 
 const char* timing_method_name(TimingMethod m) { return m == TimingMethod::kEvents ? "events" : "kernel-sum"; }

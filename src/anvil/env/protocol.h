@@ -1,6 +1,6 @@
 // protocol.h: the rules a candidate is judged by, as named presets
 // (docs/protocols.md), the tolerance presets they use and a timed evaluation's defaults. Their one
-// home is share/protocol.json, compiled in here and read by the Python runner (python/anvil/presets.py).
+// home is share/protocol.json, compiled in here and read by the Python runner (python/anvil/share.py).
 //
 // cuda-agent (the default) is CUDA-Agent's rule set: no torch compute in
 // ModelNew.forward, the candidate's own kernels (cuBLAS/cuDNN allowed) do the
@@ -34,6 +34,12 @@ struct TimingDefaults {
 };
 const TimingDefaults& timing_defaults();
 
+// What a defended evaluation checks at positions it draws in secret (share/protocol.json's "checks").
+struct CheckDefaults {
+  int stress_trials = 0;  // verification calls on inputs get_inputs() never makes (python/anvil/stress.py)
+};
+const CheckDefaults& check_defaults();
+
 // Tolerances of a preset, as the runner protocol's "tolerance" object; throws
 // std::invalid_argument for an unknown preset.
 nlohmann::json tolerance_preset(const std::string& preset);
@@ -44,6 +50,7 @@ struct Protocol {
   bool torch_ops = false;        // torch compute allowed in ModelNew.forward (else torch_fallback)
   bool own_work = true;          // its own kernels must do the work (else no_kernels / foreign_work)
   bool seeded_weights = false;   // names differ from Model's: both keep their seeded weights (else load_error)
+  bool cudnn_allow_tf32 = false; // cuDNN's TF32 in every model's convolutions (kernelbench: torch's default, on)
 
   // The runner request's "rules" object (python/anvil/runner.py), also the
   // result's "protocol".

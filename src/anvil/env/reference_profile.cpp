@@ -14,6 +14,7 @@
 #include "anvil/env/reward.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 
@@ -219,16 +220,13 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
       }
     }
   }
-  fs::path dir;
+  TempDir scratch;
   try {
-    dir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "reference");
+    scratch = TempDir(cache_dir(env, CacheArea::kTmp), "reference");
   } catch (const std::exception& e) {
     return fail(e.what());
   }
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() { remove_tree(dir); }
-  } cleanup{dir};
+  const fs::path& dir = scratch.path();
   fs::path file = dir / "model.py";
   std::string err;
   if (!write_file_atomic(file, task.code, &err, 0444)) return fail(err);
@@ -241,7 +239,7 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
 
   SubprocessOptions so;
   so.cwd = dir;
-  so.stdin_data = request.dump();
+  so.stdin_data = json_text(request);
   so.merge_stderr = false;
   so.capture_fd3 = true;
   so.max_output = 1 << 20;
@@ -277,7 +275,7 @@ ReferenceProfile profile_reference(const Environment& env, const Task& task, con
   res.unclean = unclean_reference_profile(report);
   if (!res.unclean.empty()) {
     res.report["not_kept"] = res.unclean;
-  } else if (opts.use_cache && !write_file_atomic(entry, res.report.dump(1) + "\n", &err)) {
+  } else if (opts.use_cache && !write_file_atomic(entry, json_text(res.report, 1) + "\n", &err)) {
     res.report["cache_error"] = err;
   }
   return res;

@@ -6,6 +6,8 @@
 
 namespace anvil {
 
+bool speed_credited(Device device) { return device == Device::Cuda; }
+
 int milestone_reward(bool correct, std::optional<double> speedup_eager, std::optional<double> speedup_compile) {
   if (!correct) return -1;
   bool eager = speedup_eager && *speedup_eager > kFasterThreshold;

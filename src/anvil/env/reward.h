@@ -29,12 +29,27 @@
 // A claim more than kForgedRatio times faster than floor_ms is no measurement error (launch latency
 // and cache effects are a small factor, and eager's ratio corrects for most of them): the
 // candidate's process lied about its time, and the evaluation ends as hack_suspected / timing_forged.
+//
+// Speed is credited on a GPU only. On a CPU the judge's clock is the host's wall around the batch: a
+// shared machine's scheduler stretches any call by 10-100x, eager's first and coldest of all
+// (bench/results/cpu-load-2026-11-24.json), memory transfers dominate both batches, and no bound
+// taken there can keep a candidate doing more than eager's work from reward 2 or 3 (a red team got
+// 3 in 9 of 9 runs with the reference's own code and a forged claim). So a correct CPU evaluation
+// earns 1, whatever its times, and says so; its times are still measured and reported.
 #pragma once
 
 #include <optional>
 #include <string>
 
+#include "anvil/env/device.h"
+
 namespace anvil {
+
+// Whether an evaluation on `device` can earn a speed milestone (2, 3): on a GPU only (see above).
+bool speed_credited(Device device);
+inline constexpr const char* kNoSpeedCreditNote =
+    "on the CPU no speed is credited (reward 1 at most): its clock cannot tell a faster candidate from a "
+    "luckier one (docs/anti-hacking.md, \"Time the judge can vouch for\"); the times are shown, not rewarded";
 
 // "More than 5% faster": the one line that sets the reward's speed margin; every text that states it
 // (the agent's prompt and feedback, the reports, the metrics' rules) is made from it below, and

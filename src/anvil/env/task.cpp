@@ -252,17 +252,16 @@ std::optional<std::vector<std::string>> list_tasks(const Environment& env, const
 nlohmann::json probe_task(const Environment& env, const Task& task, bool run_forward) {
   if (env.python.empty()) throw std::runtime_error("python3 not found (set ANVIL_PYTHON)");
   fs::path file = task.file;
-  fs::path tmpdir;
+  TempDir tmpdir;
   if (task.row >= 0) {
-    tmpdir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "task");
-    file = tmpdir / "model.py";
+    tmpdir = TempDir(cache_dir(env, CacheArea::kTmp), "task");
+    file = tmpdir.path() / "model.py";
     std::string e;
     write_file_atomic(file, task.code, &e);
   }
   std::vector<std::string> args = {"-m", "anvil.task_probe", file.string()};
   if (!run_forward) args.push_back("--no-forward");
   SubprocessResult r = run_python(env, args);
-  if (!tmpdir.empty()) remove_tree(tmpdir);
   if (!r.started) throw std::runtime_error("cannot run " + env.python.string() + ": " + r.error);
   try {
     auto j = nlohmann::json::parse(r.output);

@@ -18,7 +18,10 @@ namespace {
 class TaskTest : public ::testing::Test {
  protected:
   static Environment& env() { return test_environment(); }
-  void SetUp() override { dir_ = make_temp_dir(fs::temp_directory_path(), "anvil-task-test"); }
+  void SetUp() override {
+    env();  // ANVIL_CACHE set before any `anvil` this test starts: its records are where env() reads
+    dir_ = make_temp_dir(fs::temp_directory_path(), "anvil-task-test");
+  }
   void TearDown() override { remove_tree(dir_); }
   std::string path(const std::string& rel) { return (dir_ / rel).string(); }
   void write(const std::string& rel, const std::string& text) {
@@ -119,11 +122,22 @@ TEST_F(TaskTest, InitCreatesAReadyWorkdir) {
   EXPECT_NE(r.output.find("anvil eval --candidate"), std::string::npos) << r.output;
   // The workdir names its task for `anvil eval --candidate w` (an absolute path, from any directory).
   std::string err;
-  auto task = workdir_task(dir_ / "w", &err);
+  auto task = workdir_task(env(), dir_ / "w", &err);
   ASSERT_TRUE(task) << err;
   EXPECT_EQ(*task, fs::absolute(std::string(ANVIL_SOURCE_DIR) + "/examples/tasks/02_softmax.py").lexically_normal().string());
-  EXPECT_FALSE(workdir_task(dir_, &err));
+  EXPECT_FALSE(workdir_task(env(), dir_, &err));
   EXPECT_NE(err.find("name the task with --task"), std::string::npos) << err;
+  // The workdir's own copy carries no authority (issue 55): the agent's shell, which owns the workdir,
+  // replaced it to have `anvil eval --candidate w` judge against a task of its own, run as root.
+  fs::remove(dir_ / "w" / ".anvil-task.json");
+  write("w/.anvil-task.json", R"({"path": "/tmp/attacker_task.py"})");
+  task = workdir_task(env(), dir_ / "w", &err);
+  ASSERT_TRUE(task) << err;
+  EXPECT_EQ(*task, fs::absolute(std::string(ANVIL_SOURCE_DIR) + "/examples/tasks/02_softmax.py").lexically_normal().string());
+  fs::create_directories(dir_ / "copied");
+  fs::copy_file(dir_ / "w" / ".anvil-task.json", dir_ / "copied" / ".anvil-task.json");
+  EXPECT_FALSE(workdir_task(env(), dir_ / "copied", &err));  // a workdir anvil never made: --task needed
+  EXPECT_NE(err.find("is not read"), std::string::npos) << err;
   // A second init into the same directory is refused without --force.
   SubprocessResult again = run_subprocess({ANVIL_BINARY, "init", "--task",
                                            std::string(ANVIL_SOURCE_DIR) + "/examples/tasks/02_softmax.py", path("w")});

@@ -11,6 +11,7 @@
 #include "anvil/env/cache_layout.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 
@@ -274,7 +275,7 @@ Environment load_environment(const EnvOptions& opts) {
     record["torch_version_file"] = vf;
     record["torch_version_stat"] = stat_identity(vf);
     std::string err;
-    write_file_atomic(cached, record.dump(2), &err);  // a failed write only costs a re-probe
+    write_file_atomic(cached, json_text(record, 2), &err);  // a failed write only costs a re-probe
   }
 
   auto tool_from = [](const nlohmann::json& j) {

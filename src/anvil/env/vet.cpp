@@ -11,6 +11,7 @@
 #include "anvil/env/launch.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 #include "anvil/util/thread_pool.h"
@@ -24,7 +25,8 @@ constexpr const char* kProtocol = "anvil.vet/1";
 constexpr size_t kTailLines = 8;
 
 // The Python files whose behaviour a vetting report depends on.
-const char* const kVetSources[] = {"python/anvil/vet.py", "python/anvil/task_probe.py", "python/anvil/_cli.py"};
+const char* const kVetSources[] = {"python/anvil/vet.py", "python/anvil/stress.py", "python/anvil/evidence.py",
+                                   "python/anvil/task_probe.py", "python/anvil/_cli.py"};
 
 fs::path cache_path(const Environment& env, const std::string& key) { return cache_dir(env, CacheArea::kVet) / (key + ".json"); }
 
@@ -52,7 +54,7 @@ SubprocessOptions vet_process(const Environment& env, const VetOptions& opts, co
                               const nlohmann::json& request) {
   SubprocessOptions so;
   so.cwd = dir;
-  so.stdin_data = request.dump();
+  so.stdin_data = json_text(request);
   so.merge_stderr = false;
   so.capture_fd3 = true;
   so.max_output = 1 << 20;
@@ -113,7 +115,7 @@ std::string vet_key(const Environment& env, const Task& task, const VetOptions& 
       .add("env", env.fingerprint)
       .add("device", to_string(opts.device))
       .add("gpu", opts.device == Device::Cuda && !env.gpus.empty() ? env.gpus[0].name + "|" + env.driver : "cpu")
-      .add("tolerance", tolerance_preset(opts.preset).dump())
+      .add("tolerance", json_text(tolerance_preset(opts.preset)))
       .add("seed", std::to_string(opts.seed));
   for (const char* rel : kVetSources) h.add(rel, hash_file(env.home / rel).value_or("missing"));
   return h.hex();
@@ -150,16 +152,13 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
   }
 
   // The task's source in a private directory, as the runner sees it.
-  fs::path dir;
+  TempDir scratch;
   try {
-    dir = make_temp_dir(cache_dir(env, CacheArea::kTmp), "vet");
+    scratch = TempDir(cache_dir(env, CacheArea::kTmp), "vet");
   } catch (const std::exception& e) {
     return fail(e.what());
   }
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() { remove_tree(dir); }
-  } cleanup{dir};
+  const fs::path& dir = scratch.path();
   fs::path file = dir / "model.py";
   std::string err;
   if (!write_file_atomic(file, task.code, &err, 0444)) return fail(err);
@@ -191,7 +190,7 @@ VetResult vet_task(const Environment& env, const Task& task, const VetOptions& o
   if (report.value("need_bytes", nlohmann::json()).is_number()) res.need_bytes = report["need_bytes"].get<double>();
   if (report.value("gpu_bytes", nlohmann::json()).is_number()) res.gpu_bytes = report["gpu_bytes"].get<double>();
   if (res.memory_limited && opts.shared_gpu) return res;  // decided by the others' memory too: not kept
-  if (opts.use_cache && !write_file_atomic(entry, report.dump(1) + "\n", &err)) {
+  if (opts.use_cache && !write_file_atomic(entry, json_text(report, 1) + "\n", &err)) {
     res.report["cache_error"] = err;  // a failed store only costs a re-run
   }
   return res;

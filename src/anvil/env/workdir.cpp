@@ -3,9 +3,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <regex>
 
+#include "anvil/env/cache_layout.h"
+#include "anvil/env/toolchain.h"
 #include "anvil/util/fs.h"
+#include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -28,14 +33,49 @@ std::string tree_too_large(uint64_t bytes) {
   return "the candidate's files come to " + human_size(bytes) + "; a candidate's files may be at most 256 MiB in all";
 }
 
-// Whether a workdir entry is left out of a copy: anvil's own outputs, caches, version control.
-bool left_out(const fs::path& rel, bool is_dir) {
+// Whether a workdir entry is left out of a copy: anvil's own outputs (the module's name whatever it
+// is: a directory there would stop the build's module from being written), caches, version control.
+bool left_out(const fs::path& rel) {
   std::string first = rel.begin()->string();
   if (first == "build" || first == "__pycache__" || first == ".git") return true;
-  return !is_dir && rel.filename() == "cuda_extension.so";
+  return rel.filename() == "cuda_extension.so";
+}
+
+// A name as a message shows it: UTF-8 as it is, every other byte and control character escaped.
+std::string shown_name(const std::string& name) {
+  static constexpr size_t kShown = 120;
+  std::string out;
+  size_t i = 0;
+  while (i < name.size() && out.size() < kShown) {
+    auto c = static_cast<unsigned char>(name[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (c >= 0x20 && c != 0x7f && n > 0 && i + n <= name.size() && is_utf8(std::string_view(name).substr(i, n))) {
+      out.append(name, i, n);
+      i += n;
+      continue;
+    }
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    out += c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : buf;
+    ++i;
+  }
+  return i < name.size() ? out + "..." : out;
 }
 
 }  // namespace
+
+std::string candidate_name_problem(const std::string& rel) {
+  constexpr const char* kRule = "; name a candidate's files in UTF-8, without control characters";
+  if (!is_utf8(rel)) return shown_name(rel) + ": the name is not UTF-8" + kRule;
+  for (char c : rel) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return shown_name(rel) + ": the name has a control character" + kRule;
+  }
+  if (rel.size() > kMaxCandidatePathBytes) {
+    return shown_name(rel) + ": the path is " + std::to_string(rel.size()) + " bytes long; a candidate's paths may be at most " +
+           std::to_string(kMaxCandidatePathBytes) + " bytes";
+  }
+  return "";
+}
 
 bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string* err, bool* refused) {
   if (refused) *refused = false;
@@ -52,11 +92,15 @@ bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string*
        it.increment(ec)) {
     fs::path rel = it->path().lexically_relative(src);
     auto st = it->symlink_status(ec);
-    if (left_out(rel, fs::is_directory(st))) {
+    if (left_out(rel)) {
       if (fs::is_directory(st)) it.disable_recursion_pending();
       continue;
     }
-    if (!fs::is_regular_file(st)) continue;  // a symlink, FIFO, socket or device: skipped
+    if (!fs::is_directory(st) && !fs::is_regular_file(st)) continue;  // a symlink, FIFO, socket or device: skipped
+    // A name that cannot be copied, built or written into a record (or a folder whose files' could
+    // not): refused before anything is opened, and before a folder too deep is walked into.
+    if (std::string bad = candidate_name_problem(rel.string()); !bad.empty()) return refuse(bad);
+    if (fs::is_directory(st)) continue;
     uint64_t size = fs::file_size(it->path(), ec);
     if (ec) continue;
     if (std::string e = candidate_file_too_large(rel.generic_string(), size); !e.empty()) return refuse(e);
@@ -72,14 +116,18 @@ bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string*
     // candidate's doing, as a file too large is: refused, so a policy cannot trade its reward for
     // no answer. Anything else (the copy's source gone) is anvil's.
     std::string why = "cannot list " + src.string() + ": " + ec.message();
-    if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted) return refuse(why);
+    if (ec == std::errc::permission_denied || ec == std::errc::operation_not_permitted ||
+        ec == std::errc::filename_too_long) {
+      return refuse(why);
+    }
     *err = why;
     return false;
   }
   fs::create_directories(dst, ec);
   for (const auto& rel : files) {
     // Bounded again while copying: a file that became something else is refused, not read; one the
-    // candidate made unreadable, or changed meanwhile, is the candidate's doing too.
+    // candidate made unreadable, or changed meanwhile, or whose name the copy's side cannot hold, is
+    // the candidate's doing too.
     bool from_failed = false;
     if (!copy_regular_atomic(src / rel, dst / rel, kMaxCandidateFileBytes, err, &from_failed)) {
       return from_failed ? refuse("the candidate's " + rel.generic_string() + " cannot be copied: " + *err) : false;
@@ -101,7 +149,7 @@ bool copy_single_file_candidate(const fs::path& file, const fs::path& dst, std::
     auto st = it->symlink_status(ec);
     if (fs::is_directory(st)) {
       std::string name = rel.filename().string();
-      if (it.depth() >= 2 || left_out(rel, true) || (!name.empty() && name[0] == '.')) it.disable_recursion_pending();
+      if (it.depth() >= 2 || left_out(rel) || (!name.empty() && name[0] == '.')) it.disable_recursion_pending();
       continue;
     }
     std::string ext = rel.extension().string();
@@ -148,10 +196,19 @@ bool scan_workdir(const fs::path& dir_in, Workdir* out, std::string* err) {
            "launchers) and their bindings in kernels/*_binding.cpp";
     return false;
   }
+  // The module's name: anvil writes the built module there, which a directory would stop.
+  if (fs::is_directory(fs::symlink_status(dir / "cuda_extension.so", ec))) {
+    *err = "cuda_extension.so is a directory; anvil writes the built module there: remove it";
+    return false;
+  }
   uint64_t total = 0;
   for (const fs::path& rel : list_files(kernels)) {
     fs::path full = kernels / rel;
     std::string name = "kernels/" + rel.generic_string();
+    if (std::string bad = candidate_name_problem(name); !bad.empty()) {
+      *err = bad;
+      return false;
+    }
     if (fs::is_symlink(full, ec)) {
       fs::path target = fs::weakly_canonical(full, ec);
       fs::path root = fs::weakly_canonical(dir, ec);
@@ -275,6 +332,13 @@ std::string model_new_stub(const std::string& signature) {
 
 }  // namespace
 
+// Anvil's record of a workdir's task: in the cache (out of every jail's view), by the workdir's real path.
+fs::path workdir_record(const Environment& env, const fs::path& dir) {
+  std::error_code ec;
+  fs::path real = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  return cache_dir(env, CacheArea::kWorkdirs) / (sha256_hex(real.string()) + ".json");
+}
+
 bool create_workdir(const Environment& env, const Task& task, const fs::path& dir, const std::string& init_signature,
                     bool force, std::string* err) {
   std::error_code ec;
@@ -296,21 +360,25 @@ bool create_workdir(const Environment& env, const Task& task, const fs::path& di
   if (task.row >= 0) path += "#" + std::to_string(task.row);
   nlohmann::json meta = {{"task", task.name}, {"spec", task.spec}, {"path", path}, {"hash", task.hash},
                          {"meta", task.meta}};
-  return ok && write(dir / ".anvil-task.json", meta.dump(2) + "\n", 0444);
+  return ok && write(dir / ".anvil-task.json", json_text(meta, 2) + "\n", 0444) &&
+         write_file_atomic(workdir_record(env, dir), json_text(meta, 2) + "\n", err, 0644);
 }
 
-std::optional<std::string> workdir_task(const fs::path& dir, std::string* err) {
+std::optional<std::string> workdir_task(const Environment& env, const fs::path& dir, std::string* err) {
   std::error_code ec;
-  fs::path meta_path = dir / ".anvil-task.json";
-  if (!fs::is_directory(dir, ec) || !fs::exists(meta_path, ec)) {
-    *err = "no --task given, and " + dir.string() + " is not a workdir made by `anvil init` (no .anvil-task.json): "
-           "name the task with --task";
+  if (!fs::is_directory(dir, ec)) {
+    *err = "no --task given, and " + dir.string() + " is not a directory: name the task with --task";
     return std::nullopt;
   }
-  auto text = read_file(meta_path);
+  fs::path record = workdir_record(env, dir);
+  std::string why;
+  auto text = read_regular(record, 1 << 20, &why);
   nlohmann::json meta = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
   if (!meta.is_object() || !meta.contains("path") || !meta["path"].is_string()) {
-    *err = meta_path.string() + " names no task path (made by an older anvil init?): name the task with --task";
+    *err = "no --task given, and anvil has no record of " + dir.string() + " (made by `anvil init` on another machine, "
+           "with another cache, or by an older anvil?" + (fs::exists(dir / ".anvil-task.json", ec)
+           ? " its .anvil-task.json is not read: anyone who writes in the workdir can change it" : "") +
+           "): name the task with --task";
     return std::nullopt;
   }
   return meta["path"].get<std::string>();

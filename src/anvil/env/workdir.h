@@ -49,12 +49,24 @@ constexpr size_t kMaxCandidateFiles = 10000;
 // `bytes` is within the limit.
 std::string candidate_file_too_large(const std::string& rel, uint64_t bytes);
 
+// A candidate's paths (relative to its workdir) are at most 1024 bytes: its copy lands under a longer
+// directory than its source ($ANVIL_CACHE/tmp/eval-XXXXXX/candidate), and must stay within PATH_MAX.
+constexpr size_t kMaxCandidatePathBytes = 1024;
+
+// What is wrong with the name of a candidate's file or folder (`rel`, relative to the workdir), or ""
+// when nothing: a name that is not UTF-8, one with a control character (a newline, a tab), a path
+// over kMaxCandidatePathBytes. anvil passes names to compilers, depfiles, records and JSON answers;
+// such a name is refused as the candidate's doing. The name is shown with \xNN escapes:
+// "kernels/\xff\xfe.h: the name is not UTF-8; name a candidate's files in UTF-8, without control characters".
+std::string candidate_name_problem(const std::string& rel);
+
 // Copies a candidate's files from src to dst: regular files only (symlinks, FIFOs, sockets and
 // devices are skipped, never opened or followed), without build/, __pycache__/, .git/ and
-// cuda_extension.so, each read in bounded chunks. A file over 64 MiB or a tree over 256 MiB (or
-// 10000 files) is refused before anything is read, with a message naming it. False with *err;
-// *refused (when given) true when the candidate's own size or count was refused (its doing, not
-// the host's: judged as a load_error), false for an I/O failure.
+// cuda_extension.so (of any kind: anvil writes the module there), each read in bounded chunks. A file
+// over 64 MiB, a tree over 256 MiB (or 10000 files) or a name candidate_name_problem() refuses is
+// refused before anything is read, with a message naming it. False with *err; *refused (when given)
+// true when it was the candidate's own doing (its sizes, count, names, or files it made unreadable:
+// judged as a load_error), false for an I/O failure of the host's (the disk full, say).
 bool copy_candidate_files(const fs::path& src, const fs::path& dst, std::string* err, bool* refused = nullptr);
 
 // Copies a single-file candidate (`file`, as dst/model_new.py) and the C, C++ and CUDA sources
@@ -75,13 +87,16 @@ bool scan_workdir(const fs::path& dir, Workdir* out, std::string* err);
 // Creates (or, with force, refreshes) a workdir for `task`: model.py and the
 // fixed compat files read-only, anvil/binding.h, a model_new.py stub with
 // Model's constructor signature (kept when one exists, unless force), and
-// .anvil-task.json naming the task. Returns false with *err on a write error.
+// .anvil-task.json naming the task (for its reader; anvil's own record, which workdir_task reads,
+// is in the cache). Returns false with *err on a write error.
 bool create_workdir(const Environment& env, const Task& task, const fs::path& dir, const std::string& init_signature,
                     bool force, std::string* err);
 
-// The task of a workdir made by `anvil init` (its .anvil-task.json: the task file's absolute path,
-// and #ROW for a dataset's row), or nullopt with *err saying what is missing (then --task is needed).
-std::optional<std::string> workdir_task(const fs::path& dir, std::string* err);
+// The task of a workdir made by `anvil init` (the task file's absolute path, and #ROW for a dataset's
+// row), from anvil's own record of it (the cache's workdirs/ area, by the workdir's real path), never
+// from a file in the workdir: whoever writes there (the agent's shell) could name any task, whose
+// code the judge runs. nullopt with *err saying what is missing (then --task is needed).
+std::optional<std::string> workdir_task(const Environment& env, const fs::path& dir, std::string* err);
 
 // Writes `anvil init`'s starter into dir/kernels when it holds no file: a kernel and its fast-mode
 // binding, cuda_extension.scale_shift(x, a, b) = x * a + b (share/workdir/starter/: the CUDA one

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "anvil/util/fs.h"
 
@@ -202,6 +204,89 @@ TEST_F(WorkdirTest, ACopyTakesRegularFilesOnlyAndBoundsTheTree) {
   EXPECT_FALSE(copy_candidate_files(dir_, copy, &err));
   EXPECT_EQ(err, "the candidate's files come to 300.0 MB; a candidate's files may be at most 256 MiB in all");
   remove_tree(copy);
+}
+
+// Names that cannot be copied, built or written into a record are the candidate's doing: refused with
+// the copy (a load_error, -1), never "anvil could not evaluate". At d62ad83 a name that was not UTF-8
+// aborted the build, and one whose copy was longer than the filesystem takes was an environment error.
+TEST_F(WorkdirTest, ACopyRefusesNamesItCannotCarry) {
+  struct Case {
+    std::string rel, said;
+  };
+  std::vector<Case> cases = {
+      {"kernels/\xff\xfe.h", "kernels/\\xff\\xfe.h: the name is not UTF-8; name a candidate's files in UTF-8, without "
+                             "control characters"},
+      {"notes\nmore.txt", "notes\\nmore.txt: the name has a control character; name a candidate's files in UTF-8, "
+                          "without control characters"},
+      {"kernels/\xff/a.h", "kernels/\\xff: the name is not UTF-8; name a candidate's files in UTF-8, without control "
+                           "characters"},  // a folder's name: refused before it is walked
+  };
+  fs::path copy = dir_.string() + "-copy";
+  for (const auto& c : cases) {
+    remove_tree(dir_);
+    write("model_new.py", "class ModelNew: pass\n");
+    write(c.rel, "// x\n");
+    std::string err;
+    bool refused = false;
+    EXPECT_FALSE(copy_candidate_files(dir_, copy, &err, &refused)) << c.said;
+    EXPECT_TRUE(refused) << c.said;
+    EXPECT_EQ(err, c.said);
+    remove_tree(copy);
+  }
+  // UTF-8 names, spaces and 254-byte names are a candidate's to choose.
+  remove_tree(dir_);
+  write("model_new.py", "class ModelNew: pass\n");
+  write("kernels/caf\xC3\xA9 au lait.h", "// x\n");
+  write(std::string(250, 'n') + ".txt", "x\n");
+  std::string err;
+  ASSERT_TRUE(copy_candidate_files(dir_, copy, &err)) << err;
+  EXPECT_TRUE(fs::exists(copy / (std::string(250, 'n') + ".txt")));
+  remove_tree(copy);
+}
+
+// A tree whose paths fit under the candidate's directory but not under its copy's (a longer one):
+// refused by the path's length before anything is copied, not failed on the copy's side.
+TEST_F(WorkdirTest, ACopyRefusesPathsTooLongForItsDestination) {
+  write("model_new.py", "class ModelNew: pass\n");
+  fs::path deep = dir_;
+  std::string rel;
+  for (int i = 0; i < 15; ++i) {
+    std::string part(250, static_cast<char>('a' + i));
+    deep /= part;
+    rel += (rel.empty() ? "" : "/") + part;
+  }
+  std::error_code ec;
+  fs::create_directories(deep, ec);
+  ASSERT_FALSE(ec) << ec.message() << " (" << deep.string().size() << " bytes)";
+  write(rel + "/x.h", "// deep\n");
+  fs::path copies = dir_.string() + "-copy";
+  fs::path copy = copies / std::string(250, 'c') / std::string(250, 'd');  // past PATH_MAX with the tree
+  std::string err;
+  bool refused = false;
+  EXPECT_FALSE(copy_candidate_files(dir_, copy, &err, &refused));
+  EXPECT_TRUE(refused) << err;
+  EXPECT_NE(err.find("...: the path is 1254 bytes long; a candidate's paths may be at most 1024 bytes"), std::string::npos)
+      << err;
+  remove_tree(copies);
+}
+
+// A directory named as anvil's module is left out of the copy as the file is (anvil writes the module
+// there); in a workdir built where it is, the build says so.
+TEST_F(WorkdirTest, AFolderNamedAsTheModuleIsLeftOut) {
+  write("model_new.py", "class ModelNew: pass\n");
+  write("kernels/k_binding.cpp", "#include <anvil/binding.h>\n");
+  write("cuda_extension.so/README", "in the way\n");
+  fs::path copy = dir_.string() + "-copy";
+  std::string err;
+  ASSERT_TRUE(copy_candidate_files(dir_, copy, &err)) << err;
+  EXPECT_FALSE(fs::exists(copy / "cuda_extension.so"));
+  EXPECT_TRUE(fs::exists(copy / "kernels" / "k_binding.cpp"));
+  remove_tree(copy);
+  EXPECT_EQ(scan_error(), "cuda_extension.so is a directory; anvil writes the built module there: remove it");
+  remove_tree(dir_ / "cuda_extension.so");
+  write("kernels/\xff.h", "// x\n");
+  EXPECT_EQ(scan_error(), "kernels/\\xff.h: the name is not UTF-8; name a candidate's files in UTF-8, without control "
+                          "characters");
 }
 
 TEST_F(WorkdirTest, ASingleFileTakesTheSourcesBesideItTwoLevelsDown) {

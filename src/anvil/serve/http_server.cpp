@@ -17,6 +17,9 @@
 
 #include <openssl/crypto.h>
 
+#include "anvil/util/json_reader.h"
+#include "anvil/util/json_text.h"
+
 namespace anvil {
 
 namespace asio = boost::asio;
@@ -30,7 +33,7 @@ namespace {
 HttpAnswer json_answer(const ServeReply& r) {
   HttpAnswer a;
   a.status = r.status;
-  a.body = r.body.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";  // hostile bytes: U+FFFD
+  a.body = json_text(r.body) + "\n";  // hostile bytes: U+FFFD
   a.headers = r.headers;
   return a;
 }
@@ -88,11 +91,10 @@ HttpAnswer not_allowed(const std::string& allow, const std::string& path) {
 
 // A JSON body, or the 400 that says where it is malformed.
 std::optional<HttpAnswer> parse_body(const std::string& body, Json* out) {
-  try {
-    *out = Json::parse(body);
-  } catch (const std::exception& e) {  // nlohmann's message says where (the byte's position)
-    return error_answer(400, "", std::string("malformed JSON: ") + e.what());
-  }
+  std::string err;  // the bounded reader: nesting past its limit is refused before anything recurses
+  std::optional<Json> v = read_json(body, &err);
+  if (!v) return error_answer(400, "", "malformed JSON: " + err);
+  *out = std::move(*v);
   return std::nullopt;
 }
 
@@ -154,11 +156,7 @@ HttpAnswer dispatch(Service& service, const std::string& method, const std::stri
   if (path == prefix || path == prefix + "/batch") {
     if (method != "POST") return not_allowed("POST", path);
     Json j;
-    try {
-      j = Json::parse(body);
-    } catch (const std::exception& e) {  // nlohmann's message says where (the byte's position)
-      return error_answer(400, "", std::string("malformed JSON: ") + e.what());
-    }
+    if (auto bad = parse_body(body, &j)) return *bad;
     if (path == prefix) {
       *kind = "submit";
       return json_answer(service.submit(j, idempotency_key));
@@ -305,10 +303,11 @@ struct HttpServer::Impl {
     TimedSocket stream(sock);
     beast::flat_buffer buf;
     beast::error_code ec;
+    bool admitted = false;  // a request of this connection passed the token check
     while (!stopping) {
       http::request_parser<http::string_body> parser;
       parser.body_limit(opts.max_body);
-      stream.expires_after(std::chrono::seconds(opts.idle_timeout_s));
+      stream.expires_after(std::chrono::seconds(admitted ? opts.idle_timeout_s : opts.header_timeout_s));
       http::read_header(stream, buf, parser, ec);
       if (ec == http::error::body_limit) {  // its Content-Length says so already
         answer(stream, error_answer(413, "body", "larger than " + std::to_string(opts.max_body) + " bytes"), false, ec);
@@ -333,6 +332,8 @@ struct HttpServer::Impl {
         linger(sock, stream);
         break;
       }
+      admitted = true;
+      stream.expires_after(std::chrono::seconds(opts.idle_timeout_s));  // the body: a large one takes its time
       http::read(stream, buf, parser, ec);
       if (ec == http::error::body_limit) {  // no Content-Length (chunked): found reading it
         HttpAnswer a = error_answer(413, "body", "larger than " + std::to_string(opts.max_body) + " bytes");

@@ -32,6 +32,9 @@ struct HttpServerOptions {
   size_t max_body = 16u << 20;   // bytes of one request's body
   int max_connections = 256;     // beyond: 503 and the connection closed
   int idle_timeout_s = 75;       // a read or a write taking longer ends its connection (> a long poll's 60 s)
+  // A connection's first request header must arrive whole within this: until a request has passed
+  // the token check, a silent connection holds one of max_connections for seconds, not idle_timeout_s.
+  int header_timeout_s = 10;
 };
 
 class HttpServer {

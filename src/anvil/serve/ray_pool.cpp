@@ -6,6 +6,7 @@
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -15,20 +16,8 @@ using Json = nlohmann::json;
 namespace {
 
 // The last lines of the bridge's log, for a message.
-std::string log_tail(const fs::path& log) {
-  std::string text = read_file(log).value_or("");
-  return tail_lines(text, 6);
-}
+std::string log_tail(const fs::path& log) { return tail_of_log(log, 6); }
 
-// Whether `s` is valid UTF-8 (a JSON string can carry it as is).
-bool utf8(const std::string& s) {
-  try {
-    (void)Json(s).dump();
-    return true;
-  } catch (const Json::exception&) {
-    return false;
-  }
-}
 
 }  // namespace
 
@@ -43,7 +32,7 @@ std::unique_ptr<RayPool> RayPool::start(const Environment& env, const RayOptions
       python.string(), "-c",
       "import os, sys; sys.path.insert(0, os.environ['ANVIL_PYDIR']); from anvil import ray_pool; ray_pool.entry()",
       "--address", opts.address, "--device", to_string(opts.device), "--workers", std::to_string(opts.workers),
-      "--anvil", anvil.string(), "--serve-args", Json(opts.serve_args).dump()};
+      "--anvil", anvil.string(), "--serve-args", json_text(Json(opts.serve_args))};
   std::unique_ptr<RayPool> pool(new RayPool());
   pool->log_ = opts.log;
   pool->call_timeout_ = opts.call_timeout;
@@ -148,7 +137,7 @@ RayAnswer RayPool::evaluate(size_t lane, const Json& request, const std::string&
       p->in_flight_[lane] -= 1;
     }
   } done{this, lane};
-  if (!child_->write_line(Json{{"call", call}, {"lane", lane}, {"request", request}, {"key", key}}.dump())) {
+  if (!child_->write_line(json_text(Json{{"call", call}, {"lane", lane}, {"request", request}, {"key", key}}))) {
     std::lock_guard<std::mutex> g(mu_);
     waiting_.erase(call);
     return {RayAnswer::Kind::kNoPool, nullptr, "the Ray bridge no longer reads its calls"};
@@ -186,7 +175,7 @@ std::optional<Json> inline_request(const Environment& env, const Json& request, 
   if (!cand.contains("path")) return out;
   fs::path path = cand["path"].get<std::string>();
   // A file's bytes: its text when UTF-8, else base64 (a workdir may hold an executable).
-  auto content = [](const std::string& bytes) { return utf8(bytes) ? Json(bytes) : Json{{"base64", base64_encode(bytes)}}; };
+  auto content = [](const std::string& bytes) { return is_utf8(bytes) ? Json(bytes) : Json{{"base64", base64_encode(bytes)}}; };
   std::error_code ec;
   const bool single = fs::is_regular_file(path, ec);
   fs::path tmp;
@@ -204,10 +193,10 @@ std::optional<Json> inline_request(const Environment& env, const Json& request, 
        it.increment(ec)) {
     if (!it->is_regular_file(ec)) continue;
     std::string rel = fs::relative(it->path(), tmp / "c", ec).string();
-    if (!utf8(rel)) {
+    if (!is_utf8(rel)) {
       *refused = true;
       *err = "a file of the candidate has a name that is not UTF-8: " +
-             Json(rel).dump(-1, ' ', false, Json::error_handler_t::replace);
+             json_text(Json(rel));
       ok = false;
       break;
     }

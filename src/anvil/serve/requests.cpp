@@ -232,6 +232,9 @@ std::optional<Invalid> idempotency_key_of(const Json& body, const std::string& h
     *key = k;
   }
   if (key->size() > 256) return Invalid{"idempotency_key", "longer than 256 bytes"};
+  if (key->rfind(kOwnKeyPrefix, 0) == 0) {
+    return Invalid{"idempotency_key", std::string("keys beginning with \"") + kOwnKeyPrefix + "\" are anvil's own"};
+  }
   return std::nullopt;
 }
 

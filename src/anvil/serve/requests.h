@@ -58,6 +58,13 @@ EvalOptions with_options(EvalOptions o, const nlohmann::json& options);
 // The idempotency key of a request: the Idempotency-Key header's or the body's idempotency_key
 // (both: the same), at most 256 bytes; "" when neither.
 std::optional<Invalid> idempotency_key_of(const nlohmann::json& body, const std::string& header_key, std::string* key);
+
+// The keys anvil derives for its own records begin with this, and a client's key may not: a client
+// that knows a session's id cannot take the key of that session's final evaluation first.
+inline constexpr const char* kOwnKeyPrefix = "anvil:";
+
+// The key of session `id`'s final evaluation (one per session: a retried finalize answers the same).
+inline std::string session_final_key(const std::string& id) { return std::string(kOwnKeyPrefix) + "session:" + id; }
 // An evaluation request: {task, candidate, options?, idempotency_key?} -> {task, candidate, options}.
 std::optional<Invalid> validate_evaluation(const nlohmann::json& body, const RequestLimits& limits, nlohmann::json* out);
 

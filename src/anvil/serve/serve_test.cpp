@@ -1,6 +1,9 @@
 // `anvil serve`: the store alone, then the real server process over real HTTP judging the CPU
 // variants (kill -9 and restarts included).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -977,6 +980,71 @@ TEST(Serve, ASessionsCreationWithAKeyIsMadeOnce) {
   EXPECT_EQ(s->json("POST", "/v1/sessions", req, {"Idempotency-Key: " + std::string(300, 'k')}, &status)["error"]["field"],
             "idempotency_key");
   EXPECT_EQ(status, 400);
+}
+
+// What once ended the server with one request (issue 55): JSON nested 150,000 deep, in a body or in a
+// tool call's arguments text, crashed it (SIGSEGV: a recursive copy before any validation). Every
+// parse of a client's text is bounded (util/json_reader.h: kMaxJsonDepth), and a client's key cannot
+// take the key anvil derives for a session's final evaluation.
+TEST(Serve, DeepJsonSilentConnectionsAndAnvilsOwnKeysAreRefused) {
+  fs::path state = fresh_dir("deep") / "state";
+  Server s(state);
+  ASSERT_GT(s.port(), 0);
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  for (const std::string& body : {deep, "{\"task\": " + deep + "}", "{\"ttl_s\": " + deep + "}"}) {
+    for (const char* path : {"/v1/evaluations", "/v1/evaluations/batch", "/v1/sessions"}) {
+      HttpResponse r = s.call("POST", path, body);
+      EXPECT_EQ(r.status, 400) << path << " " << r.body.substr(0, 300);
+      EXPECT_NE(r.body.find("nested too deeply"), std::string::npos) << r.body.substr(0, 300);
+    }
+  }
+  long status = 0;
+  Json made = s.json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}}, {}, &status);
+  ASSERT_EQ(status, 201) << made.dump();
+  const std::string id = made["id"];
+  const std::string calls = "/v1/sessions/" + id + "/calls";
+  // The arguments as the model's own text (a string): refused as arguments, the session goes on.
+  Json deep_args = {{"calls", {{{"name", "read_file"}, {"arguments", deep}}}}};
+  Json r = s.json("POST", calls, deep_args, {}, &status);
+  EXPECT_EQ(status, 200) << r.dump().substr(0, 300);
+  ASSERT_EQ(r["results"].size(), 1u) << r.dump().substr(0, 300);
+  EXPECT_EQ(r["results"][0]["error_kind"], "bad_arguments") << r.dump().substr(0, 300);
+  HttpResponse raw = s.call("POST", calls, "{\"calls\": [{\"name\": \"read_file\", \"arguments\": " + deep + "}]}");
+  EXPECT_EQ(raw.status, 400) << raw.body.substr(0, 300);
+  EXPECT_EQ(s.json("GET", "/health")["status"], "ok") << "still serving";
+
+  // The final evaluation's key is anvil's: a client that knows the id cannot take it first.
+  Json req = by_path("examples/candidates/01_elementwise_chain/cpu");
+  for (const std::string& key : {"anvil:session:" + id, std::string("anvil:anything")}) {
+    Json refused = s.json("POST", "/v1/evaluations", req, {"Idempotency-Key: " + key}, &status);
+    EXPECT_EQ(status, 400) << refused.dump();
+    EXPECT_EQ(refused["error"]["field"], "idempotency_key") << refused.dump();
+  }
+  // A silent connection (a slow-header client without the token, 260 of them once held every slot
+  // for 75 s) is closed after the header's own deadline (http_server.h header_timeout_s: 10 s).
+  int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(static_cast<uint16_t>(s.port()));
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+  ASSERT_EQ(::write(silent, "GET /health HTTP/1.1\r\n", 23), 23);  // and nothing more
+  timeval wait{40, 0};
+  ::setsockopt(silent, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  auto t0 = std::chrono::steady_clock::now();
+  char byte;
+  ssize_t got = ::read(silent, &byte, 1);
+  double held = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(silent);
+  EXPECT_EQ(got, 0) << "the server closes it (not the test's own 40 s wait)";
+  EXPECT_LT(held, 30.0) << "held as long as an admitted connection's idle time (75 s)";
+
+  Json old_form = s.json("POST", "/v1/evaluations", req, {"Idempotency-Key: session:" + id}, &status);
+  EXPECT_EQ(status, 202) << old_form.dump();  // any other key is the client's
+  Json final_ = s.json("POST", "/v1/sessions/" + id + "/finalize", Json::object(), {}, &status);
+  EXPECT_LT(status, 300) << final_.dump();
+  EXPECT_NE(final_.value("id", Json()).dump(), old_form["id"].dump()) << final_.dump();
+  EXPECT_EQ(s.json("GET", "/health")["status"], "ok") << "still serving";
 }
 
 TEST(Serve, AKilledServerAnswersEveryAcceptedRequestAndLeavesNoProcess) {

@@ -90,7 +90,7 @@ bool Service::start(std::string* error) {
   }
   sessions_ = std::make_unique<Sessions>(
       env_, so, gpu_slots_.get(), build_slots_.get(),
-      [this](const Json& body, const std::string& key) { return submit(body, key); },
+      [this](const Json& body, const std::string& key) { return submit_keyed(body, key); },  // anvil's own key
       [this](const Json& request, const std::string& key, const Json& result) { return record_done(request, key, result); },
       [this](const std::string& kind, double seconds) { observe_request(kind, seconds); });
   if (ray_) {
@@ -187,10 +187,14 @@ ServeReply accepted_reply(const Store::Accepted& a) {
 }  // namespace
 
 ServeReply Service::submit(const Json& body, const std::string& header_key) {
-  Json req;
   std::string key;
-  if (auto bad = validate_evaluation(body, opts_.limits, &req)) return serve_error(400, bad->field, bad->message);
   if (auto bad = idempotency_key_of(body, header_key, &key)) return serve_error(400, bad->field, bad->message);
+  return submit_keyed(body, key);
+}
+
+ServeReply Service::submit_keyed(const Json& body, const std::string& key) {
+  Json req;
+  if (auto bad = validate_evaluation(body, opts_.limits, &req)) return serve_error(400, bad->field, bad->message);
   std::vector<Store::Accepted> got;
   ServeReply r = accept({{key, req}}, &got);
   if (r.status != 202) return r;
@@ -499,7 +503,7 @@ void Service::reaper() {
       for (fs::directory_iterator it(opts_.state_dir / "finals", ec), end; !ec && it != end; it.increment(ec)) {
         std::string id = it->path().filename().string();
         if (ends_with(id, ".tmp") || fs::exists(opts_.state_dir / "sessions" / id)) continue;
-        std::optional<JobState> st = store_->state_of_key("session:" + id);
+        std::optional<JobState> st = store_->state_of_key(session_final_key(id));
         if (!st || *st == JobState::kDone) remove_tree(it->path());
       }
     } catch (const std::exception& e) {  // a defect of anvil's: said, and the server goes on

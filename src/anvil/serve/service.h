@@ -75,7 +75,10 @@ class Service {
   // wait for them: they are not the candidates' doing). How many.
   int release_running();
 
+  // A client's evaluation: its key the Idempotency-Key header's or the body's (requests.h).
   ServeReply submit(const nlohmann::json& body, const std::string& idempotency_key);
+  // An evaluation under a key anvil derived (a session's final one: session_final_key), taken as given.
+  ServeReply submit_keyed(const nlohmann::json& body, const std::string& key);
   ServeReply submit_batch(const nlohmann::json& body);
   // An evaluation recorded done at once with `result` (a request validated by the caller), as
   // submit answers: {id, status, existed}.

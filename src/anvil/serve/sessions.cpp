@@ -11,6 +11,8 @@
 #include "anvil/env/workdir.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_reader.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -142,7 +144,7 @@ std::unique_ptr<ToolBox> Sessions::tool_box(const Json& meta) const {
 }
 
 bool Sessions::save(const Session& s, std::string* err) const {
-  return write_file_atomic(s.dir / "session.json", s.meta.dump(1) + "\n", err);
+  return write_file_atomic(s.dir / "session.json", json_text(s.meta, 1) + "\n", err);
 }
 
 size_t Sessions::count() const {
@@ -326,7 +328,7 @@ ServeReply Sessions::create(const Json& body, const std::string& header_key) {
   if (!key.empty()) {  // the first answer, for a retry; then the key's record, last: the session is whole
     std::error_code kec;
     fs::create_directories(key_path.parent_path(), kec);
-    if (!write_file_atomic(dir / "opened.json", Json{{"request", request}, {"reply", reply}}.dump() + "\n", &err) ||
+    if (!write_file_atomic(dir / "opened.json", json_text(Json{{"request", request}, {"reply", reply}}) + "\n", &err) ||
         !write_file_atomic(key_path, id + "\n", &err)) {
       return serve_error(503, "", err);
     }
@@ -406,9 +408,11 @@ ServeReply Sessions::calls(const std::string& id, const Json& body) {
     }
     Json args = c.value("arguments", Json::object());
     if (args.is_string()) {  // the model's own text, as a chat completion carries it
-      try {
-        args = Json::parse(args.get<std::string>().empty() ? std::string("{}") : args.get<std::string>());
-      } catch (const std::exception&) {
+      std::string err;
+      std::optional<Json> parsed = read_json(args.get<std::string>().empty() ? std::string("{}") : args.get<std::string>(), &err);
+      if (parsed) {
+        args = std::move(*parsed);
+      } else {
         args = Json(c["arguments"]);  // answered as bad arguments, as `anvil agent` answers the model
       }
     } else if (!args.is_object()) {
@@ -499,9 +503,9 @@ ServeReply Sessions::finalize(const std::string& id) {
     }
   }
   ServeReply r = s->meta.contains("refused")
-                     ? record_(request, "session:" + id,
+                     ? record_(request, session_final_key(id),
                                {{"outcome", outcome_name(Outcome::kLoadError)}, {"reward", -1}, {"message", s->meta["refused"]}, {"evaluation", nullptr}})
-                     : submit_(request, "session:" + id);
+                     : submit_(request, session_final_key(id));
   if (r.status != 200 && r.status != 202) return r;
   s->meta["evaluation"] = r.body["id"];
   s->meta["expires_at"] = unix_seconds() + s->meta["ttl_s"].get<double>();

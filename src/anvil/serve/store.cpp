@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "anvil/env/outcome.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -128,7 +129,7 @@ void Store::exec(const char* sql) {
 
 namespace {
 std::string text_of(const nlohmann::json& j) {  // never throws: bytes that are not UTF-8 become U+FFFD
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_text(j);
 }
 }  // namespace
 
@@ -196,7 +197,7 @@ std::optional<Job> Store::claim(const std::vector<int64_t>& first, int64_t last)
       q.reset();
       return false;
     };
-    std::string ids = nlohmann::json(first).dump();
+    std::string ids = json_text(nlohmann::json(first));
     bool any = (!first.empty() && found(" AND id IN (SELECT value FROM json_each(?))", ids)) ||
                found(" AND id != ?", last) || found("");
     if (!any) {

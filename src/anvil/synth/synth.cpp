@@ -22,6 +22,7 @@
 #include "anvil/env/toolchain.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/line_child.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
@@ -187,7 +188,7 @@ class JournalWriter {
     if (fd_ >= 0) ::close(fd_);
   }
   bool append(const Json& j) {
-    std::string line = j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    std::string line = json_text(j) + "\n";
     std::lock_guard<std::mutex> g(mu_);
     const char* p = line.data();
     size_t left = line.size();
@@ -242,9 +243,9 @@ std::function<void(Worker&)> worker_loop(const SynthOptions& opts, Scheduler& sc
     Json hello = first ? Json::parse(*first, nullptr, false) : Json();
     if (!hello.is_object() || !hello.value("ready", false)) {
       *why = hello.is_object() && hello.contains("error")
-                 ? "a worker could not start: " + hello["error"].dump()
+                 ? "a worker could not start: " + json_text(hello["error"])
                  : "a worker (" + argv[0] + ") ended before it was ready; " + w.log.string() + " ends:\n" +
-                       tail_lines(read_file(w.log).value_or(""), 8);
+                       tail_of_log(w.log, 8);
       return false;
     }
     return true;
@@ -258,13 +259,13 @@ std::function<void(Worker&)> worker_loop(const SynthOptions& opts, Scheduler& sc
     for (; index >= 0; index = sched.take()) {
       Json record;
       w.arm(now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(opts.timeout).count());
-      bool sent = w.child->write_line(Json({{"seed", opts.seed}, {"index", index}, {"ask", true}}).dump());
+      bool sent = w.child->write_line(json_text(Json({{"seed", opts.seed}, {"index", index}, {"ask", true}})));
       auto line = sent ? w.child->read_line() : std::nullopt;
       if (line && line->find("\"ask\"") != std::string::npos) {  // composed: is it a duplicate already?
         Json ask = Json::parse(*line, nullptr, false);
         if (ask.is_object() && ask.value("index", -1L) == index && ask.value("ask", "") == "duplicate") {
           long of = sched.duplicate_of(ask.value("key", std::string()), index);
-          sent = w.child->write_line(Json({{"duplicate_of", of < 0 ? Json() : Json(of)}}).dump());
+          sent = w.child->write_line(json_text(Json({{"duplicate_of", of < 0 ? Json() : Json(of)}})));
           line = sent ? w.child->read_line() : std::nullopt;
         }
       }
@@ -278,7 +279,7 @@ std::function<void(Worker&)> worker_loop(const SynthOptions& opts, Scheduler& sc
                   {"reason", timed_out ? "timeout" : "worker_died"},
                   {"detail", timed_out ? "its CPU stage took over " + std::to_string(opts.timeout.count()) + " s"
                                        : "the worker ended while checking it: " +
-                                             tail_lines(read_file(w.log).value_or(""), 3)},
+                                             tail_of_log(w.log, 3)},
                   {"checks", Json::object()}};
       }
       if (!writer.append(record)) return sched.fail("cannot append to the journal " + journal_path.string());
@@ -297,7 +298,7 @@ bool write_outputs(const Environment& env, const SynthOptions& opts, const Selec
   fs::path rows = beside(opts.out, ".rows.jsonl");
   {
     std::string text;
-    for (const auto& r : sel.accepted) text += r.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    for (const auto& r : sel.accepted) text += json_text(r) + "\n";
     if (!write_text(rows, text, err)) return false;
   }
   SubprocessOptions so;
@@ -311,7 +312,7 @@ bool write_outputs(const Environment& env, const SynthOptions& opts, const Selec
     *err = "writing " + opts.out.string() + " failed (" + pq.describe() + "): " + tail_lines(pq.output, 5);
     return false;
   }
-  if (!write_text(beside(opts.out, ".summary.json"), summary.dump(1, ' ', false, Json::error_handler_t::replace) + "\n", err) ||
+  if (!write_text(beside(opts.out, ".summary.json"), json_text(summary, 1) + "\n", err) ||
       !write_text(beside(opts.out, ".html"), synth_html(summary), err))
     return false;
   return true;
@@ -347,7 +348,7 @@ std::vector<std::string> worker_argv(const Environment& env, const SynthOptions&
             "import os, sys; sys.path.insert(0, os.environ['ANVIL_PYDIR']); from anvil.synth import worker; "
             "sys.exit(worker.main())",
             "--catalogue", opts.catalogue.string(), "--index", opts.index.string(), "--threshold",
-            Json(opts.max_similarity).dump(), "--max-memory-mb", std::to_string(worker_memory_mb(jobs))};
+            json_text(Json(opts.max_similarity)), "--max-memory-mb", std::to_string(worker_memory_mb(jobs))};
   return argv;
 }
 
@@ -433,7 +434,7 @@ bool open_journal(const Environment& env, const SynthOptions& opts, const fs::pa
     bool same = ok && run_identity(journal.header) == run_identity(header);
     if (!same && !opts.fresh) {
       *err = (ok ? "the journal " + journal_path.string() + " is of another run (" +
-                       run_identity(journal.header).dump() + ", this one " + run_identity(header).dump() + ")"
+                       json_text(run_identity(journal.header)) + ", this one " + json_text(run_identity(header)) + ")"
                  : *err) +
              ": pass --fresh to start again, or another --out";
       return false;
@@ -546,8 +547,9 @@ bool gpu_phase(const Environment& env, const SynthOptions& opts, const std::vect
   std::string rows;
   for (const auto& t : tasks)
     if (!current(t))
-      rows += Json({{"index", t["index"]}, {"ops", t["ops"]}, {"code", t["code"]},
-                    {"estimate_ms", t["estimate"]["ms"]}}).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+      rows += json_text(Json({{"index", t["index"]}, {"ops", t["ops"]}, {"code", t["code"]},
+                              {"estimate_ms", t["estimate"]["ms"]}})) +
+              "\n";
   if (!rows.empty()) {
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -573,7 +575,7 @@ bool gpu_phase(const Environment& env, const SynthOptions& opts, const std::vect
   }
   for (const auto& t : tasks)
     if (!current(t)) {
-      *err = "the GPU stage gave no verdict for task " + t["index"].dump() + " (" + journal.string() + ")";
+      *err = "the GPU stage gave no verdict for task " + json_text(t["index"]) + " (" + journal.string() + ")";
       return false;
     }
   return true;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "anvil/synth/synth.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -137,7 +138,7 @@ std::string synth_table(const Json& sm) {
   std::string o;
   char buf[512];
   std::snprintf(buf, sizeof buf, "%ld tasks accepted of %ld tried (seed %s)\n", sm.value("tasks", 0L),
-                sm.value("tried", 0L), sm["run"].value("seed", Json(0)).dump().c_str());
+                sm.value("tried", 0L), json_text(sm["run"].value("seed", Json(0))).c_str());
   o += buf;
   for (const auto& f : sm["funnel"]) {
     std::snprintf(buf, sizeof buf, "  %-17s %7ld rejected  %7ld left", f["stage"].get<std::string>().c_str(),
@@ -164,7 +165,7 @@ std::string bars(const Json& items, const char* key, const char* label_key, size
   for (const auto& i : items) {
     if (limit && n++ >= limit) break;
     long v = i[key].get<long>();
-    o += "<tr><td>" + html_escape(i[label_key].is_string() ? i[label_key].get<std::string>() : i[label_key].dump()) +
+    o += "<tr><td>" + html_escape(i[label_key].is_string() ? i[label_key].get<std::string>() : json_text(i[label_key])) +
          "</td><td class=\"n\">" + std::to_string(v) + "</td><td><div class=\"bar\" style=\"width:" +
          num(100.0 * v / top) + "%\"></div></td></tr>\n";
   }
@@ -189,7 +190,7 @@ std::string synth_html(const Json& sm) {
                   std::to_string(sm.value("tasks", 0L)) + " tasks</title>\n<style>" + kPageStyle +
                   "</style>\n</head>\n<body>\n";
   o += "<h1>anvil synth: " + std::to_string(sm.value("tasks", 0L)) + " tasks</h1>\n<p class=\"sub\">seed " +
-       html_escape(run.value("seed", Json(0)).dump()) + ", " + std::to_string(sm.value("tried", 0L)) +
+       html_escape(json_text(run.value("seed", Json(0)))) + ", " + std::to_string(sm.value("tried", 0L)) +
        " tried, " + html_escape(run.value("out", "")) + ", finished " + html_escape(run.value("finished_at", "")) +
        "</p>\n";
   o += "<h2>Filter funnel</h2>\n<table>\n<tr><th>stage</th><th class=\"n\">rejected</th><th class=\"n\">left</th>"

@@ -7,6 +7,7 @@
 
 #include "anvil/agent/trajectory.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 
 namespace anvil {
@@ -140,11 +141,11 @@ bool malformed(const Json& record) {
 std::string canonical_arguments(const Json& call) {
   const Json& a = member(member(call, "function"), "arguments");
   if (a.is_null()) return "{}";
-  if (!a.is_string()) return a.dump();
+  if (!a.is_string()) return json_text(a);
   std::string text = a.get<std::string>();
   if (trim(text).empty()) return "{}";
   Json parsed = Json::parse(text, nullptr, false);
-  return parsed.is_discarded() ? text : parsed.dump();
+  return parsed.is_discarded() ? text : json_text(parsed);
 }
 
 // The tool message answering call `id` of the assistant message at `mi` (its j-th call): the j-th
@@ -306,7 +307,7 @@ std::string outputs_hash(const Json& record) {
   for (const Json& m : record["messages"]) {
     if (str_at(m, "role") != "assistant") continue;
     const Json& content = member(m, "content");
-    h.add("content", content.is_string() ? content.get<std::string>() : content.dump());
+    h.add("content", content.is_string() ? content.get<std::string>() : json_text(content));
     h.add("reasoning", str_at(m, "reasoning_content"));
     const Json& calls = member(m, "tool_calls");
     if (!calls.is_array()) continue;

@@ -14,6 +14,7 @@
 #include "anvil/train/sft_example.h"
 #include "anvil/util/fs.h"
 #include "anvil/util/json_reader.h"
+#include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/thread_pool.h"
 
@@ -225,7 +226,7 @@ RftResult run_rft(const RftOptions& opts) {
   res.summary = summary_of(opts, jobs, tally, seconds);
   fs::path summary_path = opts.out;
   summary_path += ".summary.json";
-  if (!out.commit(&err) || !write_file_atomic(summary_path, res.summary.dump(1) + "\n", &err)) {
+  if (!out.commit(&err) || !write_file_atomic(summary_path, json_text(res.summary, 1) + "\n", &err)) {
     res.status = 2;
     res.error = err;
     return res;

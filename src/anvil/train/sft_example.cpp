@@ -6,6 +6,7 @@
 
 #include "anvil/agent/trajectory.h"
 #include "anvil/train/episode_filter.h"
+#include "anvil/util/json_text.h"
 
 namespace anvil {
 
@@ -74,7 +75,7 @@ void append_tokens(std::string& out, const TokenSequence& s) {
     append_number(out, s.spans[i].start);
     out += ',';
     append_number(out, s.spans[i].end);
-    out += ',' + Json(s.spans[i].kind).dump() + ']';
+    out += ',' + json_text(Json(s.spans[i].kind)) + ']';
   }
   out += ']';
 }
@@ -133,7 +134,7 @@ SftExample sft_example(const Json& record, const std::string& source) {
                {"messages", seen_messages(record)},
                {"tools", record["tools"]},
                {"tokenizer", tokenizer.is_object() && tokenizer.contains("sha256") ? tokenizer["sha256"] : Json()}};
-  ex.line = head.dump(-1, ' ', false, Json::error_handler_t::replace);
+  ex.line = json_text(head);
   ex.line.pop_back();  // the closing brace: the token arrays follow
   if (ex.has_tokens) {
     TokenSequence s = token_sequence(record);

@@ -1,4 +1,5 @@
-// fs.h: small filesystem helpers: whole-file reads, atomic writes, locks.
+// fs.h: small filesystem helpers: whole-file reads, bounded reads of hostile files (whole, head or
+// tail), atomic writes, locks.
 #pragma once
 
 #include <sys/stat.h>
@@ -46,7 +47,8 @@ class AtomicFile {
   std::string buffer_, error_;
 };
 
-// Copies `from` to `to` through a temporary file and a rename.
+// Copies `from` (a regular file, its symlink not followed) to `to` through a temporary file and a
+// rename, in bounded chunks, keeping its permission bits.
 bool copy_file_atomic(const fs::path& from, const fs::path& to, std::string* err);
 
 // ---- files that may be hostile (a candidate's, an agent's) -------------------------------------
@@ -67,10 +69,33 @@ int open_regular(const fs::path& path, struct stat* st, std::string* why);
 // file or is larger than max_bytes ("is 3.0 GB").
 std::optional<std::string> read_regular(const fs::path& path, uint64_t max_bytes, std::string* why);
 
+// As read_regular, for `rel` under `root`, opened relative to root with no step outside it
+// (openat2's RESOLVE_BENEATH: a symbolic link or ".." that leaves root fails at the moment of the
+// open, so a directory swapped for a link between a check and this read cannot lead out; links
+// that stay beneath root are followed). On a kernel without openat2, no link is followed at all.
+std::optional<std::string> read_beneath(const fs::path& root, const std::string& rel, uint64_t max_bytes,
+                                        std::string* why);
+
+// A regular file's last max_bytes (all of it when smaller), read after one seek to there: a log of
+// terabytes, sparse or not, costs max_bytes of memory and time. *left_out (when given) gets how many
+// bytes before the tail were not read (0: the whole file). nullopt with *why as read_regular says it.
+std::optional<std::string> read_tail(const fs::path& path, uint64_t max_bytes, std::string* why,
+                                     uint64_t* left_out = nullptr);
+
+// A regular file's first max_bytes (all of it when smaller); *left_out (when given) gets how many
+// bytes after them were not read. nullopt with *why as read_regular says it.
+std::optional<std::string> read_head(const fs::path& path, uint64_t max_bytes, std::string* why,
+                                     uint64_t* left_out = nullptr);
+
+// The last `lines` lines of a log, for a message: read from its last 64 KiB at most ("" when it
+// cannot be read).
+std::string tail_of_log(const fs::path& path, size_t lines);
+
 // Copies a regular file (at most max_bytes) in bounded chunks through a temporary file and a
 // rename, keeping its permission bits; false with *err otherwise, and *from_failed true when it was
-// `from` that failed (it cannot be opened or read, is not a regular file, is or grew too large), not
-// the copy's side (the destination, the disk).
+// `from` that failed (it cannot be opened or read, is not a regular file, is or grew too large) or its
+// name (`to`'s: too long for the destination's filesystem, or a directory in the way), not the copy's
+// side (the disk full, read-only, denied).
 bool copy_regular_atomic(const fs::path& from, const fs::path& to, uint64_t max_bytes, std::string* err,
                          bool* from_failed = nullptr);
 
@@ -87,6 +112,35 @@ fs::path make_temp_dir(const fs::path& parent, const std::string& prefix);
 
 // Removes a tree, ignoring errors.
 void remove_tree(const fs::path& path);
+
+// A directory of make_temp_dir's, removed with everything under it when the TempDir goes, whichever
+// way its scope is left (a return, an exception). Default-constructed: none. Its constructor throws
+// as make_temp_dir does.
+class TempDir {
+ public:
+  TempDir() = default;
+  TempDir(const fs::path& parent, const std::string& prefix) : path_(make_temp_dir(parent, prefix)) {}
+  ~TempDir() { reset(); }
+  TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+  TempDir& operator=(TempDir&& other) noexcept {
+    if (this != &other) {
+      reset();
+      path_ = std::move(other.path_);
+      other.path_.clear();
+    }
+    return *this;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  void reset() {
+    if (!path_.empty()) remove_tree(path_);
+    path_.clear();
+  }
+  fs::path path_;
+};
 
 // Regular files under `root` (recursively), as paths relative to it, sorted.
 std::vector<fs::path> list_files(const fs::path& root);

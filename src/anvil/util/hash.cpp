@@ -1,11 +1,14 @@
 #include "anvil/util/hash.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
-
-#include "anvil/util/fs.h"
 
 namespace anvil {
 
@@ -63,9 +66,37 @@ std::string sha256_hex(std::string_view data) {
 }
 
 std::optional<std::string> hash_file(const std::filesystem::path& path) {
-  auto content = read_file(path);
-  if (!content) return std::nullopt;
-  return sha256_hex(*content);
+  // Streamed in bounded chunks: a file's size costs time, never memory. O_NONBLOCK: a FIFO is
+  // refused below, not waited on.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+    ::close(fd);
+    throw std::runtime_error("hash_file: cannot initialise SHA-256");
+  }
+  char buf[65536];
+  bool ok = true;
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = n == 0;
+      break;
+    }
+    EVP_DigestUpdate(ctx.get(), buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (!ok) return std::nullopt;
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), digest, &len);
+  return to_hex(digest, len);
 }
 
 std::string base64_encode(std::string_view bytes) {

@@ -37,7 +37,8 @@ std::optional<std::string> base64_decode(std::string_view text);
 
 // SHA-256 hex digest of a byte string: plain SHA-256 (what sha256sum and hashlib give), not Hasher's fields.
 std::string sha256_hex(std::string_view data);
-// SHA-256 hex digest of a file's content; nullopt if it cannot be read.
+// SHA-256 hex digest of a regular file's content, read in bounded chunks; nullopt if it cannot be
+// read or is not a regular file (a FIFO, a device).
 std::optional<std::string> hash_file(const std::filesystem::path& path);
 
 }  // namespace anvil

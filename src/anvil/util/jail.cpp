@@ -38,6 +38,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -89,6 +90,7 @@ Rlimits rlimits_of(const JailOptions& o, bool processes) {
   if (l.address_space) r.push_back({RLIMIT_AS, l.address_space});
   if (l.cpu_seconds) r.push_back({RLIMIT_CPU, l.cpu_seconds});
   if (l.file_size) r.push_back({RLIMIT_FSIZE, l.file_size});
+  if (l.data) r.push_back({RLIMIT_DATA, l.data});
   if (uint64_t n = processes ? process_limit(o) : 0) r.push_back({RLIMIT_NPROC, n});
   return r;
 }
@@ -195,10 +197,10 @@ void add_host_entry(Picture& p, const fs::path& path) {
   }
 }
 
-void add_system(Picture& p, const JailConfig& c) {
-  for (const auto& d : c.system_dirs) add_host_entry(p, d);
+void add_system(Picture& p, const SystemView& v) {
+  for (const auto& d : v.dirs) add_host_entry(p, d);
   p.ops.push_back(dir_op("/etc"));
-  for (const auto& e : matching("/etc", c.etc)) add_host_entry(p, e);
+  for (const auto& e : matching("/etc", v.etc)) add_host_entry(p, e);
 }
 
 void add_dev(Picture& p, const JailConfig& c, bool gpu) {
@@ -278,7 +280,7 @@ bool add_callers(Picture& p, const JailOptions& o, std::string* err) {
 bool make_picture(const JailOptions& o, Picture* out, std::string* err) {
   const JailConfig& c = *o.config;
   Picture p;
-  add_system(p, c);
+  add_system(p, o.view ? *o.view : c.system);
   add_dev(p, c, o.gpu);
   p.ops.push_back(tmpfs_op("/tmp", 01777, c.tmp_bytes, true));
   p.ops.push_back(dir_op("/proc"));
@@ -364,8 +366,8 @@ std::vector<std::string> bwrap_argv(const BwrapTools& t, const Picture& p, const
   for (const auto& d : read_only_later) a.insert(a.end(), {"--remount-ro", d});
   a.insert(a.end(), {"--remount-ro", "/", "--json-status-fd", std::to_string(kErrFd), "--chdir", p.cwd, "--"});
   if (!setpriv.empty()) {
-    const JailConfig& c = *o.config;
-    a.insert(a.end(), {setpriv, "--reuid=" + std::to_string(c.uid), "--regid=" + std::to_string(c.gid),
+    const unsigned uid = o.uid.value_or(o.config->uid), gid = o.uid.value_or(o.config->gid);
+    a.insert(a.end(), {setpriv, "--reuid=" + std::to_string(uid), "--regid=" + std::to_string(gid),
                        "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"});
   }
   if (uint64_t n = process_limit(o); n && !t.prlimit.empty()) {
@@ -445,8 +447,8 @@ NsChild prepare_ns(const Picture& p, const JailOptions& o, bool userns) {
   NsChild c;
   c.userns = userns;
   c.drop_to_user = !userns;  // root with CAP_SYS_ADMIN
-  c.uid = o.config->uid;
-  c.gid = o.config->gid;
+  c.uid = o.uid.value_or(o.config->uid);
+  c.gid = o.uid.value_or(o.config->gid);
   c.uid_map = std::to_string(geteuid()) + " " + std::to_string(geteuid()) + " 1";
   c.gid_map = std::to_string(getegid()) + " " + std::to_string(getegid()) + " 1";
   c.network = o.network;
@@ -622,6 +624,10 @@ void enter_namespaces(const NsChild& c) {
   drop_privileges(c);
   if (chdir(c.cwd.c_str()) != 0) fail("chdir(the working directory)");
   set_limits(c);
+  // PID 1 is a fork of anvil: its environment and memory (an API key, serve's token) anvil's. Not
+  // dumpable, /proc/1's environ, mem and maps are refused to the program even where it runs as the
+  // same user (anvil not root). The program's exec makes it dumpable again, as any program is.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) fail("prctl(PR_SET_DUMPABLE)");
   pid_t prog = fork();
   if (prog < 0) fail("fork (the program)");
   if (prog == 0) {
@@ -926,10 +932,12 @@ Probe& probe(const std::string& method, const JailConfig& config) {
   return p;
 }
 
-std::vector<std::string> strings_at(const nlohmann::json& j, const char* key, std::string* missing) {
+// The strings of j[key]; the first key missing (or not an array) goes to *missing, after `prefix`.
+std::vector<std::string> strings_at(const nlohmann::json& j, const char* key, std::string* missing,
+                                    const std::string& prefix = "") {
   std::vector<std::string> out;
-  if (!j.contains(key) || !j[key].is_array()) {
-    if (missing->empty()) *missing = key;
+  if (!j.is_object() || !j.contains(key) || !j[key].is_array()) {
+    if (missing->empty()) *missing = prefix + key;
     return out;
   }
   for (const auto& v : j[key]) {
@@ -953,7 +961,8 @@ bool load_jail_config(const fs::path& file, JailConfig* out, std::string* err) {
   }
   JailConfig c;
   std::string missing;
-  for (const char* k : {"uid", "gid", "tmp_bytes", "shm_bytes", "processes"}) {
+  for (const char* k : {"uid", "gid", "tmp_bytes", "shm_bytes", "processes", "episode_uid_base", "episode_uid_span",
+                        "shell_data_bytes", "shell_file_bytes"}) {
     if (!j.contains(k) || !j[k].is_number_unsigned()) missing = missing.empty() ? k : missing;
   }
   if (missing.empty()) {
@@ -962,9 +971,19 @@ bool load_jail_config(const fs::path& file, JailConfig* out, std::string* err) {
     c.tmp_bytes = j["tmp_bytes"].get<uint64_t>();
     c.shm_bytes = j["shm_bytes"].get<uint64_t>();
     c.processes = j["processes"].get<uint64_t>();
+    c.episode_uid_base = j["episode_uid_base"].get<unsigned>();
+    c.episode_uid_span = j["episode_uid_span"].get<unsigned>();
+    c.shell_data_bytes = j["shell_data_bytes"].get<uint64_t>();
+    c.shell_file_bytes = j["shell_file_bytes"].get<uint64_t>();
+    if (c.episode_uid_span == 0 || c.episode_uid_base + uint64_t{c.episode_uid_span} > (uint64_t{1} << 32) - 1) {
+      missing = "episode_uid_span";
+    }
   }
-  c.system_dirs = strings_at(j, "system_dirs", &missing);
-  c.etc = strings_at(j, "etc", &missing);
+  c.system.dirs = strings_at(j, "system_dirs", &missing);
+  c.system.etc = strings_at(j, "etc", &missing);
+  const nlohmann::json build = j.contains("build") ? j["build"] : nlohmann::json();
+  c.build.dirs = strings_at(build, "system_dirs", &missing, "build.");
+  c.build.etc = strings_at(build, "etc", &missing, "build.");
   c.dev = strings_at(j, "dev", &missing);
   c.gpu_dev = strings_at(j, "gpu_dev", &missing);
   c.proc_read_only = strings_at(j, "proc_read_only", &missing);
@@ -1029,6 +1048,11 @@ JailResult run_jailed(const std::vector<std::string>& argv, const JailOptions& o
 // Root with CAP_SYS_ADMIN drops to the config's user; anyone else keeps their own uid (mapped to
 // itself by a user namespace).
 unsigned jail_uid(const JailConfig& config) { return drops_to_user() ? config.uid : geteuid(); }
+
+unsigned episode_uid(const JailConfig& config) {
+  std::random_device rd;
+  return config.episode_uid_base + static_cast<unsigned>(rd() % config.episode_uid_span);
+}
 unsigned jail_gid(const JailConfig& config) { return drops_to_user() ? config.gid : getegid(); }
 
 }  // namespace anvil

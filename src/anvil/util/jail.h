@@ -1,8 +1,8 @@
 // jail.h: run one program confined: the one door for code anvil does not trust.
 //
 // The program sees a fresh root file system holding only what it is given:
-//   the system directories   read-only (/usr, /bin, /lib*, /opt, /sys, as the config lists)
-//   /etc                     only the entries the config lists (ld.so.cache, passwd, ...)
+//   the system directories   read-only (/usr, /bin, /lib*, /opt, /sys, as the config's view lists)
+//   /etc                     only the entries the view lists (ld.so.cache, passwd, ...)
 //   toolchain paths          read-only (Python prefixes, CUDA, anvil's include/, ...)
 //   binds                    the caller's files and directories, read-only or writable
 //   hidden paths             an empty read-only directory where they would be visible
@@ -32,12 +32,23 @@
 
 namespace anvil {
 
+// What of the host's own system a program sees, read-only.
+struct SystemView {
+  std::vector<std::string> dirs;  // directories bound whole (or recreated, when a symlink)
+  std::vector<std::string> etc;   // names under /etc ("python3*": a prefix)
+};
+
 // The shared constants of the confinement, as share/sandbox.json holds them (one home for them:
 // the Python judge reads the same file).
 struct JailConfig {
   unsigned uid = 0, gid = 0;              // who the program is when anvil is root
-  std::vector<std::string> system_dirs;   // bound read-only (or recreated, when a symlink)
-  std::vector<std::string> etc;           // names under /etc bound read-only ("python3*": a prefix)
+  // An episode's own users when anvil is root: [episode_uid_base, + episode_uid_span), one drawn per
+  // workdir (episode_uid), so one episode's processes never count against another's limit.
+  unsigned episode_uid_base = 0, episode_uid_span = 0;
+  // An episode's shell: each process's private memory (RLIMIT_DATA) and each file's size (RLIMIT_FSIZE).
+  uint64_t shell_data_bytes = 0, shell_file_bytes = 0;
+  SystemView system;                      // system_dirs and etc: the view of every door but the builds
+  SystemView build;                       // build: the compilers', the assembler's and the linker's view
   uint64_t tmp_bytes = 0, shm_bytes = 0;  // sizes of the private /tmp and /dev/shm
   uint64_t processes = 0;                 // RLIMIT_NPROC: processes and threads (see JailLimits)
   std::vector<std::string> dev;           // names under /dev always present
@@ -45,6 +56,9 @@ struct JailConfig {
   std::vector<std::string> proc_read_only;  // names under /proc bound read-only
   std::vector<std::string> proc_masked;     // names under /proc covered (by /dev/null or an empty dir)
 };
+
+// A user of its own for an episode's workdir and shell, drawn from config's episode range.
+unsigned episode_uid(const JailConfig& config);
 
 // Reads a config file; false with *err naming the file and what is wrong.
 bool load_jail_config(const std::filesystem::path& file, JailConfig* out, std::string* err);
@@ -58,6 +72,8 @@ struct JailLimits {            // 0: no limit
   uint64_t address_space = 0;  // RLIMIT_AS, bytes (per process)
   uint64_t cpu_seconds = 0;    // RLIMIT_CPU (per process): SIGXCPU, then SIGKILL 5 s later
   uint64_t file_size = 0;      // RLIMIT_FSIZE, bytes: a larger write fails with SIGXFSZ
+  uint64_t data = 0;           // RLIMIT_DATA, bytes (per process): private writable memory (a GPU's
+                               // address-space reservations are not counted, unlike RLIMIT_AS)
   // RLIMIT_NPROC, processes and threads (0: the config's `processes`): a fork bomb fails with
   // EAGAIN instead of taking the host's PIDs. Counted per user namespace, so per jail when anvil
   // is not root; as root, for the config's uid on the whole host (every jail's together).
@@ -66,6 +82,7 @@ struct JailLimits {            // 0: no limit
 
 struct JailOptions {
   const JailConfig* config = nullptr;  // required
+  const SystemView* view = nullptr;    // the host's system as the program sees it (null: config->system)
   std::filesystem::path cwd = "/";     // inside the jail (a bound directory, or /)
   std::vector<JailBind> binds;
   std::vector<std::filesystem::path> toolchain;  // read-only; missing ones are skipped
@@ -78,6 +95,9 @@ struct JailOptions {
   size_t max_output = 1 << 20;            // bytes kept of stdout (and of stderr when separate)
   bool merge_stderr = true;               // stderr into output, else into err_output
   JailLimits limits;
+  // Who the program is when anvil is root, in place of the config's uid:gid (an episode's own user:
+  // its processes counted apart from every other jail's, its files its own). Ignored otherwise.
+  std::optional<unsigned> uid;
 };
 
 struct JailResult {

@@ -4,9 +4,11 @@
 #include "anvil/util/jail.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "anvil/util/fs.h"
 #include "anvil/util/subprocess.h"
@@ -318,6 +321,37 @@ TEST_P(JailTest, AFailedSetUpIsNamedAndRunsNothing) {
   EXPECT_EQ(r.error, "sandbox: the program must be given by its absolute path, not sh");
 }
 
+// What a forked child says (its text) and its exit status: `body` runs in the child, which ends by
+// calling say(text, status) (2: the test cannot run here, a skip).
+struct ChildSaid {
+  int status = -1;
+  std::string text;
+};
+ChildSaid in_child(const std::function<void(const std::function<void(const std::string&, int)>&)>& body) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return {-1, "pipe"};
+  pid_t pid = fork();
+  if (pid < 0) return {-1, "fork"};
+  if (pid == 0) {
+    close(pipefd[0]);
+    auto say = [&](const std::string& s, int code) {
+      (void)!write(pipefd[1], s.data(), s.size());
+      _exit(code);
+    };
+    body(say);
+    say("the child's body did not say", 1);
+  }
+  close(pipefd[1]);
+  ChildSaid out;
+  char buf[4096];
+  for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) out.text.append(buf, static_cast<size_t>(n));
+  close(pipefd[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  out.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
 // Namespaces: in a child process, forbid new user namespaces and drop CAP_SYS_ADMIN, so the jail
 // needs one and cannot have it: the failed step is named and nothing runs.
 TEST(JailNamespaces, ACaughtStepIsReportedByName) {
@@ -325,16 +359,7 @@ TEST(JailNamespaces, ACaughtStepIsReportedByName) {
   std::string why;
   if (jail_method(config(), &why).empty()) GTEST_SKIP() << why;
   fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-jail-test");
-  int pipefd[2];
-  ASSERT_EQ(pipe(pipefd), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(pipefd[0]);
-    auto say = [&](const std::string& s, int code) {
-      (void)!write(pipefd[1], s.data(), s.size());
-      _exit(code);
-    };
+  ChildSaid child = in_child([&](const auto& say) {
     std::string uid = std::to_string(geteuid()), gid = std::to_string(getegid());
     if (unshare(CLONE_NEWUSER) != 0) say("cannot make a user namespace for the test", 2);
     auto put = [](const char* path, const std::string& s) {
@@ -356,21 +381,54 @@ TEST(JailNamespaces, ACaughtStepIsReportedByName) {
     o.cwd = dir;
     JailResult r = run_jailed({"/bin/sh", "-c", "echo ran > ran.txt"}, o);
     say(r.error, r.started ? 1 : 0);
-  }
-  close(pipefd[1]);
-  std::string said;
-  char buf[4096];
-  for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
-  close(pipefd[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
+  });
+  const std::string& said = child.text;
   bool ran = fs::exists(dir / "ran.txt");
   remove_tree(dir);
-  ASSERT_TRUE(WIFEXITED(st));
-  if (WEXITSTATUS(st) == 2) GTEST_SKIP() << said;
-  EXPECT_EQ(WEXITSTATUS(st), 0) << said;
+  if (child.status == 2) GTEST_SKIP() << said;
+  EXPECT_EQ(child.status, 0) << said;
   EXPECT_EQ(said.rfind("sandbox: unshare(CLONE_NEWUSER): ", 0), 0u) << said;
   EXPECT_FALSE(ran);
+}
+
+// PID 1 of a namespaces jail is a fork of anvil: its environment (an API key, serve's token) and
+// memory are anvil's. Run by a user other than root the program ran as that same user and read
+// them from /proc/1 (issue 55). PID 1 is not dumpable: /proc/1's environ, mem and maps are refused.
+TEST(JailNamespaces, PidOneKeepsAnvilsEnvironmentToItselfForAnyUser) {
+  ScopedEnv m("ANVIL_SANDBOX", "namespaces");
+  std::string why;
+  if (jail_method(config(), &why).empty()) GTEST_SKIP() << why;
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-jail-test");
+  fs::permissions(dir, fs::perms::all);
+  const JailConfig& c = config();
+  ChildSaid child = in_child([&](const auto& say) {
+    setenv("ANVIL_JAIL_TEST_SECRET", "hunter2-in-anvils-environment", 1);
+    if (geteuid() == 0) {  // as a user: the jail maps it to itself in a user namespace of its own
+      gid_t g = 4242;
+      if (setgroups(1, &g) != 0 || setresgid(4242, 4242, 4242) != 0 || setresuid(4242, 4242, 4242) != 0) {
+        say("cannot become user 4242", 2);
+      }
+      prctl(PR_SET_DUMPABLE, 1);  // as a process started by that user is (a change of uid clears it)
+    }
+    std::string how;
+    if (jail_method(c, &how).empty()) say("no jail as user 4242: " + how, 2);
+    JailOptions o;
+    o.config = &c;
+    o.binds = {{dir, true}};
+    o.cwd = dir;
+    o.env = {"PATH=/usr/bin:/bin"};
+    o.timeout = std::chrono::seconds(20);
+    JailResult r = run_jailed({"/bin/sh", "-c", "cat /proc/1/environ; head -c 200 /proc/1/maps; "
+                                                "head -c 64 /proc/1/mem; echo done"}, o);
+    say(r.started ? r.output : "not started: " + r.error, r.started ? 0 : 3);
+  });
+  const std::string& said = child.text;
+  remove_tree(dir);
+  if (child.status == 2) GTEST_SKIP() << said;
+  ASSERT_EQ(child.status, 0) << said;
+  EXPECT_TRUE(has(said, "done")) << said;
+  EXPECT_FALSE(has(said, "hunter2") || has(said, "HOME=")) << "anvil's environment was read:\n" << said;
+  EXPECT_FALSE(has(said, "r-xp")) << "PID 1's memory map was read:\n" << said;
 }
 
 TEST(JailMethod, RefusesAnUnknownMethodAndAMissingConfig) {
@@ -391,14 +449,31 @@ TEST(JailConfig, LoadsTheSharedFileAndNamesWhatIsWrong) {
   EXPECT_EQ(config().uid, 65534u);
   EXPECT_EQ(config().gid, 65534u);
   EXPECT_EQ(config().processes, 4096u);
-  EXPECT_NE(std::find(config().system_dirs.begin(), config().system_dirs.end(), "/usr"), config().system_dirs.end());
-  EXPECT_EQ(std::find(config().etc.begin(), config().etc.end(), "shadow"), config().etc.end());
+  EXPECT_NE(std::find(config().system.dirs.begin(), config().system.dirs.end(), "/usr"), config().system.dirs.end());
+  EXPECT_EQ(std::find(config().system.etc.begin(), config().system.etc.end(), "shadow"), config().system.etc.end());
+  // The builds' view: the toolchain's system, not the host's identity (passwd) or devices (/sys).
+  EXPECT_NE(std::find(config().build.dirs.begin(), config().build.dirs.end(), "/usr"), config().build.dirs.end());
+  EXPECT_EQ(std::find(config().build.dirs.begin(), config().build.dirs.end(), "/sys"), config().build.dirs.end());
+  EXPECT_EQ(std::find(config().build.etc.begin(), config().build.etc.end(), "passwd"), config().build.etc.end());
   fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-jail-config");
   std::string e;
-  write_file_atomic(dir / "bad.json", R"({"doc": "x", "uid": 1, "gid": 1, "tmp_bytes": 1, "shm_bytes": 1, "processes": 1})", &e);
+  write_file_atomic(dir / "bad.json", R"({"doc": "x", "uid": 1, "gid": 1, "tmp_bytes": 1, "shm_bytes": 1, "processes": 1,
+      "episode_uid_base": 1000, "episode_uid_span": 10, "shell_data_bytes": 1, "shell_file_bytes": 1})", &e);
   JailConfig c;
   EXPECT_FALSE(load_jail_config(dir / "bad.json", &c, &e));
   EXPECT_EQ(e, (dir / "bad.json").string() + ": \"system_dirs\" is missing or of the wrong type");
+  write_file_atomic(dir / "bad.json", R"({"doc": "x", "uid": 1, "gid": 1, "tmp_bytes": 1, "shm_bytes": 1, "processes": 1,
+      "episode_uid_base": 1000, "episode_uid_span": 10, "shell_data_bytes": 1, "shell_file_bytes": 1,
+      "system_dirs": [], "etc": [], "dev": [], "gpu_dev": [], "proc_read_only": [], "proc_masked": [],
+      "build": {"system_dirs": ["/usr"]}})", &e);
+  EXPECT_FALSE(load_jail_config(dir / "bad.json", &c, &e));
+  EXPECT_EQ(e, (dir / "bad.json").string() + ": \"build.etc\" is missing or of the wrong type");
+  write_file_atomic(dir / "bad.json", R"({"doc": "x", "uid": 1, "gid": 1, "tmp_bytes": 1, "shm_bytes": 1, "processes": 1})", &e);
+  EXPECT_FALSE(load_jail_config(dir / "bad.json", &c, &e));
+  EXPECT_EQ(e, (dir / "bad.json").string() + ": \"episode_uid_base\" is missing or of the wrong type");
+  // The episode users: a range of their own, apart from the jails' one user
+  EXPECT_GT(config().episode_uid_span, 0u);
+  EXPECT_TRUE(config().uid < config().episode_uid_base || config().uid >= config().episode_uid_base + config().episode_uid_span);
   EXPECT_FALSE(load_jail_config(dir / "none.json", &c, &e));
   EXPECT_EQ(e, "cannot read the sandbox configuration " + (dir / "none.json").string());
   remove_tree(dir);

@@ -23,7 +23,7 @@ namespace {
 using Json = nlohmann::json;
 using rapidjson::SizeType;
 
-constexpr size_t kMaxDepth = 512;  // arrays and objects nested at most: RapidJSON's reader recurses
+constexpr size_t kMaxDepth = kMaxJsonDepth;  // arrays and objects nested at most: RapidJSON's reader recurses
 
 // RFC 8259 and nothing more: comments, trailing commas, NaN and Infinity are off unless asked for.
 // Strings are checked as UTF-8, as nlohmann does. Numbers come as their text (RawNumber) and are
@@ -272,6 +272,12 @@ std::optional<Json> read_json(std::string_view text, std::string* err, const Plu
     return std::nullopt;
   }
   return std::move(builder.document());
+}
+
+nlohmann::json untrusted_json(std::string_view text) {
+  std::string err;
+  std::optional<nlohmann::json> v = read_json(text, &err);
+  return v ? std::move(*v) : nlohmann::json(nlohmann::json::value_t::discarded);
 }
 
 }  // namespace anvil

@@ -35,4 +35,13 @@ struct Pluck {
 // '}' in an object at byte 1234").
 std::optional<nlohmann::json> read_json(std::string_view text, std::string* err, const Pluck& pluck = {});
 
+// Text from outside anvil (a client's body, a model's reply or tool arguments) read by read_json, so
+// its nesting is bounded (kMaxJsonDepth) before anything recurses over it (a copy, a dump, a
+// comparison: 150,000 nested arrays once crashed `anvil serve`); a discarded value (is_discarded())
+// where it is not JSON, as nlohmann::json::parse(text, nullptr, false) gives.
+nlohmann::json untrusted_json(std::string_view text);
+
+// How deeply arrays and objects may nest in what read_json reads.
+inline constexpr size_t kMaxJsonDepth = 512;
+
 }  // namespace anvil

@@ -372,6 +372,9 @@ void pump(pid_t pid, Pipes& p, const SubprocessOptions& opts, std::chrono::stead
         std::string& sink = *sinks[i];
         size_t room = opts.max_output > sink.size() ? opts.max_output - sink.size() : 0;
         sink.append(buf, std::min(room, static_cast<size_t>(rd)));
+        uint64_t dropped = static_cast<size_t>(rd) > room ? static_cast<size_t>(rd) - room : 0;
+        if (i == 0) r.output_left_out += dropped;
+        if (i == 3) r.fd3_left_out += dropped;
       } else if (rd == 0 || (errno != EAGAIN && errno != EINTR)) {
         close(fds[i]);
         fds[i] = -1;

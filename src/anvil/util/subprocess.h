@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -48,6 +49,9 @@ struct SubprocessResult {
   std::string output;    // stdout (and stderr when merged)
   std::string err_output;  // stderr when not merged
   std::string fd3_output;  // what the child wrote to fd 3 (capture_fd3)
+  // Bytes past max_output that were not kept: of output (its first max_output bytes are; a runner
+  // forked from the zygote keeps its last: env/launch.h), and of fd 3 (its first are).
+  uint64_t output_left_out = 0, fd3_left_out = 0;
   bool memory_exceeded = false;  // killed for exceeding max_rss_bytes
   size_t peak_rss_bytes = 0;     // the child's largest resident set seen (polled)
   double lock_wait_seconds = 0;  // time the timeout did not count: waits for the GPU's lock (lock_waits)

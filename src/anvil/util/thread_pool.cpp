@@ -3,15 +3,42 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <thread>
 
 namespace anvil {
 
+namespace {
+
+// The first exception of the jobs, kept for the caller's thread.
+class FirstError {
+ public:
+  void run(const std::function<void()>& job) {
+    try {
+      job();
+    } catch (...) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (!first_) first_ = std::current_exception();
+    }
+  }
+  void rethrow() {
+    if (first_) std::rethrow_exception(first_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::exception_ptr first_;
+};
+
+}  // namespace
+
 void run_parallel(const std::vector<std::function<void()>>& jobs, unsigned threads) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  FirstError error;
   if (jobs.size() <= 1 || threads == 1) {
-    for (const auto& job : jobs) job();
+    for (const auto& job : jobs) error.run(job);
+    error.rethrow();
     return;
   }
   std::atomic<size_t> next{0};
@@ -19,15 +46,17 @@ void run_parallel(const std::vector<std::function<void()>>& jobs, unsigned threa
   unsigned n = std::min<unsigned>(threads, static_cast<unsigned>(jobs.size()));
   for (unsigned t = 0; t < n; ++t) {
     workers.emplace_back([&] {
-      for (size_t i = next++; i < jobs.size(); i = next++) jobs[i]();
+      for (size_t i = next++; i < jobs.size(); i = next++) error.run(jobs[i]);
     });
   }
   for (auto& w : workers) w.join();
+  error.rethrow();
 }
 
 void run_packed(const std::vector<std::function<void()>>& jobs, const std::vector<double>& weights, double capacity,
                 unsigned threads) {
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(jobs.size())));
+  FirstError error;
   std::mutex mu;
   std::condition_variable cv;
   size_t next = 0;
@@ -47,7 +76,7 @@ void run_packed(const std::vector<std::function<void()>>& jobs, const std::vecto
         ++running;
         used += weight(i);
       }
-      jobs[i]();
+      error.run(jobs[i]);
       {
         std::lock_guard<std::mutex> lock(mu);
         --running;
@@ -60,6 +89,7 @@ void run_packed(const std::vector<std::function<void()>>& jobs, const std::vecto
   for (unsigned t = 1; t < threads; ++t) workers.emplace_back(worker);
   worker();  // this thread is one of them
   for (auto& w : workers) w.join();
+  error.rethrow();
 }
 
 }  // namespace anvil

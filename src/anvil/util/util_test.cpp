@@ -1,11 +1,15 @@
 // Tests of the utilities: hashing, subprocesses, strings, atomic files.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "anvil/util/fs.h"
@@ -13,6 +17,7 @@
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 #include "anvil/util/thread_pool.h"
+#include "support/peak_memory.h"
 
 namespace anvil {
 namespace {
@@ -200,6 +205,171 @@ TEST(Files, AtomicFileAppearsOnlyOnCommit) {
   EXPECT_FALSE(nowhere.commit(&err));
   EXPECT_NE(err.find("cannot create"), std::string::npos) << err;
   remove_tree(dir);
+}
+
+// A log a candidate wrote (a seek to 8 GiB and a line) is read by its tail: the cost is the tail's,
+// in memory and in time, never the file's size. Before, its output log was read whole (4 GiB of
+// zeros took the server from 16 MiB to 4 GiB of resident memory).
+TEST(Files, TheTailOfASparseFileCostsTheTail) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "files");
+  fs::path log = dir / "output.log";
+  {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 8ll << 30), 0) << "no sparse files here";
+    ASSERT_EQ(::pwrite(fd, "the last line\n", 14, 8ll << 30), 14);
+    ::close(fd);
+  }
+  const uint64_t size = (8ull << 30) + 14;
+  ASSERT_TRUE(reset_peak_memory());
+  uint64_t before = peak_memory_bytes();
+  auto t0 = std::chrono::steady_clock::now();
+  std::string why;
+  uint64_t left_out = 0;
+  auto tail = read_tail(log, 1 << 20, &why, &left_out);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(tail) << why;
+  EXPECT_EQ(tail->size(), 1u << 20);
+  EXPECT_EQ(tail->substr(tail->size() - 14), "the last line\n");
+  EXPECT_EQ(left_out, size - (1 << 20));
+  EXPECT_LT(peak_memory_bytes() - before, 64ull << 20) << "the file was read whole";
+  EXPECT_LT(seconds, 2.0);
+  // Its head, the same way; a short file whole, nothing left out.
+  auto head = read_head(log, 4096, &why, &left_out);
+  ASSERT_TRUE(head) << why;
+  EXPECT_EQ(*head, std::string(4096, '\0'));
+  EXPECT_EQ(left_out, size - 4096);
+  std::string e;
+  ASSERT_TRUE(write_file_atomic(dir / "short.log", "one\ntwo\n", &e)) << e;
+  EXPECT_EQ(read_tail(dir / "short.log", 1 << 20, &why, &left_out).value_or("?"), "one\ntwo\n");
+  EXPECT_EQ(left_out, 0u);
+  EXPECT_EQ(read_tail(dir / "short.log", 4, &why).value_or("?"), "two\n");
+  EXPECT_EQ(read_head(dir / "short.log", 4, &why).value_or("?"), "one\n");
+  // What is not a regular file is refused as read_regular refuses it, never waited on.
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  EXPECT_FALSE(read_tail(dir / "fifo", 1 << 20, &why));
+  EXPECT_EQ(why, "is a FIFO");
+  EXPECT_FALSE(read_head(dir / "missing", 1 << 20, &why));
+  EXPECT_EQ(why, "does not exist");
+  remove_tree(dir);
+}
+
+// A file is hashed in bounded chunks (its size costs time, not memory), and never waited on.
+// What a build reads of a candidate's directory (issue 55): opened beneath it, so nothing swapped in
+// on the way (a directory replaced by a link out, between a check and the read) leads outside.
+TEST(Files, ReadBeneathNeverLeavesItsRoot) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-beneath");
+  fs::path root = dir / "root", outside = dir / "outside";
+  std::string e, why;
+  ASSERT_TRUE(write_file_atomic(root / "kernels" / "a.cu", "inside", &e)) << e;
+  ASSERT_TRUE(write_file_atomic(outside / "secret.h", "host secret", &e)) << e;
+  fs::create_symlink("a.cu", root / "kernels" / "same.cu");                 // a link that stays beneath
+  fs::create_symlink(outside / "secret.h", root / "kernels" / "abs.h");     // absolute, out
+  fs::create_symlink("../../outside/secret.h", root / "kernels" / "up.h");  // relative, out
+  fs::create_symlink(outside, root / "linked");                             // a directory on the way, out
+  EXPECT_EQ(read_beneath(root, "kernels/a.cu", 1 << 20, &why).value_or("?"), "inside") << why;
+  EXPECT_EQ(read_beneath(root, "kernels/same.cu", 1 << 20, &why).value_or("?"), "inside") << why;
+  for (const char* rel : {"kernels/abs.h", "kernels/up.h", "linked/secret.h", "../outside/secret.h"}) {
+    auto got = read_beneath(root, rel, 1 << 20, &why);
+    EXPECT_FALSE(got) << rel << ": " << *got;
+    EXPECT_NE(why.find("leads outside"), std::string::npos) << rel << ": " << why;
+  }
+  EXPECT_FALSE(read_beneath(root, "kernels", 1 << 20, &why));
+  EXPECT_EQ(why, "is a directory");
+  EXPECT_FALSE(read_beneath(root, "kernels/none.cu", 1 << 20, &why));
+  EXPECT_EQ(why, "does not exist");
+  remove_tree(dir);
+}
+
+TEST(Files, HashingAFileStreamsIt) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "files");
+  std::string e;
+  ASSERT_TRUE(write_file_atomic(dir / "abc", "abc", &e)) << e;
+  EXPECT_EQ(hash_file(dir / "abc"), sha256_hex("abc"));
+  std::string big(300000, 'x');  // several chunks
+  ASSERT_TRUE(write_file_atomic(dir / "big", big, &e)) << e;
+  EXPECT_EQ(hash_file(dir / "big"), sha256_hex(big));
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  EXPECT_EQ(hash_file(dir / "fifo"), std::nullopt);
+  EXPECT_EQ(hash_file(dir), std::nullopt);
+  remove_tree(dir);
+}
+
+// A TempDir goes with its scope, however it is left; a moved-from one removes nothing.
+TEST(Files, TempDirIsRemovedOnEveryWayOut) {
+  fs::path parent = make_temp_dir(fs::temp_directory_path(), "anvil-tempdir");
+  fs::path kept;
+  try {
+    TempDir d(parent, "eval");
+    kept = d.path();
+    std::string err;
+    ASSERT_TRUE(write_file_atomic(d.path() / "candidate" / "model_new.py", "x", &err)) << err;
+    throw std::runtime_error("a command failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(fs::exists(kept));
+  {
+    TempDir outer;
+    {
+      TempDir inner(parent, "stage");
+      kept = inner.path();
+      outer = std::move(inner);
+    }
+    EXPECT_TRUE(fs::is_directory(kept));  // moved out, not removed
+  }
+  EXPECT_FALSE(fs::exists(kept));
+  EXPECT_TRUE(fs::is_empty(parent));
+  remove_tree(parent);
+}
+
+// Atomic writes go through a temporary name of their own beside the target: a legal 254-byte name
+// (NAME_MAX is 255) once got a suffix and could not be written or copied.
+TEST(Files, AtomicWritesTakeNamesUpToNameMax) {
+  fs::path dir = make_temp_dir(fs::temp_directory_path(), "anvil-long-name");
+  std::string name(250, 'n');
+  name += ".txt";
+  std::string err;
+  EXPECT_TRUE(write_file_atomic(dir / name, "x", &err)) << err;
+  bool from_failed = true;
+  EXPECT_TRUE(copy_regular_atomic(dir / name, dir / "copy" / name, 1024, &err, &from_failed)) << err;
+  EXPECT_EQ(*read_file(dir / "copy" / name), "x");
+  AtomicFile f(dir / "other" / name);
+  f.write("y");
+  EXPECT_TRUE(f.commit(&err)) << err;
+  // A name the destination cannot hold is the source's to answer for, not the disk's.
+  fs::create_directories(dir / "in-the-way" / name);
+  EXPECT_FALSE(copy_regular_atomic(dir / name, dir / "in-the-way" / name, 1024, &err, &from_failed));
+  EXPECT_TRUE(from_failed) << err;
+  std::string too_long(300, 'n');
+  EXPECT_FALSE(write_file_atomic(dir / too_long, "x", &err));
+  EXPECT_EQ(err, "cannot rename into " + (dir / too_long).string() + ": File name too long");
+  EXPECT_EQ(list_files(dir).size(), 3u) << "a temporary file was left behind";
+  remove_tree(dir);
+}
+
+// A job that throws (a worker thread's exception was std::terminate: a build's unit once aborted
+// anvil) ends no process: the others run, and the caller gets the first exception.
+TEST(ThreadPool, AJobThatThrowsReachesTheCaller) {
+  for (unsigned threads : {1u, 4u}) {
+    std::atomic<int> ran{0};
+    std::vector<std::function<void()>> jobs;
+    for (int i = 0; i < 6; ++i) {
+      jobs.push_back([&ran, i] {
+        ++ran;
+        if (i == 2) throw std::runtime_error("unit 2 failed");
+      });
+    }
+    try {
+      run_parallel(jobs, threads);
+      ADD_FAILURE() << "run_parallel did not throw (" << threads << " threads)";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "unit 2 failed");
+    }
+    EXPECT_EQ(ran, 6);
+    ran = 0;
+    EXPECT_THROW(run_packed(jobs, std::vector<double>(6, 1.0), 2, threads), std::runtime_error);
+    EXPECT_EQ(ran, 6);
+  }
 }
 
 // run_packed: the running jobs' weights never exceed the capacity, a job heavier than it runs
