@@ -9,7 +9,7 @@ set -euo pipefail
 ANVIL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ANVIL_ROOT"
 
-DEB_PACKAGES="cmake ninja-build g++ libgtest-dev libgmock-dev nlohmann-json3-dev rapidjson-dev libcli11-dev libssl-dev libcurl4-openssl-dev libsqlite3-dev libboost-dev bubblewrap python3-venv chromium"
+DEB_PACKAGES="cmake ninja-build g++ libgtest-dev libgmock-dev nlohmann-json3-dev rapidjson-dev libcli11-dev libssl-dev libcurl4-openssl-dev libsqlite3-dev libboost-dev libseccomp-dev bubblewrap python3-venv chromium"
 
 say() { printf '\033[1m[anvil]\033[0m %s\n' "$*"; }
 

@@ -1,7 +1,7 @@
 """A warm runner: a process with torch imported that forks one child per evaluation.
 
     python -I -c "import sys; sys.path.insert(0, PYDIR); from anvil import zygote; zygote.entry()" \
-        --socket PATH          (ANVIL_ZYGOTE_TOKEN in the environment)
+        --socket PATH --token-file PATH
 
 Importing torch costs seconds; an RL run evaluates millions of candidates, so a
 zygote per GPU imports it once (never touching CUDA, which does not survive a
@@ -11,9 +11,10 @@ limits and network namespace, with CUDA initialised anew. The child runs
 report on fd 3), so the two paths judge alike.
 
 Only anvil may ask: the socket lies in a directory only its user can open, the zygote accepts a
-peer of its own uid only (SO_PEERCRED), and every request carries the token anvil gave the zygote
-at its start (a file beside the socket, readable by that user alone); anything else is refused and
-nothing is run. The environment of an evaluation is exactly the request's `env` (nothing of the
+peer of its own uid only (SO_PEERCRED), and every request carries the token anvil wrote for the
+zygote at its start (a file beside the socket, readable by that user alone, read by the zygote
+through --token-file: never in its environment or command line, which every process it forks, a
+candidate's included, can read back from /proc/self); anything else is refused and nothing is run. The environment of an evaluation is exactly the request's `env` (nothing of the
 zygote's own, or of whoever started it, leaks in).
 
 Each child is a relay: it makes a new PID namespace and forks the runner as its PID 1 (which dies
@@ -392,14 +393,21 @@ def _serve(conn):
 
 def main(argv=None):
     global _TOKEN
-    _TOKEN = os.environ.pop("ANVIL_ZYGOTE_TOKEN", "").encode()
-    if not _TOKEN:
-        print("anvil.zygote: ANVIL_ZYGOTE_TOKEN is not set: refusing to serve", file=sys.stderr)
-        return 2
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--socket", required=True)
+    ap.add_argument("--token-file", required=True, help="the file holding the token every request must carry")
     ap.add_argument("--idle-exit", type=float, default=0, help="exit after this many idle seconds (0: never)")
     a = ap.parse_args(argv)
+    try:
+        with open(a.token_file, "rb") as f:
+            _TOKEN = f.read().strip()
+    except OSError as e:
+        print("anvil.zygote: cannot read the token file %s: %s: refusing to serve" % (a.token_file, e.strerror),
+              file=sys.stderr)
+        return 2
+    if not _TOKEN:
+        print("anvil.zygote: the token file %s is empty: refusing to serve" % a.token_file, file=sys.stderr)
+        return 2
     # Everything the runner imports, imported once here (no CUDA initialisation).
     import torch  # noqa: F401
     import torch.nn  # noqa: F401

@@ -1094,6 +1094,7 @@ int cmd_serve(const ServeArgs& a) {
                  a.token_env.c_str());
     return 2;
   }
+  if (ho.token.empty()) ho.only_user = geteuid();  // loopback, no token: no other local user's code
   // SIGINT and SIGTERM reach a waiter through a pipe (nothing blocked: the processes anvil starts
   // inherit no mask).
   static int stop_pipe[2] = {-1, -1};

@@ -130,6 +130,7 @@ struct AgentFlags {
   int top_k = -1, max_tokens = -1;
   int64_t sample_seed = -1;
   bool no_ncu = false;
+  bool bash_gpu = false;
 };
 
 // seed_flag: `--seed` for `anvil agent`; `anvil bench` has the evaluation's --seed.
@@ -154,6 +155,9 @@ void add_agent_options(CLI::App* cmd, anvil::AgentArgs& ag, AgentFlags& f, const
   cmd->add_option("--skill", ag.run.episode.skill, "the system prompt file (default share/agent/SKILL.md)");
   cmd->add_option("--max-tool-output", ag.run.episode.tools.max_output, "characters of one tool answer (default 12000)");
   cmd->add_flag("--no-ncu", f.no_ncu, "do not offer the ncu_profile tool");
+  cmd->add_flag("--bash-gpu", f.bash_gpu,
+                "the episodes' bash sees the GPUs (its GPU work is not scheduled: it can disturb other episodes' "
+                "timing; default: verify, profile and ncu_profile alone use them)");
   cmd->add_flag_callback("--tokens", [&ag] { ag.tokens = 1; },
                          "token-in/token-out turns: each turn continues the last one's tokens exactly (needs vLLM's "
                          "/tokenize and /v1/completions with token ids; the default with --endpoint local)");
@@ -171,6 +175,7 @@ void apply_agent_flags(anvil::AgentArgs& ag, const AgentFlags& f) {
   ep.sampling.max_tokens = f.max_tokens > 0 ? f.max_tokens : 8192;
   if (f.sample_seed >= 0) ep.sampling.seed = static_cast<uint64_t>(f.sample_seed);
   ep.tools.ncu = !f.no_ncu;
+  ep.tools.bash_gpu = f.bash_gpu;
 }
 
 // When the words after `anvil` name a command that does not exist where one is required ("anvil

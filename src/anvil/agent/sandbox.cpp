@@ -73,6 +73,7 @@ SandboxResult run_sandboxed(const std::string& command, const SandboxOptions& op
   j.timeout = opts.timeout;
   j.max_output = opts.max_output;
   j.uid = opts.uid;
+  j.cancel = opts.cancel;
   j.limits.data = opts.config ? opts.config->shell_data_bytes : 0;
   j.limits.file_size = opts.config ? opts.config->shell_file_bytes : 0;
   return run_jailed({"/bin/bash", "-c", command}, j);

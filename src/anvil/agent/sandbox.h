@@ -30,6 +30,7 @@ struct SandboxOptions {
   std::vector<std::filesystem::path> toolchain;  // read-only paths beside the system directories
   std::vector<std::filesystem::path> hide;       // kept out of view where they would show (the anvil cache)
   std::optional<unsigned> uid;  // who the shell is when anvil is root (the episode's own: episode_user)
+  const std::atomic<bool>* cancel = nullptr;  // true: the command is killed at once (JailOptions::cancel)
 };
 
 using SandboxResult = JailResult;

@@ -359,6 +359,12 @@ ToolOutcome ToolBox::call(const std::string& name, const Json& args) {
     out.text = "error: " + name + ": " + bad;
     return out;
   }
+  if (opts_.cancel && opts_.cancel->load()) {
+    out.error = true;
+    out.error_kind = "ended";
+    out.text = "error: " + name + " was not run: the episode was ended";
+    return out;
+  }
   if (out_of_time()) {
     out.error = out.out_of_time = true;
     out.error_kind = "wall_clock";
@@ -445,6 +451,7 @@ ToolOutcome ToolBox::bash(const Json& a) {
   so.toolchain = toolchain_;
   so.hide = {env_.cache};
   so.uid = episode_user(*config_, opts_.workdir);
+  so.cancel = opts_.cancel;
   SandboxResult r = run_sandboxed(a["command"].get<std::string>(), so);
   if (!r.started) {
     out.error = true;
@@ -452,7 +459,8 @@ ToolOutcome ToolBox::bash(const Json& a) {
     out.text = "error: the command could not run: " + r.error;
     return out;
   }
-  std::string status = r.timed_out && cut ? "killed: the episode's wall-clock budget ran out"
+  std::string status = r.cancelled             ? "killed: the episode was ended"
+                       : r.timed_out && cut ? "killed: the episode's wall-clock budget ran out"
                        : r.timed_out ? "killed after " + std::to_string(so.timeout.count() / 1000) + " s (timeout)"
                        : r.signal  ? "killed by signal " + std::to_string(r.signal)
                                    : "exit code " + std::to_string(r.exit_code);
@@ -716,6 +724,7 @@ JailResult ToolBox::run_ncu(const std::vector<std::string>& argv, const fs::path
   j.merge_stderr = false;
   j.max_output = 16 << 20;
   j.uid = episode_user(*config_, opts_.workdir);  // the candidate's code it runs: the episode's processes
+  j.cancel = opts_.cancel;
   return run_jailed(argv, j);
 }
 

@@ -18,6 +18,7 @@
 // exception.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -91,10 +92,13 @@ struct ToolOptions {
   std::function<EvalResult(const EvalOptions&)> remote;
   Slots* builds = nullptr;             // compile takes one; null: no queue
   int gpu_priority = 0;                // of this box's evaluations among the gpus' other users
-  bool bash_gpu = true;                // the shell sees the GPUs (unscheduled: beside whatever `gpus` schedules)
+  bool bash_gpu = false;               // the shell sees the GPUs (unscheduled: beside whatever `gpus` schedules)
   // The episode's wall clock: no tool call runs past it (each call's timeout is at most what is
   // left, and a call made after it runs nothing).
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Once true (another thread's: a session's DELETE, the server's stop), the episode is over: a
+  // running bash or ncu_profile is killed within 100 ms, and no further call runs.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct ToolOutcome {

@@ -345,16 +345,18 @@ std::string ensure_zygote(const Environment& env, std::string* err) {
   // Everything the child needs, prepared before fork.
   std::map<std::string, std::string> zenv = runner_environment(env);
   zenv.erase("CUDA_VISIBLE_DEVICES");  // each child sets its own GPU
-  zenv["ANVIL_ZYGOTE_TOKEN"] = token;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : zenv) env_strings.push_back(k + "=" + v);
   std::vector<char*> cenv;
   for (auto& e : env_strings) cenv.push_back(e.data());
   cenv.push_back(nullptr);
+  // The token by its file's path, never in the environment or the command line: every process the
+  // zygote forks (a candidate's among them) can read its own /proc/self/environ and cmdline.
   std::string python = env.python.string(), socket_path = sock.string(), code = bootstrap("zygote");
+  std::string token_file = token_path(socket_path);
   std::vector<char*> argv = {python.data(), const_cast<char*>("-I"), const_cast<char*>("-c"), code.data(),
-                             const_cast<char*>("--socket"), socket_path.data(), const_cast<char*>("--idle-exit"),
-                             const_cast<char*>("600"), nullptr};
+                             const_cast<char*>("--socket"), socket_path.data(), const_cast<char*>("--token-file"),
+                             token_file.data(), const_cast<char*>("--idle-exit"), const_cast<char*>("600"), nullptr};
   pid_t pid = fork();
   if (pid < 0) {
     *err = "fork failed";

@@ -19,6 +19,7 @@
 
 #include "anvil/util/json_reader.h"
 #include "anvil/util/json_text.h"
+#include "anvil/util/peer.h"
 
 namespace anvil {
 
@@ -303,6 +304,19 @@ struct HttpServer::Impl {
     TimedSocket stream(sock);
     beast::flat_buffer buf;
     beast::error_code ec;
+    if (opts.only_user) {  // no token: who connected decides, before anything is read
+      std::string why;
+      std::optional<uid_t> uid = loopback_peer_uid(sock.native_handle(), &why);
+      if (!uid || (*uid != *opts.only_user && *uid != 0)) {
+        std::string who = uid ? "user " + std::to_string(*uid) : "an unknown user (" + why + ")";
+        answer(stream,
+               error_answer(403, "", "this server has no token and serves only user " + std::to_string(*opts.only_user) +
+                                         ", not " + who + ": run it with a token (--token-env) to serve others"),
+               false, ec);
+        linger(sock, stream);
+        return;
+      }
+    }
     bool admitted = false;  // a request of this connection passed the token check
     while (!stopping) {
       http::request_parser<http::string_body> parser;

@@ -12,13 +12,17 @@
 //
 // Every connection has a thread of its own (keep-alive, bodies up to max_body bytes: 413 beyond,
 // reads and writes with deadlines). With a token, every call but /health needs "Authorization:
-// Bearer TOKEN" (401, checked on the header before any body is read). An exception while answering
-// is a 500, never the server's end.
+// Bearer TOKEN" (401, checked on the header before any body is read); without one, only
+// only_user's (and root's) connections are served (403 for another local user's, before anything
+// is read). An exception while answering is a 500, never the server's end.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "anvil/serve/service.h"
@@ -29,6 +33,9 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8571;          // 0: any free port (port() says which)
   std::string token;             // "" : no authorization (loopback only; cmd_serve enforces it)
+  // Without a token: the one local user (besides root) whose connections are served; anyone else's
+  // is answered 403 before its request is read (util/peer.h tells who connected).
+  std::optional<uid_t> only_user;
   size_t max_body = 16u << 20;   // bytes of one request's body
   int max_connections = 256;     // beyond: 503 and the connection closed
   int idle_timeout_s = 75;       // a read or a write taking longer ends its connection (> a long poll's 60 s)

@@ -2,6 +2,7 @@
 // variants (kill -9 and restarts included).
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1144,6 +1145,106 @@ TEST(Serve, OffLoopbackATokenIsRequired) {
   EXPECT_EQ(s.call("GET", "/metrics", "", {"Authorization: Bearer wrong"}).status, 401);
   EXPECT_EQ(s.call("GET", "/metrics", "", {"Authorization: Bearer s3cret"}).status, 200);
   EXPECT_EQ(s.call("POST", "/v1/evaluations", "{}").status, 401);
+}
+
+// A session's running shell ends with its DELETE, and every session's with the server's SIGTERM:
+// neither waits out the command's own timeout.
+TEST(Serve, DeleteAndStopEndARunningShellAtOnce) {
+  fs::path state = fresh_dir("cancel") / "state";
+  Server s(state);
+  ASSERT_GT(s.port(), 0);
+  auto open_session = [&] {
+    long status = 0;
+    Json made = s.json("POST", "/v1/sessions", {{"task", {{"path", small_task()}}}}, {}, &status);
+    EXPECT_EQ(status, 201) << made.dump();
+    return made.value("id", std::string());
+  };
+  // A bash call of 100 s, on a connection of its own; how long it took and its answer.
+  struct Running {
+    std::thread t;
+    double seconds = 0;
+    HttpResponse r;
+  };
+  auto sleep_in = [&](const std::string& id, Running* run) {
+    run->t = std::thread([&, id, run] {
+      auto client = make_http_client();
+      HttpRequest q;
+      q.method = "POST";
+      q.url = "http://127.0.0.1:" + std::to_string(s.port()) + "/v1/sessions/" + id + "/calls";
+      q.headers = {"Content-Type: application/json"};
+      q.body = Json({{"calls", {{{"name", "bash"}, {"arguments", {{"command", "sleep 100; echo slept"}, {"timeout_s", 150}}}}}}}).dump();
+      q.timeout = std::chrono::seconds(200);
+      auto t0 = std::chrono::steady_clock::now();
+      run->r = client->send(q);
+      run->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  };
+  std::string id = open_session();
+  ASSERT_FALSE(id.empty());
+  Running a;
+  sleep_in(id, &a);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // the shell is running
+  EXPECT_EQ(s.call("DELETE", "/v1/sessions/" + id).status, 200);
+  a.t.join();
+  EXPECT_LT(a.seconds, 30) << a.r.status << " " << a.r.body;
+  EXPECT_EQ(a.r.body.find("slept"), std::string::npos) << a.r.body;
+
+  std::string id2 = open_session();
+  ASSERT_FALSE(id2.empty());
+  Running b;
+  sleep_in(id2, &b);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  auto t0 = std::chrono::steady_clock::now();
+  s.signal(SIGTERM);
+  EXPECT_EQ(s.exit_code(), 0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30);
+  b.t.join();
+  EXPECT_EQ(b.r.body.find("slept"), std::string::npos) << b.r.body;
+}
+
+// What another local user's process reads when it asks the server for `path` (as uid 4242: root
+// only): the status line's code, or -1.
+int status_as_another_user(int port, const std::string& path) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pipefd[0]);
+    int code = -1;
+    gid_t g = 4242;
+    if (setgroups(1, &g) == 0 && setresgid(4242, 4242, 4242) == 0 && setresuid(4242, 4242, 4242) == 0) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+      char buf[64] = {0};
+      if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+          write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size()) && read(fd, buf, sizeof buf - 1) > 12) {
+        code = std::atoi(buf + 9);  // "HTTP/1.1 403 ..."
+      }
+    }
+    (void)!write(pipefd[1], &code, sizeof code);
+    _exit(0);
+  }
+  close(pipefd[1]);
+  int code = -1;
+  if (read(pipefd[0], &code, sizeof code) != sizeof code) code = -1;
+  close(pipefd[0]);
+  waitpid(pid, nullptr, 0);
+  return code;
+}
+
+TEST(Serve, OnLoopbackWithoutATokenAnotherLocalUserIsRefused) {
+  fs::path state = fresh_dir("peer");
+  Server s(state, {});
+  ASSERT_GT(s.port(), 0);
+  EXPECT_EQ(s.call("GET", "/metrics").status, 200) << "the server's own user is served";
+  if (geteuid() != 0) GTEST_SKIP() << "connecting as another user needs root";
+  EXPECT_EQ(status_as_another_user(s.port(), "/metrics"), 403);
+  EXPECT_EQ(status_as_another_user(s.port(), "/v1/evaluations/1"), 403);
+  EXPECT_EQ(s.call("GET", "/health").status, 200) << "the server goes on serving its own user";
 }
 
 }  // namespace

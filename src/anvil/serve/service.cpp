@@ -126,6 +126,7 @@ void Service::drain() {
     std::lock_guard<std::mutex> g(mu_);
     stopping_ = true;
   }
+  if (sessions_) sessions_->stop();  // their running shells end now, not at their timeouts
   work_.notify_all();
   done_.notify_all();
 }

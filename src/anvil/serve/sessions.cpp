@@ -52,6 +52,7 @@ struct Sessions::Session {
   Json meta;      // session.json
   std::unique_ptr<ToolBox> tools;
   std::atomic<bool> gone{false};  // ended (DELETE, expiry): a request under way stops after its current call
+  std::atomic<bool> cancel{false};  // its tools' running calls killed (DELETE, the server's stop)
 };
 
 // A session's request lock; at its release, a session ended meanwhile (its DELETE found the lock
@@ -114,8 +115,9 @@ void Sessions::discard(Session& s) {
   });
 }
 
-std::unique_ptr<ToolBox> Sessions::tool_box(const Json& meta) const {
+std::unique_ptr<ToolBox> Sessions::tool_box(const Json& meta, const std::atomic<bool>* cancel) const {
   ToolOptions t;
+  t.cancel = cancel;
   t.workdir = fs::path(meta["dir"].get<std::string>()) / "workdir";
   t.task = meta["task"]["spec"];
   t.eval = with_options(opts_.defaults, meta["options"]);
@@ -321,7 +323,7 @@ ServeReply Sessions::create(const Json& body, const std::string& header_key) {
              {"finished", false},
              {"evaluation", nullptr},
              {"state", nullptr}};
-  s->tools = tool_box(s->meta);
+  s->tools = tool_box(s->meta, &s->cancel);
   s->meta["state"] = s->tools->state();
   if (!save(*s, &err)) return serve_error(503, "", err);
   Json reply = opened_reply(*s, task->name, eval.protocol, *opening, ttl);
@@ -373,7 +375,7 @@ std::shared_ptr<Sessions::Session> Sessions::find(const std::string& id, ServeRe
               m["wall_clock_s"].is_number() && m["calls"].is_number_integer() && m["finished"].is_boolean() &&
               (m["evaluation"].is_null() || m["evaluation"].is_string()) && m["dir"].is_string();
     if (!ok) throw std::runtime_error("a field is missing or of another type");
-    s->tools = tool_box(s->meta);
+    s->tools = tool_box(s->meta, &s->cancel);
   } catch (const std::exception& e) {
     *refused = serve_error(500, "session", "session " + id + " cannot be read back: " + e.what());
     return nullptr;
@@ -554,11 +556,17 @@ ServeReply Sessions::remove(const std::string& id) {
     std::lock_guard<std::mutex> g(mu_);
     if (s->gone) return unknown(id);
     s->gone = true;
+    s->cancel = true;  // a running bash or ncu_profile killed now
     std::error_code ec;
     fs::rename(s->dir / "session.json", s->dir / "session.ended", ec);
   }
   Held held(*this, *s, /*wait=*/false);
   return {200, {{"id", id}, {"deleted", true}}, {}};
+}
+
+void Sessions::stop() {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& [id, s] : open_) s->cancel = true;
 }
 
 int Sessions::reap() {

@@ -11,7 +11,8 @@
 // load_error, reward -1, as an evaluation judges it) and submits it as an ordinary evaluation (durable, idempotent: a second finalize answers the same evaluation), whose
 // reward the client reads from /v1/evaluations/ID. A session lives on disk (STATE/sessions/ID:
 // session.json, workdir/), so a restarted server serves it on; it expires `ttl` after its last use
-// (reap()), and delete ends it at once (a request under way stops after its current call). GET
+// (reap()), and delete ends it at once (a request under way stops after its current call, and a
+// running bash or ncu_profile is killed; stop() does the same for every session). GET
 // never waits for a request under way: it answers the session as last saved.
 //
 // The tools' evaluations take the service's GPU slots at a higher priority than the queued
@@ -78,6 +79,9 @@ class Sessions {
   ServeReply finalize(const std::string& id);                           // 202 {evaluation}
   ServeReply get(const std::string& id);
   ServeReply remove(const std::string& id);
+  // The server is stopping: every session's running bash or ncu_profile is killed now and no
+  // further call runs (the sessions stay on disk: a restarted server serves them on).
+  void stop();
   int reap();           // expired sessions removed (one busy with a request is left for later); how many
   size_t count() const;  // sessions on disk
 
@@ -89,7 +93,8 @@ class Sessions {
   bool set_aside(const std::filesystem::path& dir, const std::function<bool()>& still);
   // Ends session `s`: gone, out of open_, its directory set aside.
   void discard(Session& s);
-  std::unique_ptr<ToolBox> tool_box(const nlohmann::json& meta) const;
+  // A session's tools; their calls end once *cancel is true.
+  std::unique_ptr<ToolBox> tool_box(const nlohmann::json& meta, const std::atomic<bool>* cancel) const;
   bool save(const Session& s, std::string* err) const;
   // Where an idempotency key's session id is kept: STATE/sessions/.keys/<SHA-256 of the key>.
   std::filesystem::path key_file(const std::string& key) const;

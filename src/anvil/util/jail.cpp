@@ -10,8 +10,9 @@
 // does it itself: in PID 1 of the new namespaces it clones every bound tree (open_tree) before
 // anything is covered, builds the new root in a tmpfs (move_mount, mkdir, symlink), sets each
 // mount's attributes (mount_setattr: read-only unless writable, nosuid, nodev unless a device),
-// mounts /proc, pivots into the new root, drops to the unprivileged user, sets the rlimits, forks
-// the program and reaps orphans until it exits (its exit ends the whole PID namespace).
+// mounts /proc, pivots into the new root, drops to the unprivileged user, sets the rlimits, installs
+// the system-call filter (syscall_filter.h; bwrap gets it as --seccomp), forks the program and
+// reaps orphans until it exits (its exit ends the whole PID namespace).
 //
 // Everything the child needs (paths, step names, argument arrays) is prepared before fork: the
 // child of a multithreaded process makes only system calls. A failed step is sent to the parent
@@ -24,6 +25,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -44,6 +46,7 @@
 
 #include "anvil/util/fs.h"
 #include "anvil/util/subprocess.h"
+#include "anvil/util/syscall_filter.h"
 
 // System calls newer than some C libraries (numbers shared by x86_64 and aarch64).
 #ifndef SYS_open_tree
@@ -74,6 +77,7 @@ constexpr unsigned kAtRecursive = 0x8000;
 constexpr unsigned kOpenTreeClone = 1;
 constexpr unsigned kMoveMountFEmptyPath = 0x4;
 
+constexpr int kFilterFd = 4;       // in the child of bubblewrap: the system-call filter's program (bwrap --seccomp)
 constexpr int kErrFd = 3;          // in the child: the set-up error pipe (namespaces) or bwrap's status pipe
 constexpr const char* kRoot = "/tmp";  // where method "namespaces" builds the new root before pivoting into it
 constexpr const char* kHostname = "sandbox";  // the host's name stays outside too
@@ -364,6 +368,7 @@ std::vector<std::string> bwrap_argv(const BwrapTools& t, const Picture& p, const
   }
   // Read-only only now: bwrap first makes the mount points of what lies inside them.
   for (const auto& d : read_only_later) a.insert(a.end(), {"--remount-ro", d});
+  if (o.syscall_filter) a.insert(a.end(), {"--seccomp", std::to_string(kFilterFd)});
   a.insert(a.end(), {"--remount-ro", "/", "--json-status-fd", std::to_string(kErrFd), "--chdir", p.cwd, "--"});
   if (!setpriv.empty()) {
     const unsigned uid = o.uid.value_or(o.config->uid), gid = o.uid.value_or(o.config->gid);
@@ -432,6 +437,7 @@ struct NsChild {
   std::string proc_at;
   std::string cwd;
   Rlimits limits;
+  const SyscallFilter* filter = nullptr;  // installed last before the program's fork
   std::vector<char*> argv, envp;
 };
 
@@ -624,6 +630,7 @@ void enter_namespaces(const NsChild& c) {
   drop_privileges(c);
   if (chdir(c.cwd.c_str()) != 0) fail("chdir(the working directory)");
   set_limits(c);
+  if (c.filter && !install_syscall_filter(*c.filter)) fail("seccomp (the system-call filter)");
   // PID 1 is a fork of anvil: its environment and memory (an API key, serve's token) anvil's. Not
   // dumpable, /proc/1's environ, mem and maps are refused to the program even where it runs as the
   // same user (anvil not root). The program's exec makes it dumpable again, as any program is.
@@ -687,18 +694,22 @@ struct Pipes {
   }
 };
 
-// In the forked child, before either method: a new session, and fds 0-3 as the jail expects them.
-void child_fds(const Pipes& p, bool bubblewrap) {
+// In the forked child, before either method: a new session, and fds 0-3 as the jail expects them
+// (and 4, bwrap's filter program, when filter_fd is one).
+void child_fds(const Pipes& p, bool bubblewrap, int filter_fd) {
   setsid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   int e = fcntl(p.status[1], F_DUPFD_CLOEXEC, 10);
   int w = fcntl(p.out[1], F_DUPFD_CLOEXEC, 10);
   int w2 = p.err[1] >= 0 ? fcntl(p.err[1], F_DUPFD_CLOEXEC, 10) : w;
   int n = p.in[0] >= 0 ? fcntl(p.in[0], F_DUPFD_CLOEXEC, 10) : open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int f = filter_fd >= 0 ? fcntl(filter_fd, F_DUPFD_CLOEXEC, 10) : -1;
   if (e < 0 || w < 0 || w2 < 0 || n < 0 || dup2(n, 0) < 0 || dup2(w, 1) < 0 || dup2(w2, 2) < 0 || dup2(e, kErrFd) < 0)
     _exit(125);
-  if (syscall(SYS_close_range, kErrFd + 1, ~0U, 0) != 0) {
-    for (int fd = kErrFd + 1; fd < 65536; ++fd) close(fd);
+  if (filter_fd >= 0 && (f < 0 || dup2(f, kFilterFd) < 0)) _exit(125);
+  int keep = filter_fd >= 0 ? kFilterFd : kErrFd;
+  if (syscall(SYS_close_range, keep + 1, ~0U, 0) != 0) {
+    for (int fd = keep + 1; fd < 65536; ++fd) close(fd);
   }
   // bwrap keeps the status fd across its exec (and closes it before the program's); for
   // "namespaces" it closes on the program's exec.
@@ -739,6 +750,11 @@ void supervise(pid_t pid, Pipes& pipes, const JailOptions& o, std::chrono::stead
       kill(-pid, SIGKILL);
       kill(pid, SIGKILL);
       killed = res->timed_out = true;
+    }
+    if (!killed && o.cancel && o.cancel->load()) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      killed = res->cancelled = true;
     }
     if (!exited) {
       siginfo_t info{};
@@ -804,6 +820,25 @@ bool read_status(int fd, bool bubblewrap, bool killed, JailResult* res) {
   return true;
 }
 
+// A memory file holding the filter's program at offset 0 (bwrap reads it to its end); -1 on failure.
+int program_file(const SyscallFilter& f) {
+  int fd = memfd_create("anvil-seccomp", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t n = f.program.size() * sizeof(sock_filter);
+  if (pwrite(fd, f.program.data(), n, 0) != static_cast<ssize_t>(n)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+struct FilterFile {  // closed in the parent when run_with returns
+  int fd = -1;
+  ~FilterFile() {
+    if (fd >= 0) close(fd);
+  }
+};
+
 // Runs argv under one method, without choosing or probing.
 JailResult run_with(const std::string& method, const BwrapTools& tools, const std::vector<std::string>& argv,
                     const JailOptions& o) {
@@ -834,11 +869,26 @@ JailResult run_with(const std::string& method, const BwrapTools& tools, const st
   // prlimit inside bwrap's user namespace: set before it, the kernel would also check every fork
   // in the jail against the caller's count on the whole host.
   Rlimits bwrap_limits = bubblewrap ? rlimits_of(o, geteuid() == 0) : Rlimits();
+  const SyscallFilter* filter = nullptr;
+  if (o.syscall_filter) {
+    filter = &jail_syscall_filter();
+    if (!filter->ok()) {
+      res.error = "sandbox: the system-call filter: " + filter->error;
+      return res;
+    }
+  }
   NsChild ns;
   if (!bubblewrap) {
     ns = prepare_ns(pic, o, !drops_to_user());
+    ns.filter = filter;
     ns.argv = args_c;
     ns.envp = env_c;
+  }
+  // bwrap reads the filter's program from a descriptor (--seccomp 4).
+  FilterFile filter_fd;
+  if (bubblewrap && filter && (filter_fd.fd = program_file(*filter)) < 0) {
+    res.error = std::string("sandbox: memfd for the system-call filter: ") + std::strerror(errno);
+    return res;
   }
   Pipes pipes;
   if (!pipes.open_all(o)) {
@@ -852,7 +902,7 @@ JailResult run_with(const std::string& method, const BwrapTools& tools, const st
     return res;
   }
   if (pid == 0) {
-    child_fds(pipes, bubblewrap);
+    child_fds(pipes, bubblewrap, filter_fd.fd);
     if (getppid() != parent) _exit(1);
     if (bubblewrap) {
       apply_rlimits(bwrap_limits);
@@ -999,6 +1049,7 @@ bool load_jail_config(const fs::path& file, JailConfig* out, std::string* err) {
 std::string JailResult::describe() const {
   if (!started) return error;
   if (timed_out) return "timed out after " + std::to_string(static_cast<long>(seconds + 0.5)) + " s";
+  if (cancelled) return "cancelled";
   if (signal) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
   if (exit_code > 128 && exit_code < 128 + NSIG)
     return "killed by signal " + std::to_string(exit_code - 128) + " (" + strsignal(exit_code - 128) + ")";

@@ -23,6 +23,7 @@
 // ("sandbox: pivot_root: Invalid argument") and the program does not run: never unconfined.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -98,6 +99,12 @@ struct JailOptions {
   // Who the program is when anvil is root, in place of the config's uid:gid (an episode's own user:
   // its processes counted apart from every other jail's, its files its own). Ignored otherwise.
   std::optional<unsigned> uid;
+  // The system-call filter of util/syscall_filter.h (no namespaces, mounts, tracing, kernel code)
+  // on the program and all it starts. Off only for a program that makes a jail of its own.
+  bool syscall_filter = true;
+  // Once *cancel is true (another thread's: a session's DELETE, the server's stop), everything is
+  // killed within 100 ms and the result says cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct JailResult {
@@ -106,6 +113,7 @@ struct JailResult {
   int exit_code = -1;     // the program's; killed by signal N: 128+N, as a shell reports it
   int signal = 0;         // the signal that ended the jail itself (SIGKILL after the timeout)
   bool timed_out = false;
+  bool cancelled = false;  // killed because *JailOptions::cancel became true
   std::string output;      // stdout (+ stderr when merged), at most max_output bytes
   std::string err_output;  // stderr when not merged, at most max_output bytes
   size_t output_bytes = 0;  // all the program wrote to stdout (and merged stderr)

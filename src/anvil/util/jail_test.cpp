@@ -227,6 +227,27 @@ TEST_P(JailTest, TmpAndShmArePrivateAndBounded) {
   EXPECT_TRUE(has(r.output, "No space left") || has(r.output, "full")) << r.output;
 }
 
+TEST_P(JailTest, MakesNoNamespacesMountsOrTraces) {
+  if (!fs::exists("/usr/bin/python3") || !fs::exists("/usr/bin/unshare")) GTEST_SKIP() << "needs python3 and unshare";
+  // What the system-call filter refuses, tried as a hostile program would, beside what must still
+  // work (threads: clone3 answers ENOSYS and the C library falls back to clone).
+  const std::string tries =
+      "unshare -Urm mount -t tmpfs none /tmp >/dev/null 2>&1; echo \"userns+mount $?\"; "
+      "/usr/bin/python3 -c 'import ctypes, os, threading\n"
+      "l = ctypes.CDLL(None, use_errno=True)\n"
+      "print(\"ptrace\", l.ptrace(0, 0, 0, 0), os.strerror(ctypes.get_errno()))\n"
+      "t = threading.Thread(target=print, args=(\"thread ok\",)); t.start(); t.join()'";
+  JailResult r = sh(tries);
+  EXPECT_TRUE(has(r.output, "ptrace -1 Operation not permitted")) << r.output;
+  EXPECT_FALSE(has(r.output, "userns+mount 0")) << r.output;
+  EXPECT_TRUE(has(r.output, "thread ok")) << r.output;
+  // The same without the filter: the test tells the difference.
+  o_.syscall_filter = false;
+  JailResult open = sh(tries);
+  EXPECT_TRUE(has(open.output, "ptrace 0")) << open.output;
+  EXPECT_TRUE(has(open.output, "thread ok")) << open.output;
+}
+
 TEST_P(JailTest, HasNoNetwork) {
   JailResult r = sh("cat /proc/net/dev");
   EXPECT_TRUE(has(r.output, "lo:")) << r.output;
