@@ -464,6 +464,10 @@ void add_price_options(CLI::App* cmd, anvil::PriceArgs& p) {
       ->type_name("USD");
 }
 
+// The command line as parsed (after bench_resume_command's rewrite): `anvil bench` keeps its own in
+// a new run's bench.json.
+std::vector<std::string> g_args;
+
 void add_bench(CLI::App& app, int& status) {
   static anvil::BenchArgs bn;
   static EvalFlags bnf;
@@ -513,6 +517,7 @@ void add_bench(CLI::App& app, int& status) {
     if (bench_cmd->get_subcommands().size() > 0) return;  // report or compare ran
     apply_eval_flags(bn.opts.eval, bnf);
     apply_agent_flags(bn.agent_args, bnaf);
+    if (g_args.size() > 2) bn.opts.command = anvil::bench_command_of({g_args.begin() + 2, g_args.end()});
     status = anvil::cmd_bench(bn);
   });
 }
@@ -631,8 +636,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "anvil: %s\n", unknown->c_str());
     return 2;
   }
+  // `anvil bench --resume --out DIR` alone: the run's own command again.
+  g_args.assign(argv, argv + argc);
+  std::string resume_err;
+  if (auto resumed = anvil::bench_resume_command(g_args, &resume_err)) {
+    g_args = *resumed;
+  } else if (!resume_err.empty()) {
+    std::fprintf(stderr, "anvil bench: %s\n", resume_err.c_str());
+    return 2;
+  }
+  std::vector<char*> args_c;
+  for (auto& a : g_args) args_c.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args_c.size()), args_c.data());
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;

@@ -538,7 +538,8 @@ std::optional<Json> open_run(const BenchOptions& o, const Json& settings, const 
       *err = "--resume: no benchmark run in " + o.out.string() + " (no bench.json)";
       return std::nullopt;
     }
-    return Json{{"schema", kRunSchema}, {"settings", settings}, {"fingerprint", fp}, {"invocations", Json::array()}};
+    return Json{{"schema", kRunSchema},    {"settings", settings},           {"fingerprint", fp},
+                {"command", o.command},   {"invocations", Json::array()}};
   }
   if (!o.resume) {
     *err = o.out.string() + " already holds a benchmark run: add --resume to continue it, or choose another --out";
@@ -822,6 +823,53 @@ std::string bench_summary_text(const Json& r) {
   s += "\n";
   s += "reports: " + run.value("out", std::string()) + "/report.md, report.html\n";
   return s;
+}
+
+std::vector<std::string> bench_command_of(const std::vector<std::string>& after_bench) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < after_bench.size(); ++i) {
+    const std::string& a = after_bench[i];
+    if (a == "--resume" || a.rfind("--out=", 0) == 0) continue;
+    if (a == "--out") {
+      ++i;  // and its value
+      continue;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> bench_resume_command(const std::vector<std::string>& args, std::string* err) {
+  if (args.size() < 3 || args[1] != "bench") return std::nullopt;
+  bool resume = false, tasks = false;
+  std::string out;
+  for (size_t i = 2; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--resume") resume = true;
+    if (a == "--tasks" || a.rfind("--tasks=", 0) == 0) tasks = true;
+    if (a == "--out" && i + 1 < args.size()) out = args[i + 1];
+    if (a.rfind("--out=", 0) == 0) out = a.substr(6);
+    if (a == "report" || a == "compare") return std::nullopt;  // the subcommands: not a run
+  }
+  if (!resume || tasks || out.empty()) return std::nullopt;  // the whole command given again, or a usage error
+  fs::path path = fs::path(out) / "bench.json";
+  auto run = read_json(path);
+  if (!run) {
+    *err = "--resume: no benchmark run in " + out + " (no readable bench.json)";
+    return std::nullopt;
+  }
+  const Json command = run->value("command", Json());
+  if (!command.is_array() || command.empty() ||
+      !std::all_of(command.begin(), command.end(), [](const Json& c) { return c.is_string(); })) {
+    *err = "--resume: the run in " + out +
+           " does not record its command (an older anvil's run): give its whole command again with --resume";
+    return std::nullopt;
+  }
+  std::vector<std::string> argv = {args[0], "bench"};
+  for (const auto& c : command) argv.push_back(c.get<std::string>());
+  argv.insert(argv.end(), {"--resume", "--out", out});
+  for (const auto& a : bench_command_of({args.begin() + 2, args.end()})) argv.push_back(a);
+  return argv;
 }
 
 }  // namespace anvil

@@ -43,7 +43,18 @@ struct BenchOptions {
   // The model's prices, for the cost of its tokens. Not a setting of the run (a resumed run may
   // give them, or others): kept in bench.json, and the last given stays; none: no cost.
   std::optional<Pricing> pricing;
+  // The command line after `anvil bench`, less --resume and --out: kept in a new run's bench.json,
+  // so that `anvil bench --resume --out DIR` alone repeats it (bench_resume_command).
+  std::vector<std::string> command;
 };
+
+// `anvil bench --resume --out DIR [more]` without --tasks: the run's first command line (bench.json's
+// "command") with --resume --out DIR and `more` after it, as the full argv (args[0] kept); nullopt
+// when args are not such a command (parsed as they are). A run without a recorded command, or no
+// run in DIR, is an error (in *err, then nullopt as well).
+std::optional<std::vector<std::string>> bench_resume_command(const std::vector<std::string>& args, std::string* err);
+// args after `anvil bench` less --resume and --out (and its value): what bench.json keeps.
+std::vector<std::string> bench_command_of(const std::vector<std::string>& after_bench);
 
 // Runs the benchmark and writes OUT/results.json, OUT/report.md and
 // OUT/report.html. Returns the results (anvil.bench/1), or nullopt with the

@@ -168,6 +168,14 @@ TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
   EXPECT_EQ(rj["run"]["missing"], 1);
   EXPECT_EQ(*read_file(s.out / "tasks/level1/1_ChainSmall.json"), before);
   EXPECT_EQ(rj["overall"], res["overall"]);
+  // --resume --out DIR alone (docs/bench.md): the run's own command again.
+  SubprocessResult alone = run_subprocess({ANVIL_BINARY, "bench", "--resume", "--out", s.out.string()}, quick());
+  ASSERT_EQ(alone.exit_code, 0) << alone.err_output;
+  EXPECT_EQ(parse(alone)["run"]["resumed"], 3) << alone.output;
+  EXPECT_EQ(parse(alone)["overall"], res["overall"]);
+  SubprocessResult nowhere = run_subprocess({ANVIL_BINARY, "bench", "--resume", "--out", (s.out / "none").string()}, quick());
+  EXPECT_EQ(nowhere.exit_code, 2);
+  EXPECT_NE(nowhere.err_output.find("no benchmark run in"), std::string::npos) << nowhere.err_output;
   // Other settings are another run.
   SubprocessResult other = run_subprocess(s.argv({"--resume", "--preset", "paper"}), quick());
   EXPECT_EQ(other.exit_code, 2);
