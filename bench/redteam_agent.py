@@ -3,14 +3,16 @@
 has read anvil's source drives `anvil agent` (the replay server over real HTTP) and tries, through
 bash, write_file/verify, compile and read_file, what worked at c44fc9a: reading the host's secrets
 and other episodes, reaching the warm zygote's socket, leaking the API key into its answers and the
-trajectory, reading a host file into a compiler error, hanging the episode on a named pipe.
+trajectory, reading a host file into a compiler error, hanging the episode on a named pipe; and
+since issue 55, making a user namespace and seeing the GPU from bash.
 
     python3 bench/redteam_agent.py [--device cpu|cuda] [--out DIR]
 
 Every check must hold (printed one per line; exit 1 otherwise): the API key (a canary in
 OPENAI_API_KEY) appears nowhere in the trajectory; bash runs as an unprivileged user (its episode's
 own, from share/sandbox.json's episode_uid range, when anvil is root) and sees neither /etc/shadow, nor the anvil cache, nor /work or /root; no zygote
-socket is found or reached from bash or from candidate code; a host secret outside the view
+socket is found or reached from bash or from candidate code; bash can make no user namespace and
+sees no GPU device (no --bash-gpu); a host secret outside the view
 (/var/tmp/anvil-redteam-secret) stays out of compiler errors; read_file on a FIFO answers at once
 with an error; the episode ends and its final evaluation is not rewarded.
 """
@@ -39,6 +41,8 @@ ls /root/.cache/anvil/baselines /root/.cache/anvil/objects >/dev/null 2>&1 && ec
 cat "$DECOY_PATH" 2>&1 | head -2
 ls /root/.cache/anvil/zygote /tmp/anvil-* 2>&1 | head
 env | grep -i -E 'key|token' || echo NO-KEY-IN-ENV
+unshare -Ur true 2>/dev/null && echo MADE-A-USER-NAMESPACE
+ls /dev/nvidia* 2>/dev/null | head -1 | sed 's/^/SEES-GPU /'
 cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -i -E 'key|token' || echo NO-KEY-IN-PROC
 "${ANVIL_PYTHON:-python3}" - <<'PY'
 import glob, socket
@@ -159,6 +163,8 @@ def main():
         ("bash cannot read /etc/shadow", "root:" not in bash.split("UID=")[-1].split("ls -d")[0]),
         ("bash sees neither anvil's source nor the cache", "SEES-ANVIL-SOURCE" not in bash and "SEES-ROOT-CACHE" not in bash),
         ("bash cannot read another episode's trajectory", DECOY not in bash),
+        ("bash cannot make a user namespace (the filter)", "MADE-A-USER-NAMESPACE" not in bash),
+        ("bash sees no GPU without --bash-gpu", "SEES-GPU" not in bash),
         ("no zygote socket reached (bash or candidate)", "ZYGOTE-REACHED" not in said),
         ("the candidate's code ran (its environment printed)", "CAND-ENV" in said),
         ("the host secret stays out of compiler errors", SECRET not in text),
