@@ -288,8 +288,8 @@ class Model(nn.Module):
         return torch.tanh(x @ self.w){extra}
 
 
-def get_inputs():
-    return [torch.randn(256, 512)]
+def get_inputs():  # about 3 ms on a 2-core CI machine: well inside the stage's 1-100 ms band
+    return [torch.randn(1024, 512)]
 
 
 def get_init_inputs():

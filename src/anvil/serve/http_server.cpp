@@ -313,8 +313,7 @@ struct HttpServer::Impl {
                error_answer(403, "", "this server has no token and serves only user " + std::to_string(*opts.only_user) +
                                          ", not " + who + ": run it with a token (--token-env) to serve others"),
                false, ec);
-        linger(sock, stream);
-        return;
+        return;  // no linger: a refused user's connection holds none of max_connections for long
       }
     }
     bool admitted = false;  // a request of this connection passed the token check

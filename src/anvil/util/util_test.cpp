@@ -1,7 +1,10 @@
 // Tests of the utilities: hashing, subprocesses, strings, atomic files.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +17,7 @@
 
 #include "anvil/util/fs.h"
 #include "anvil/util/hash.h"
+#include "anvil/util/peer.h"
 #include "anvil/util/strings.h"
 #include "anvil/util/subprocess.h"
 #include "anvil/util/thread_pool.h"
@@ -418,6 +422,52 @@ TEST(ThreadPool, PackedJobsFitTheCapacity) {
   });
   run_packed(light, std::vector<double>(6, 1.0), 100, 2);
   EXPECT_EQ(peak.load(), 2);
+}
+
+// A loopback listener, a client connected to it and the server's end of that connection.
+struct LoopbackPair {
+  int listener = -1, client = -1, server = -1;
+  LoopbackPair() {
+    listener = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listener, 4) != 0 ||
+        getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      return;
+    client = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+    server = accept(listener, nullptr, nullptr);
+  }
+  ~LoopbackPair() {
+    for (int fd : {listener, client, server}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+};
+
+TEST(Peer, TellsWhoConnected) {
+  LoopbackPair p;
+  ASSERT_GE(p.server, 0);
+  std::string err;
+  auto uid = loopback_peer_uid(p.server, &err);
+  ASSERT_TRUE(uid) << err;
+  EXPECT_EQ(*uid, geteuid());
+}
+
+// The red team's bypass: a client that sends and closes at once; its orphaned socket is kept as a
+// TIME_WAIT entry, which the kernel lists as uid 0. Such a peer is nobody, never root.
+TEST(Peer, APeerThatClosedIsNobodyNotRoot) {
+  LoopbackPair p;
+  ASSERT_GE(p.server, 0);
+  close(p.client);
+  p.client = -1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the server's delayed ACK
+  std::string err;
+  auto uid = loopback_peer_uid(p.server, &err);
+  EXPECT_FALSE(uid) << "the closed peer was taken for uid " << *uid;
+  EXPECT_NE(err.find("closed"), std::string::npos) << err;
 }
 
 }  // namespace
