@@ -19,7 +19,10 @@ The judge forks a supervisor (still trusted: it never runs candidate code), whic
     otherwise), keeps no capabilities, sets
     no_new_privs, may run at most share/sandbox.json's `processes` processes and threads
     (RLIMIT_NPROC: a fork bomb gets EAGAIN), and gets an environment of allow-listed variables
-    only.
+    only;
+  - last, the system-call filter of anvil's jails (src/anvil/util/syscall_filter.h, the program
+    anvil built and sent in the request): no new namespaces (a user namespace would give the
+    candidate every capability in it), mounts, ptrace, bpf, keyrings, io_uring or kernel modules.
 
 Every step that fails raises ConfinementError naming it: the judge then refuses to evaluate, it
 never runs candidate code unconfined. enter() returns only in the candidate's process.
@@ -58,6 +61,8 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 PR_SET_NO_NEW_PRIVS = 38
 LAST_CAP = 63
 SYSCALLS = {"x86_64": {"pivot_root": 155, "mount_setattr": 442, "capset": 126},
@@ -408,13 +413,29 @@ def own_proc():
 # ---------------------------------------------------------------------------------------------
 # The whole of it
 
-def enter(keep_visible, gpu, pid_pipe=None):
+class _SockFprog(ctypes.Structure):  # struct sock_fprog
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_syscall_filter(program):
+    """Installs `program` (classic BPF, 8-byte instructions: anvil's jail filter) on this process and
+    everything it starts. no_new_privs must be set first. Raises ConfinementError."""
+    if not program or len(program) % 8:
+        raise ConfinementError("the system-call filter is not a BPF program (%d bytes)" % len(program))
+    buf = ctypes.create_string_buffer(bytes(program), len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _check(_libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
+           "prctl(PR_SET_SECCOMP): the system-call filter")
+
+
+def enter(keep_visible, gpu, pid_pipe=None, syscall_filter=None):
     """Confine as the module docstring says. Called in the supervisor (a fresh fork of the judge,
     single-threaded); returns in the candidate's process only, with {"filesystem", "user",
     "namespaces"} describing what it got. Three processes: the supervisor (in the judge's PID
     namespace) waits for the new namespace's PID 1, which waits for the candidate's process; each
     exits with its child's status and dies with its parent. pid_pipe (the judge's) is closed by
-    all three. Raises ConfinementError."""
+    all three. syscall_filter: the BPF program installed last (None: none). Raises
+    ConfinementError."""
     die_with_parent()
     libc = _libc()
     conf = settings()
@@ -455,7 +476,10 @@ def enter(keep_visible, gpu, pid_pipe=None):
         os.close(pid_pipe)
     _drop_privileges(libc, conf, was_root)
     _cap_processes(conf)
-    return {"filesystem": "new root: system directories and %d named paths read-only; private /tmp (%d MiB) and "
+    if syscall_filter is not None:
+        install_syscall_filter(syscall_filter)
+    return {"syscall_filter": "%d instructions" % (len(syscall_filter) // 8) if syscall_filter else "none",
+            "filesystem": "new root: system directories and %d named paths read-only; private /tmp (%d MiB) and "
                           "/dev/shm (%d MiB); minimal /dev; own /proc" % (
                               sum(1 for k, _p, _r in sources if k == "keep"), conf["tmp_bytes"] >> 20,
                               conf["shm_bytes"] >> 20),

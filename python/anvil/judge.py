@@ -24,6 +24,7 @@ Timing of eager and torch.compile happens here, after the candidate's process ha
 same per-call inputs and method as the candidate's claim; eager's batch runs in the candidate's
 process before its code is imported, so that both batches go through the same protocol.
 """
+import base64
 import math
 import os
 import random
@@ -156,7 +157,9 @@ class Judge(Harness):
                 except OSError:
                     pass
             try:
-                state = confine.enter(self.visible_paths(), gpu=self.req["device"].startswith("cuda"))
+                program = self.req.get("syscall_filter")
+                state = confine.enter(self.visible_paths(), gpu=self.req["device"].startswith("cuda"),
+                                      syscall_filter=base64.b64decode(program) if program else None)
                 confine.clean_environment()
             except BaseException as e:  # noqa: BLE001 - never run the candidate unconfined
                 try:

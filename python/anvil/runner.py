@@ -16,6 +16,7 @@ the report, never here.
 Defaults for fields a request leaves out are those of the protocol's example request (strict
 tolerances, flags off, 5 trials, timing of candidate, eager and compile).
 """
+import base64
 import json
 import os
 import sys
@@ -101,6 +102,14 @@ def parse_request(text):
         raise RequestError("timing.measure: candidate_kind \"none\" has no candidate to time")
     if not isinstance(out["device"], str):
         raise RequestError("device: a string is required")
+    sf = out.get("syscall_filter")
+    if sf is not None:
+        try:
+            program = base64.b64decode(sf, validate=True) if isinstance(sf, str) else b""
+        except ValueError:
+            program = b""
+        if not program or len(program) % 8 or len(program) > 8 * 4096:
+            raise RequestError("syscall_filter: a classic BPF program (8-byte instructions, at most 4096) in base64")
     _check_int(out, "seed", None)
     _check_int(out, "trials", 1)
     if not isinstance(out["tolerance"], dict):

@@ -102,18 +102,35 @@ std::string valid_utf8(const std::string& s) {
 
 Slots::Slots(std::vector<int> ids) : free_(std::move(ids)) { total_ = free_.size(); }
 
-int Slots::acquire(int priority) {
+int Slots::acquire(int priority) { return *acquire_until(priority, std::nullopt, nullptr); }
+
+std::optional<int> Slots::acquire_until(int priority, std::optional<std::chrono::steady_clock::time_point> deadline,
+                                        const std::atomic<bool>* cancel) {
   std::unique_lock<std::mutex> lock(mu_);
   waiting_[priority] += 1;
   // The highest waiting priority goes first; but after kMaxSkips grants in a row that passed a
   // lower waiter over, the lower ones go first once (none waits for ever).
-  cv_.wait(lock, [&] {
+  auto mine = [&] {
     if (free_.empty()) return false;
     bool top = waiting_.begin()->first <= priority;
     bool lower_waits = waiting_.rbegin()->first < waiting_.begin()->first;
     if (skips_ >= kMaxSkips && lower_waits) return !top;
     return top;
-  });
+  };
+  auto given_up = [&] {
+    return (cancel && cancel->load()) || (deadline && std::chrono::steady_clock::now() >= *deadline);
+  };
+  if (!deadline && !cancel) {
+    cv_.wait(lock, mine);
+  } else {
+    // A cancel is another thread's flag, not a notification: looked at every 100 ms.
+    while (!mine() && !given_up()) cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (!mine()) {
+      if (--waiting_[priority] == 0) waiting_.erase(priority);
+      cv_.notify_all();  // a lower waiter this one held back may go now
+      return std::nullopt;
+    }
+  }
   bool passed_over = waiting_.rbegin()->first < priority;
   skips_ = passed_over ? skips_ + 1 : 0;
   if (--waiting_[priority] == 0) waiting_.erase(priority);
@@ -479,10 +496,30 @@ ToolOutcome ToolBox::bash(const Json& a) {
   return out;
 }
 
+std::optional<int> ToolBox::take(Slots* slots, int priority) const {
+  if (!slots) return -1;
+  return slots->acquire_until(priority, opts_.deadline, opts_.cancel);
+}
+
+ToolOutcome ToolBox::not_taken(const std::string& tool) const {
+  ToolOutcome out;
+  out.error = true;
+  if (opts_.cancel && opts_.cancel->load()) {
+    out.error_kind = "ended";
+    out.text = "error: " + tool + " stopped: the episode was ended";
+  } else {
+    out.error_kind = "wall_clock";
+    out.out_of_time = true;
+    out.text = "error: " + tool + " stopped: the episode's wall-clock budget ran out while it waited for its turn";
+  }
+  return out;
+}
+
 ToolOutcome ToolBox::compile(const Json&) {
   ToolOutcome out;
-  int slot = opts_.builds ? opts_.builds->acquire() : -1;
-  Slots::Hold hold{opts_.builds, slot};
+  std::optional<int> slot = take(opts_.builds, 0);
+  if (!slot) return not_taken("compile");
+  Slots::Hold hold{opts_.builds, *slot};
   BuildOptions bo = opts_.eval.build;
   bo.deadline = opts_.deadline;
   BuildReport r = build_workdir(env_, opts_.workdir, bo);
@@ -508,21 +545,30 @@ EvalOptions ToolBox::workdir_evaluation(bool timed) const {
 }
 
 EvalResult ToolBox::judge(EvalOptions o) {
-  // The evaluation's own timeouts and the build's units stop at the episode's wall clock.
+  // The device first, waited for only while the episode lasts; then the evaluation's own timeouts
+  // and the build's units stop at the episode's wall clock as it stands after the wait.
+  std::optional<int> gpu = opts_.remote ? -1 : take(opts_.gpus, opts_.gpu_priority);
+  if (!gpu) {
+    EvalResult r;
+    r.error_kind = EvalError::kCancelled;
+    r.error = not_taken("the evaluation").text.substr(7);  // less "error: "
+    return r;
+  }
+  Slots::Hold hold{opts_.gpus, *gpu};
   bool cut = false;
   o.timeout = std::chrono::duration_cast<std::chrono::seconds>(capped(o.timeout, &cut));
   if (o.timeout.count() < 1) o.timeout = std::chrono::seconds(1);
   o.build.deadline = opts_.deadline;
+  o.cancel = opts_.cancel;
   if (opts_.remote) return opts_.remote(o);
-  int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
-  Slots::Hold hold{opts_.gpus, gpu};
-  if (gpu >= 0) o.gpu = gpu;
+  if (*gpu >= 0) o.gpu = *gpu;
   return evaluate(env_, o);
 }
 
 ToolOutcome ToolBox::evaluate_tool(const Json&, bool timed) {
   ToolOutcome out;
   EvalResult r = judge(workdir_evaluation(timed));
+  if (!r.evaluated && r.error_kind == EvalError::kCancelled) return not_taken(timed ? "profile" : "verify");
   if (!r.evaluated) {
     out.error = true;
     out.error_kind = "tool_error";
@@ -612,6 +658,10 @@ ToolOutcome ToolBox::tune(const Json& a) {
   std::optional<size_t> best;
   std::string first_failure, stopped;
   for (int64_t c : *configs) {
+    if (opts_.cancel && opts_.cancel->load()) {
+      stopped = "the episode was ended";
+      break;
+    }
     if (out_of_time()) {
       out.out_of_time = true;
       stopped = "the episode's wall clock ran out";
@@ -676,11 +726,13 @@ ToolOutcome ToolBox::profile_reference(const Json& a) {
   }
   ReferenceProfileOptions ro = reference_profile_options(opts_.eval, env_);
   size_t top = static_cast<size_t>(std::clamp(a.value("top", 8L), 1L, static_cast<long>(kReferenceProfileRows)));
+  // A slot as an evaluation takes one (on the CPU too: the slots keep timings apart there as well).
+  std::optional<int> slot = take(opts_.gpus, opts_.gpu_priority);
+  if (!slot) return not_taken("profile_reference");
+  int gpu = *slot;
+  Slots::Hold hold{opts_.gpus, gpu};
   bool cut = false;
   ro.timeout = std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(capped(ro.timeout, &cut)));
-  // A slot as an evaluation takes one (on the CPU too: the slots keep timings apart there as well).
-  int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
-  Slots::Hold hold{opts_.gpus, gpu};
   ro.gpu = ro.device == Device::Cuda && gpu >= 0 ? gpu : opts_.eval.gpu;
   ReferenceProfile p = anvil::profile_reference(env_, *task, ro);
   if (!p.ok) {
@@ -734,7 +786,9 @@ ToolOutcome ToolBox::ncu_profile(const Json& a) {
   fs::path ncu = env_.cuda_home / "bin" / "ncu";
   std::error_code ec;
   if (!fs::exists(ncu, ec)) ncu = find_program("ncu");
-  int gpu = opts_.gpus ? opts_.gpus->acquire(opts_.gpu_priority) : -1;
+  std::optional<int> slot = take(opts_.gpus, opts_.gpu_priority);
+  if (!slot) return not_taken("ncu_profile");
+  int gpu = *slot;
   Slots::Hold hold{opts_.gpus, gpu};
   // Evaluations that share the GPU (EvalOptions::gpu_lock) time one at a time under its lock:
   // Nsight's replays hold it too, taken as an evaluation prepared alone takes it (after the

@@ -52,6 +52,10 @@ class Slots {
  public:
   explicit Slots(std::vector<int> ids);
   int acquire(int priority = 0);
+  // As acquire, but giving up (nullopt) at `deadline` or once *cancel is true: a tool call waits for
+  // a device only while its episode lasts.
+  std::optional<int> acquire_until(int priority, std::optional<std::chrono::steady_clock::time_point> deadline,
+                                   const std::atomic<bool>* cancel);
   void release(int id);
   size_t size() const { return total_; }
   // Seconds `id` has been held by at least one caller, summed (a hold under way counted to this
@@ -142,6 +146,10 @@ class ToolBox {
   // One evaluation, within the episode's wall clock: on a GPU the queue gives, or by the remote judge.
   EvalResult judge(EvalOptions o);
   JailResult run_ncu(const std::vector<std::string>& argv, const std::filesystem::path& task_dir, int gpu);
+  // A slot of `slots` (-1 without any), waited for only while the episode lasts: nullopt once its
+  // wall clock runs out or it is ended (not_taken then answers the call).
+  std::optional<int> take(Slots* slots, int priority) const;
+  ToolOutcome not_taken(const std::string& tool) const;
   // The shorter of `limit` and what is left of the episode's wall clock (*cut: the clock's).
   std::chrono::milliseconds capped(std::chrono::milliseconds limit, bool* cut) const;
   bool out_of_time() const;

@@ -31,6 +31,7 @@
 #include "anvil/util/hash.h"
 #include "anvil/util/json_text.h"
 #include "anvil/util/strings.h"
+#include "anvil/util/syscall_filter.h"
 #include "anvil/util/subprocess.h"
 
 namespace anvil {
@@ -269,6 +270,12 @@ nlohmann::json runner_request(const Environment& env, const EvalOptions& opts, c
         {"hide_launch", opts.hide_launch && device == Device::Cuda},
         {"compile_mode", opts.compile_mode}}}};
   if (opts.config) request["config"] = *opts.config;  // not in the baselines' key: it changes only the candidate
+  // The jail's system-call filter for the candidate's process too (python/anvil/confine.py installs
+  // it last, after its own namespaces are made): one program, built here (util/syscall_filter.h).
+  if (const SyscallFilter& f = jail_syscall_filter(); f.ok()) {
+    request["syscall_filter"] = base64_encode(std::string_view(reinterpret_cast<const char*>(f.program.data()),
+                                                               f.program.size() * sizeof(sock_filter)));
+  }
   if (opts.defenses) {
     fs::path cuobjdump = env.cuda_home / "bin" / "cuobjdump";
     request["defenses"] = {{"enabled", true},
@@ -295,6 +302,7 @@ SubprocessOptions runner_options(const Environment& env, const EvalOptions& opts
   so.merge_stderr = true;
   so.max_output = 1 << 20;
   so.timeout = opts.timeout;
+  so.cancel = opts.cancel;
   exclude_lock_waits(so, request, opts.defenses);
   so.max_rss_bytes = opts.memory_limit_bytes;
   so.rlimits = {{RLIMIT_FSIZE, static_cast<long>(opts.file_size_limit_bytes)}, {RLIMIT_CORE, 0}};
@@ -669,6 +677,7 @@ End interpret(Evaluation& e) {
                        ? ""
                        : "\n" + tail_lines(report.value("detail", std::string()), 8)));
   }
+  if (r.cancelled) return e.fail(EvalError::kCancelled, "the evaluation was ended by its caller (the episode ended)");
   if (r.timed_out) {
     return e.finish(Outcome::kTimeout, "the evaluation did not finish within " + std::to_string(e.opts.timeout.count()) +
                                    " s" + lock_wait_note(r) + " and was killed (a kernel or loop that never ends?)");
@@ -873,6 +882,7 @@ const char* eval_error_name(EvalError e) {
     case EvalError::kUsage: return "usage";
     case EvalError::kEnvironment: return "environment";
     case EvalError::kRunner: return "runner";
+    case EvalError::kCancelled: return "cancelled";
   }
   return "environment";
 }

@@ -106,6 +106,9 @@ struct EvalOptions {
   // seed, its first result kept in isolation.first_try.
   std::optional<Prepare> gpu_lock;
   BuildOptions build;
+  // Once *cancel is true (a session's DELETE, the server's stop), the runner is killed at once and
+  // the evaluation ends without a verdict (EvalError::kCancelled).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Why anvil could not evaluate (no verdict on the candidate, no reward), for the caller to act on:
@@ -116,8 +119,9 @@ enum class EvalError {
   kUsage,        // an unknown protocol, preset or device; a task or candidate that does not exist
   kEnvironment,  // no GPU for a CUDA candidate, the toolchain, the cache's files
   kRunner,       // the runner did not start, or reported that it could not evaluate
+  kCancelled,    // its caller ended it (EvalOptions::cancel): no one waits for a verdict
 };
-const char* eval_error_name(EvalError e);  // "usage", "environment", "runner"
+const char* eval_error_name(EvalError e);  // "usage", "environment", "runner", "cancelled"
 
 struct EvalResult {
   nlohmann::json json;  // the documented result (schema anvil.eval/1), for whatever reads it outside anvil

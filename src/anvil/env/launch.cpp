@@ -237,7 +237,11 @@ SubprocessResult run_in_zygote(const std::string& socket_path, PyModule module, 
       break;
     }
     if (pid > 0 && !killed) {
-      if (so.timeout.count() > 0 && Clock::now() >= deadline + waits.ongoing(Clock::now())) {
+      if (so.cancel && so.cancel->load()) {
+        r.cancelled = true;
+        killed = true;
+        ::kill(-pid, SIGKILL);
+      } else if (so.timeout.count() > 0 && Clock::now() >= deadline + waits.ongoing(Clock::now())) {
         r.timed_out = true;
         killed = true;
         ::kill(-pid, SIGKILL);

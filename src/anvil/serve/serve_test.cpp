@@ -237,6 +237,30 @@ TEST(RayPool, ABridgeThatDoesNotStartIsOneSentenceWithItsLog) {
   EXPECT_NE(err.find("the Ray bridge (/bin/false -m anvil.ray_pool) did not start; its log"), std::string::npos) << err;
 }
 
+// A tool call waits for a device only while its episode lasts: it gives up at the episode's wall
+// clock or when the episode is ended (the red team: a verify answered 44 s past its episode's wall
+// clock, having waited for another session's candidate to let the GPU go).
+TEST(ServeSlots, AWaiterGivesUpAtItsDeadlineOrWhenItsEpisodeEnds) {
+  Slots gpu({0});
+  int held = gpu.acquire(0);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(gpu.acquire_until(1, t0 + std::chrono::milliseconds(300), nullptr));
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(waited, 0.29);
+  EXPECT_LT(waited, 5.0);
+  std::atomic<bool> ended{false};
+  std::thread ender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ended = true;
+  });
+  EXPECT_FALSE(gpu.acquire_until(1, std::nullopt, &ended));
+  ender.join();
+  EXPECT_EQ(gpu.waiting(1), 0) << "a waiter that gave up is no longer counted";
+  gpu.release(held);
+  std::atomic<bool> live{false};
+  EXPECT_EQ(gpu.acquire_until(1, std::chrono::steady_clock::now() + std::chrono::seconds(5), &live), 0);
+}
+
 // A session's verify (priority 1) goes ahead of a queued evaluation (0) waiting for the same GPU.
 TEST(ServeSlots, AWaiterOfHigherPriorityIsServedFirst) {
   Slots gpu({0});
@@ -1179,6 +1203,38 @@ TEST(Serve, DeleteAndStopEndARunningShellAtOnce) {
       run->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     });
   };
+  // A verify whose candidate sleeps at import: the DELETE kills its runner (the red team's
+  // candidate lived on 20 s after the DELETE and verify answered 47 s later).
+  std::string vid = open_session();
+  ASSERT_FALSE(vid.empty());
+  Json writes = Json::array();
+  const Json files = files_of(kSource + "/examples/candidates/01_elementwise_chain/cpu");
+  for (const auto& [rel, text] : files.items()) {
+    std::string body = text;
+    if (rel == "model_new.py") body = "import time\ntime.sleep(100)\n" + body;
+    writes.push_back({{"name", "write_file"}, {"arguments", {{"path", rel}, {"content", body}}}});
+  }
+  long wstatus = 0;
+  s.json("POST", "/v1/sessions/" + vid + "/calls", {{"calls", writes}}, {}, &wstatus);
+  ASSERT_EQ(wstatus, 200);
+  Running v;
+  v.t = std::thread([&] {
+    auto client = make_http_client();
+    HttpRequest q;
+    q.method = "POST";
+    q.url = "http://127.0.0.1:" + std::to_string(s.port()) + "/v1/sessions/" + vid + "/calls";
+    q.headers = {"Content-Type: application/json"};
+    q.body = Json({{"calls", {{{"name", "verify"}, {"arguments", Json::object()}}}}}).dump();
+    q.timeout = std::chrono::seconds(300);
+    auto t0 = std::chrono::steady_clock::now();
+    v.r = client->send(q);
+    v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  EXPECT_EQ(s.call("DELETE", "/v1/sessions/" + vid).status, 200);
+  v.t.join();
+  EXPECT_LT(v.seconds, 90) << v.r.status << " " << v.r.body;  // its build, at most; not the 100-s sleep
+
   std::string id = open_session();
   ASSERT_FALSE(id.empty());
   Running a;
@@ -1236,14 +1292,64 @@ int status_as_another_user(int port, const std::string& path) {
   return code;
 }
 
+// As uid 4242: `n` connections that each send a request and then sit there, not reading, not
+// closing, until the parent writes a byte to `go` (the red team's way to hold the server's
+// connections); returns the child's pid once they are all sent (or -1).
+pid_t hold_connections_as_another_user(int port, int n, int go[2]) {
+  int ready[2];
+  if (pipe(ready) != 0 || pipe(go) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    close(go[1]);
+    gid_t g = 4242;
+    if (setgroups(1, &g) != 0 || setresgid(4242, 4242, 4242) != 0 || setresuid(4242, 4242, 4242) != 0) _exit(1);
+    std::vector<int> fds;
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    for (int i = 0; i < n; ++i) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) break;
+      (void)!write(fd, req.data(), req.size());
+      fds.push_back(fd);
+    }
+    char c = 1;
+    (void)!write(ready[1], &c, 1);
+    (void)!read(go[0], &c, 1);
+    _exit(0);
+  }
+  close(ready[1]);
+  close(go[0]);
+  char c = 0;
+  bool ok = read(ready[0], &c, 1) == 1;
+  close(ready[0]);
+  return ok ? pid : -1;
+}
+
 TEST(Serve, OnLoopbackWithoutATokenAnotherLocalUserIsRefused) {
   fs::path state = fresh_dir("peer");
   Server s(state, {});
   ASSERT_GT(s.port(), 0);
   EXPECT_EQ(s.call("GET", "/metrics").status, 200) << "the server's own user is served";
+  struct stat st {};
+  ASSERT_EQ(::stat(state.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << "the state (requests, results, sessions) is readable by other users";
   if (geteuid() != 0) GTEST_SKIP() << "connecting as another user needs root";
   EXPECT_EQ(status_as_another_user(s.port(), "/metrics"), 403);
   EXPECT_EQ(status_as_another_user(s.port(), "/v1/evaluations/1"), 403);
+  // 300 refused connections held open by that user keep none of the server's 256: each is closed
+  // as soon as it is refused (the red team's four processes had kept them all, 2 s each).
+  int go[2] = {-1, -1};
+  pid_t holder = hold_connections_as_another_user(s.port(), 300, go);
+  ASSERT_GT(holder, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(s.call("GET", "/metrics").status, 200) << "another user's refused connections took the server's";
+  (void)!write(go[1], "x", 1);
+  close(go[1]);
+  waitpid(holder, nullptr, 0);
   EXPECT_EQ(s.call("GET", "/health").status, 200) << "the server goes on serving its own user";
 }
 

@@ -1,8 +1,12 @@
 #include "anvil/serve/service.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "anvil/env/outcome.h"
@@ -42,6 +46,15 @@ Service::Service(const Environment& env, ServeOptions opts) : env_(env), opts_(s
 Service::~Service() { stop(); }
 
 bool Service::start(std::string* error) {
+  // The state is the server's alone: every evaluation's request and result, the sessions' ids (each
+  // grants its tools) and workdirs. Another local user reads none of it, wherever --state points.
+  std::error_code sec;
+  fs::create_directories(opts_.state_dir, sec);
+  if (::chmod(opts_.state_dir.c_str(), 0700) != 0) {
+    *error = "cannot make the state directory " + opts_.state_dir.string() + " private (chmod 0700): " +
+             std::strerror(errno);
+    return false;
+  }
   store_ = Store::open(opts_.state_dir / "store.db", error);
   if (!store_) return false;
   try {

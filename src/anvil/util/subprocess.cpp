@@ -316,6 +316,11 @@ void pump(pid_t pid, Pipes& p, const SubprocessOptions& opts, std::chrono::stead
       map[n++] = i;
     }
     int wait_ms = -1;
+    if (!reaped && opts.cancel && opts.cancel->load()) {
+      r.cancelled = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
     if (opts.timeout.count() > 0) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {

@@ -4,6 +4,7 @@
 // killed (SIGKILL), so grandchildren (nvcc's cicc, ptxas, ...) die too.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -38,6 +39,9 @@ struct SubprocessOptions {
   // `lock_wait_cap` in all. Honoured by run_in_zygote (env/launch.h).
   int lock_waits = 0;
   std::chrono::milliseconds lock_wait_cap{0};
+  // Once *cancel is true (another thread's: a session's DELETE, the server's stop), the child's
+  // group is killed within 200 ms and the result says cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct SubprocessResult {
@@ -46,6 +50,7 @@ struct SubprocessResult {
   int exit_code = -1;    // valid when exited normally
   int signal = 0;        // terminating signal, or 0
   bool timed_out = false;
+  bool cancelled = false;  // killed because *SubprocessOptions::cancel became true
   std::string output;    // stdout (and stderr when merged)
   std::string err_output;  // stderr when not merged
   std::string fd3_output;  // what the child wrote to fd 3 (capture_fd3)
