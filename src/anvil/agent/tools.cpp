@@ -376,7 +376,7 @@ ToolOutcome ToolBox::call(const std::string& name, const Json& args) {
     out.text = "error: " + name + ": " + bad;
     return out;
   }
-  if (opts_.cancel && opts_.cancel->load()) {
+  if (ended()) {
     out.error = true;
     out.error_kind = "ended";
     out.text = "error: " + name + " was not run: the episode was ended";
@@ -501,17 +501,16 @@ std::optional<int> ToolBox::take(Slots* slots, int priority) const {
   return slots->acquire_until(priority, opts_.deadline, opts_.cancel);
 }
 
+std::string ToolBox::stop_reason() const {
+  return ended() ? "the episode was ended" : "the episode's wall-clock budget ran out while it waited for its turn";
+}
+
 ToolOutcome ToolBox::not_taken(const std::string& tool) const {
   ToolOutcome out;
   out.error = true;
-  if (opts_.cancel && opts_.cancel->load()) {
-    out.error_kind = "ended";
-    out.text = "error: " + tool + " stopped: the episode was ended";
-  } else {
-    out.error_kind = "wall_clock";
-    out.out_of_time = true;
-    out.text = "error: " + tool + " stopped: the episode's wall-clock budget ran out while it waited for its turn";
-  }
+  out.error_kind = ended() ? "ended" : "wall_clock";
+  out.out_of_time = !ended();
+  out.text = "error: " + tool + " stopped: " + stop_reason();
   return out;
 }
 
@@ -551,7 +550,7 @@ EvalResult ToolBox::judge(EvalOptions o) {
   if (!gpu) {
     EvalResult r;
     r.error_kind = EvalError::kCancelled;
-    r.error = not_taken("the evaluation").text.substr(7);  // less "error: "
+    r.error = "the evaluation stopped: " + stop_reason();
     return r;
   }
   Slots::Hold hold{opts_.gpus, *gpu};
@@ -658,7 +657,7 @@ ToolOutcome ToolBox::tune(const Json& a) {
   std::optional<size_t> best;
   std::string first_failure, stopped;
   for (int64_t c : *configs) {
-    if (opts_.cancel && opts_.cancel->load()) {
+    if (ended()) {
       stopped = "the episode was ended";
       break;
     }

@@ -150,9 +150,12 @@ class ToolBox {
   // wall clock runs out or it is ended (not_taken then answers the call).
   std::optional<int> take(Slots* slots, int priority) const;
   ToolOutcome not_taken(const std::string& tool) const;
+  // Why the episode stopped a call while it waited: ended, or its wall clock ran out.
+  std::string stop_reason() const;
   // The shorter of `limit` and what is left of the episode's wall clock (*cut: the clock's).
   std::chrono::milliseconds capped(std::chrono::milliseconds limit, bool* cut) const;
   bool out_of_time() const;
+  bool ended() const { return opts_.cancel && opts_.cancel->load(); }  // *cancel set: the episode is over
 
   const Environment& env_;
   ToolOptions opts_;

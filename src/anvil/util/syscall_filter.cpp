@@ -35,31 +35,23 @@ SyscallFilter build() {
     f.error = "seccomp_init failed";
     return f;
   }
-  auto refuse = [&](const char* name) -> bool {
+  // One rule: `name` answers errno `err` (when its first argument has every bit of `flag`, if one
+  // is given); a call this architecture (or this libseccomp) does not have is skipped.
+  auto rule = [&](const char* name, int err, unsigned long flag = 0) -> bool {
     int nr = seccomp_syscall_resolve_name(name);
-    if (nr == __NR_SCMP_ERROR) return true;  // not a call of this architecture (or of this libseccomp)
-    int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), nr, 0);
+    if (nr == __NR_SCMP_ERROR) return true;
+    int rc = flag ? seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(err), nr, 1, SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag))
+                  : seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(err), nr, 0);
     if (rc != 0) f.error = std::string("seccomp_rule_add(") + name + "): " + std::strerror(-rc);
     return rc == 0;
   };
   for (const char* name : kRefused) {
-    if (!refuse(name)) return f;
+    if (!rule(name, EPERM)) return f;
   }
   for (unsigned long flag : kNewNamespaces) {  // clone's first argument is its flags on x86-64 and arm64
-    int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                              SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
-    if (rc != 0) {
-      f.error = std::string("seccomp_rule_add(clone): ") + std::strerror(-rc);
-      return f;
-    }
+    if (!rule("clone", EPERM, flag)) return f;
   }
-  if (int nr = seccomp_syscall_resolve_name("clone3"); nr != __NR_SCMP_ERROR) {
-    int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), nr, 0);
-    if (rc != 0) {
-      f.error = std::string("seccomp_rule_add(clone3): ") + std::strerror(-rc);
-      return f;
-    }
-  }
+  if (!rule("clone3", ENOSYS)) return f;  // its flags lie behind a pointer: ENOSYS, and libc falls back to clone
   // The program, out of libseccomp through a memory file.
   int fd = memfd_create("anvil-seccomp", MFD_CLOEXEC);
   if (fd < 0) {
