@@ -637,6 +637,27 @@ std::vector<std::string> nvcc_flags(const Environment& env, const std::vector<st
   return f;
 }
 
+// Flags of a load_inline .cu unit: torch's own for load_inline (its COMMON_NVCC_FLAGS: the half and
+// bfloat16 operators and conversions hidden, relaxed constexpr; no fast math, no host -O), so a file
+// written for torch's load_inline builds to the module it builds there: one that defines its own
+// __half operators (torch hides cuda_fp16's) compiles, and expf stays expf unless the file asks for
+// --use_fast_math. -lineinfo is anvil's (ncu's source view), which changes no code.
+std::vector<std::string> load_inline_nvcc_flags(const Environment& env, const std::vector<std::string>& gencode) {
+  std::vector<std::string> f = {"-std=c++17",
+                                "-D__CUDA_NO_HALF_OPERATORS__",
+                                "-D__CUDA_NO_HALF_CONVERSIONS__",
+                                "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                                "-D__CUDA_NO_HALF2_OPERATORS__",
+                                "--expt-relaxed-constexpr",
+                                "-lineinfo",
+                                "-Xcompiler=-fPIC,-fvisibility=hidden",
+                                "-ccbin=" + env.cxx.path.string(),
+                                "-I" + env.anvil_include().string()};
+  if (env.cudnn.found()) f.insert(f.end(), {"-isystem", env.cudnn.include_dir.string()});
+  f.insert(f.end(), gencode.begin(), gencode.end());
+  return f;
+}
+
 // Builds one environment-level artifact (runtime library or PCH) once, under a lock.
 bool ensure_artifact(Builder& b, const fs::path& out, const std::string& what,
                      const std::function<bool(const fs::path& tmpdir, std::string* log)>& make, std::string* log,
@@ -1448,7 +1469,7 @@ BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const
     u.read_path = fs::absolute(src);
     u.is_cuda = src.extension() == ".cu";
     if (u.is_cuda) {
-      u.flags = nvcc_flags(env, gencode);
+      u.flags = load_inline_nvcc_flags(env, gencode);
       u.flags.insert(u.flags.end(), torch_flags.begin(), torch_flags.end());
       u.flags.insert(u.flags.end(), checked.cuda_cflags.begin(), checked.cuda_cflags.end());
     } else {

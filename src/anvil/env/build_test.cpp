@@ -600,6 +600,39 @@ TEST_F(BuildTest, LoadInlineSourcesShareTheCache) {
   EXPECT_TRUE(second.link_cached);
 }
 
+// A load_inline .cu is compiled with torch's flags for load_inline, not anvil's workdir flags: a file
+// written for torch (its own __half operator, which torch's -D__CUDA_NO_HALF_OPERATORS__ makes room
+// for; a constexpr host function called on the device) builds, and nothing adds --use_fast_math.
+TEST_F(BuildTest, LoadInlineCudaIsCompiledWithTorchsFlags) {
+  if (!env().nvcc.found()) GTEST_SKIP() << "nvcc not installed";
+  std::string e;
+  fs::path src = dir_ / "cuda.cu";
+  ASSERT_TRUE(write_file_atomic(src,
+                                "#include <cuda_fp16.h>\n"
+                                "__device__ __half operator+(const __half& a, const __half& b) { return __hadd(a, b); }\n"
+                                "constexpr float twice(float x) { return 2 * x; }\n"
+                                "__global__ void k(__half* x, float* y) { x[0] = x[0] + x[1]; y[0] = twice(y[1]); }\n"
+                                "// nonce " + std::to_string(std::random_device{}()) + "\n",
+                                &e));
+  SourcesSpec spec;
+  spec.name = "inline_torch_flags";
+  spec.sources = {src};
+  spec.out_dir = dir_ / "out";
+  BuildOptions o;
+  o.arch = "sm_90a";
+  o.verbose = true;  // the log keeps the compile command
+  BuildReport r = build_sources(env(), spec, o);
+  ASSERT_TRUE(r.ok) << r.error << "\n" << r.diagnostics;
+  std::string log = read_file(r.log).value_or("");
+  EXPECT_NE(log.find("-D__CUDA_NO_HALF_OPERATORS__"), std::string::npos) << log;
+  EXPECT_EQ(log.find("fast_math"), std::string::npos) << log;
+  // The file's own flags come last: asking for cuda_fp16's operators back makes them clash with its own.
+  spec.cuda_cflags = {"-U__CUDA_NO_HALF_OPERATORS__"};
+  r = build_sources(env(), spec, o);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.diagnostics.find("operator+"), std::string::npos) << r.diagnostics;
+}
+
 // Some toolchains link libstdc++ statically into every shared object (the GPU host's g++ wrapper
 // does). A module's std::ostream calls must then still bind to one consistent copy: before anvil
 // kept static archives' symbols local, libanvil_torch.so exported its copy and an ANVIL_CHECK
