@@ -29,6 +29,7 @@ CUDA_PRELUDE = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda
 _CHECKOUT_BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "anvil")
 
 _original = None  # torch's own load_inline, once install() has replaced it
+BUILDS = []       # each build this process ran: {"name", "ok", "compiled" (units not from the cache), "seconds"}
 _builder = None   # set_builder(): who builds instead of a local `anvil build-sources`
 
 
@@ -271,6 +272,8 @@ def run_build(argv, name, verbose=False):
     except OSError as e:
         raise RuntimeError("Error building extension '%s': cannot run %s: %s" % (name, argv[0], e))
     reply = _parse_reply(proc.stdout)
+    BUILDS.append({"name": name, "ok": bool(reply and reply.get("ok") and reply.get("module")),
+                   "compiled": reply.get("compiled") if reply else None, "seconds": reply.get("seconds") if reply else None})
     if reply is None:
         raise RuntimeError("Error building extension '%s': %s exited with status %d and printed no "
                            "JSON reply\n%s" % (name, argv[0], proc.returncode,

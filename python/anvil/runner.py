@@ -396,6 +396,9 @@ def main():
         report.update(status="error", message="the runner failed: %s" % what(e))
     finally:
         report["seconds"]["main"] = time.perf_counter() - started
+        built = sys.modules.get("anvil.load_inline")
+        if built is not None and built.BUILDS:  # a single file's load_inline builds (the judge ran them)
+            report["builds"] = list(built.BUILDS)
         for key in report["seconds"]:
             report["seconds"][key] = round(report["seconds"][key], 3)
         channel.send(report)

@@ -487,8 +487,20 @@ void run_agent_tasks(const Environment& env, const BenchOptions& o, const std::v
 // CPU would slow the candidates' launches, and one build after another on a
 // GPU's slot leaves the GPU idle. Each evaluation then finds its build
 // cached. A failed build is left for its evaluation to report.
+// What a task's record says of its build ahead (null: nothing to build ahead, a workdir-less path).
+Json ahead_json(const std::optional<BuildReport>& b) {
+  if (!b) return nullptr;
+  Json not_ahead = Json::array();
+  for (const auto& w : b->warnings) {
+    if (starts_with(w, "not built ahead: ")) not_ahead.push_back(w.substr(17));
+  }
+  return {{"ok", b->ok}, {"units", b->units.size()}, {"compiled", b->compiled()}, {"seconds", b->seconds},
+          {"not_ahead", not_ahead}};
+}
+
+// (*ahead)[i]: what pending[i]'s record says of its build ahead (ahead_json).
 Json prebuild_all(const Environment& env, const BenchOptions& o, const std::vector<const SuiteTask*>& pending,
-                  double* seconds) {
+                  double* seconds, std::vector<Json>* ahead) {
   auto t0 = Clock::now();
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   unsigned workers = std::max(1u, cores / 2);
@@ -499,16 +511,20 @@ Json prebuild_all(const Environment& env, const BenchOptions& o, const std::vect
   }
   std::atomic<int> built{0}, compiled{0}, failed{0};
   std::vector<std::function<void()>> jobs;
-  for (const SuiteTask* t : pending) {
-    jobs.push_back([&, t] {
+  ahead->assign(pending.size(), nullptr);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    jobs.push_back([&, i] {
+      const SuiteTask* t = pending[i];
       std::optional<BuildReport> b;
       try {
         b = prebuild(env, t->solution, bo);
-      } catch (const std::exception&) {  // its evaluation builds it again and says why
+      } catch (const std::exception& e) {  // its evaluation builds it again and says why
         ++failed;
+        (*ahead)[i] = {{"ok", false}, {"error", e.what()}};
         return;
       }
-      if (!b) return;
+      (*ahead)[i] = ahead_json(b);
+      if (!b || (b->ok && b->units.empty())) return;  // nothing (it could read) to build
       ++built;
       if (b->compiled() > 0) ++compiled;
       if (!b->ok) ++failed;
@@ -576,7 +592,8 @@ int overlap_of(const BenchOptions& opts, bool cpu) {
 // above one, each evaluation takes the GPU's lock: a wave prepares together, then each is timed
 // alone), every record written as it is made; how many were evaluated.
 size_t evaluate_pending(const Environment& env, const BenchOptions& opts, const std::vector<const SuiteTask*>& pending,
-                        const std::vector<int>& gpus, bool cpu, int overlap, Progress& progress) {
+                        const std::vector<Json>& ahead, const std::vector<int>& gpus, bool cpu, int overlap,
+                        Progress& progress) {
   std::atomic<size_t> next{0};
   std::atomic<size_t> n_eval{0};
   auto worker = [&](int gpu) {
@@ -601,6 +618,7 @@ size_t evaluate_pending(const Environment& env, const BenchOptions& opts, const 
       Json rec = r.evaluated ? make_record(t, "evaluated", r.json, "", secs)
                              : make_record(t, "not_evaluated", nullptr, r.error, secs);
       rec["gpu"] = cpu ? Json(nullptr) : Json(gpu);
+      rec["build_ahead"] = i < ahead.size() ? ahead[i] : Json(nullptr);
       std::string werr;
       write_file_atomic(opts.out / record_rel(t), json_text(rec, 1) + "\n", &werr);
       if (r.evaluated) ++n_eval;
@@ -699,9 +717,10 @@ std::optional<Json> run_bench(const Environment& env, const BenchOptions& o, std
       std::fprintf(stderr, "resuming %s: %zu of %zu tasks already evaluated\n", o.out.string().c_str(), resumed,
                    suite->tasks.size());
     }
-    if (o.prebuild) prebuilt = prebuild_all(env, opts, pending, &build_seconds);
+    std::vector<Json> ahead;
+    if (o.prebuild) prebuilt = prebuild_all(env, opts, pending, &build_seconds, &ahead);
     Progress progress(suite->tasks.size(), resumed + missing, o.progress);
-    evaluated = evaluate_pending(env, opts, pending, gpus, cpu, overlap, progress);
+    evaluated = evaluate_pending(env, opts, pending, ahead, gpus, cpu, overlap, progress);
     progress.finish();
   }
 

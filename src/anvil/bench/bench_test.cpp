@@ -214,6 +214,59 @@ TEST(Bench, SuiteEndToEndWithMissingExtraUnreadableThenResumeReportCompare) {
   EXPECT_TRUE(c["setup_differences"].empty());
 }
 
+// KernelBench single files (load_inline) are built on every core before any evaluation (issue 56):
+// each evaluation then finds its module in the build cache and compiles nothing. A file whose
+// load_inline sources are computed is not read ahead: its record says why, and its evaluation builds.
+TEST(Bench, SingleFilesAreBuiltAheadSoTheirEvaluationsCompileNothing) {
+  test_environment();
+  fs::path root = make_temp_dir(fs::temp_directory_path(), "anvil-bench-ahead");
+  const fs::path files = kSource + "/examples/kernelbench/cpu";
+  // A nonce in the C++ text: sources no earlier run has built.
+  std::string nonce = "#include <torch/extension.h>\n// " + root.filename().string() + "\n";
+  auto solution = [&](const std::string& name) {
+    return replace_all(*read_file(files / name), "#include <torch/extension.h>\n", nonce);
+  };
+  write(root / "tasks" / "level1" / "1_Add.py", *read_file(files / "add_model.py"));
+  write(root / "tasks" / "level1" / "2_FuseGelu.py", *read_file(files / "fuse_gelu_model.py"));
+  write(root / "tasks" / "level1" / "3_AddComputed.py", *read_file(files / "add_model.py"));
+  write(root / "sol" / "level1" / "1_Add.py", solution("add_model_new.py"));
+  write(root / "sol" / "level1" / "2_FuseGelu.py", solution("fuse_gelu_model_new.py"));
+  std::string computed = replace_all(solution("add_model_new.py"), "cpp_sources=[cpp_src, source]",
+                                     "cpp_sources=[cpp_src, source.replace(\"a[i] + b[i]\", \"b[i] + a[i]\")]");
+  ASSERT_NE(computed, solution("add_model_new.py"));
+  write(root / "sol" / "level1" / "3_AddComputed.py", computed);
+  SubprocessResult r = run_subprocess({ANVIL_BINARY, "bench", "--tasks", (root / "tasks").string(), "--solutions",
+                                       (root / "sol").string(), "--out", (root / "run").string(), "--device", "cpu",
+                                       "--protocol", "kernelbench", "--compile-mode", "none", "--calls", "3",
+                                       "--warmup", "1", "--input-sets", "2", "--trials", "2", "--timeout", "300",
+                                       "--no-progress", "--json"},
+                                      quick());
+  ASSERT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.err_output;
+  Json res = parse(r);
+  EXPECT_EQ(res["overall"]["outcomes"]["ok"], 3) << res["overall"].dump();
+  EXPECT_EQ(res["run"]["prebuild"]["candidates"], 2) << res["run"].dump();
+  for (const auto& row : res["tasks"]) {
+    Json rec = Json::parse(*read_file(root / "run" / row["record"].get<std::string>()));
+    const Json& ahead = rec["build_ahead"];
+    const Json& build = rec["eval"]["build"];
+    ASSERT_TRUE(ahead.is_object() && build.is_object()) << rec.dump();
+    EXPECT_EQ(build["mode"], "load_inline");
+    EXPECT_EQ(build["modules"], 1) << build.dump();
+    if (rec["name"] == "AddComputed") {
+      EXPECT_EQ(ahead["units"], 0) << ahead.dump();
+      ASSERT_EQ(ahead["not_ahead"].size(), 1u) << ahead.dump();
+      EXPECT_NE(ahead["not_ahead"][0].get<std::string>().find("line "), std::string::npos) << ahead.dump();
+      EXPECT_GE(build["compiled"], 1) << "built inside its evaluation: " << build.dump();
+    } else {
+      EXPECT_EQ(ahead["ok"], true) << ahead.dump();
+      EXPECT_EQ(ahead["units"], 1) << ahead.dump();
+      EXPECT_EQ(ahead["compiled"], 1) << ahead.dump();
+      EXPECT_EQ(build["compiled"], 0) << rec["name"] << " was built again when evaluated: " << build.dump();
+    }
+  }
+  remove_tree(root);
+}
+
 TEST(Bench, AKilledRunResumesWithoutEvaluatingAFinishedTaskAgain) {
   test_environment();
   Suite3 s;

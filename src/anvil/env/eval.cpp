@@ -661,6 +661,21 @@ End interpret(Evaluation& e) {
     if (report.contains("hack")) j["hack"] = report["hack"];
     if (report.contains("reason")) j["reason"] = report["reason"];
     if (report.contains("seconds") && report["seconds"].is_object()) j["seconds"]["runner"] = report["seconds"];
+    if (!e.is_dir && report.contains("builds") && report["builds"].is_array()) {
+      // A single file's load_inline modules, built by its judge: compiled 0 where each was in the
+      // build cache already (built ahead, or by an earlier evaluation).
+      bool ok = true;
+      int compiled = 0;
+      double seconds = 0;
+      for (const auto& b : report["builds"]) {
+        if (!b.is_object()) continue;
+        ok = ok && b.value("ok", false) == true;
+        if (b.contains("compiled") && b["compiled"].is_number_integer()) compiled += b["compiled"].get<int>();
+        if (b.contains("seconds") && b["seconds"].is_number()) seconds += b["seconds"].get<double>();
+      }
+      j["build"] = {{"ok", ok}, {"mode", "load_inline"}, {"modules", report["builds"].size()},
+                    {"compiled", compiled}, {"seconds", seconds}};
+    }
     j["verify"] = report.value("verify", nlohmann::json());
     if (j["verify"].is_object()) {
       j["verify"]["preset"] = e.settings.preset;
@@ -1104,9 +1119,85 @@ WarmResult warm_compile_caches(const Environment& env, const EvalOptions& opts) 
   return {paths(r.timed_out ? "timed out" : "exited with code " + std::to_string(r.exit_code) + " without a report")};
 }
 
+namespace {
+
+// A single file's load_inline modules, read from its source (python -m anvil.ahead: nothing of it is
+// run) and built with build_sources as its evaluation's judge builds them (the same texts and flags,
+// so the same cache keys). One report over them all: every module's units (named "NAME/main.cpp"),
+// ok when each built; a call that could not be read is a warning ("not built ahead: ..."), left
+// for the evaluation to build.
+BuildReport prebuild_single_file(const Environment& env, const fs::path& file, const BuildOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  BuildReport all;
+  all.ok = true;
+  all.mode = "load_inline";
+  TempDir scratch;
+  try {
+    scratch = TempDir(cache_dir(env, CacheArea::kTmp), "prebuild");
+  } catch (const std::exception& e) {
+    all.ok = false;
+    all.error_kind = "environment_error";
+    all.error = e.what();
+    return all;
+  }
+  SubprocessResult r = run_python(env, {"-m", "anvil.ahead", "--out", (scratch.path() / "sources").string(),
+                                        file.string()});
+  nlohmann::json reply;
+  try {
+    reply = nlohmann::json::parse(r.output);
+  } catch (const std::exception&) {
+  }
+  if (!reply.is_object() || !reply["builds"].is_array()) {
+    all.warnings.push_back("not built ahead: the file's load_inline calls could not be read (" +
+                           (r.ok() ? std::string("no JSON reply") : r.describe() + ": " + tail_lines(r.err_output, 2)) + ")");
+    return all;
+  }
+  for (const auto& skipped : reply.value("skipped", nlohmann::json::array())) {
+    all.warnings.push_back("not built ahead: line " + std::to_string(skipped.value("line", 0)) + ": " +
+                           skipped.value("why", std::string("?")));
+  }
+  auto strings = [](const nlohmann::json& j) {
+    std::vector<std::string> v;
+    if (j.is_array()) {
+      for (const auto& e : j) v.push_back(e.is_string() ? e.get<std::string>() : std::string());
+    }
+    return v;
+  };
+  int i = 0;
+  for (const auto& b : reply["builds"]) {
+    SourcesSpec spec;
+    spec.name = b.value("name", std::string());
+    for (const auto& s : strings(b["sources"])) spec.sources.emplace_back(s);
+    spec.cflags = strings(b["cflags"]);
+    spec.cuda_cflags = strings(b["cuda_cflags"]);
+    spec.ldflags = strings(b["ldflags"]);
+    spec.include_dirs = strings(b["include_dirs"]);
+    spec.out_dir = scratch.path() / ("module-" + std::to_string(i++));
+    BuildReport one = build_sources(env, spec, opts);
+    for (auto u : one.units) {
+      u.source = spec.name + "/" + u.source;
+      all.units.push_back(u);
+    }
+    all.device = one.device;
+    all.arch = one.arch;
+    all.warnings.insert(all.warnings.end(), one.warnings.begin(), one.warnings.end());
+    if (!one.ok && all.ok) {
+      all.ok = false;
+      all.error_kind = one.error_kind;
+      all.error = one.error;
+      all.diagnostics = one.diagnostics;
+    }
+  }
+  all.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return all;
+}
+
+}  // namespace
+
 std::optional<BuildReport> prebuild(const Environment& env, const std::string& candidate, const BuildOptions& opts) {
   std::error_code ec;
   fs::path cand(candidate);
+  if (fs::is_regular_file(cand, ec) && cand.extension() == ".py") return prebuild_single_file(env, cand, opts);
   if (!fs::is_directory(cand, ec) || !fs::exists(cand / "model_new.py", ec)) return std::nullopt;
   BuildReport b;
   TempDir scratch;

@@ -216,12 +216,15 @@ struct UserPaths {
 UserPaths user_paths(const std::filesystem::path& private_dir, const std::string& candidate, bool single_file,
                      const std::string& task_file);
 
-// Builds a workdir candidate the way evaluate() does (a private copy, through
-// the build cache), so that evaluating it later compiles nothing: a benchmark
-// builds its candidates on every core before its GPUs time anything. Returns
-// nullopt for a single-file candidate or a path that is not a workdir
-// (nothing to build ahead); a failed build is reported, and evaluate() then
-// reports it again as the candidate's compile_error.
+// Builds a candidate the way evaluate() does, through the build cache, so that
+// evaluating it later compiles nothing: a benchmark builds its candidates on
+// every core before its GPUs time anything. A workdir: its private copy. A
+// single file (.py): the load_inline modules its source names in literals
+// (python -m anvil.ahead reads it, runs none of it), built as its judge
+// builds them; the calls it could not read are warnings, left to the
+// evaluation. Returns nullopt for a path that is neither (nothing to build
+// ahead); a failed build is reported, and evaluate() then reports it again as
+// the candidate's compile_error.
 std::optional<BuildReport> prebuild(const Environment& env, const std::string& candidate, const BuildOptions& opts);
 
 }  // namespace anvil
