@@ -153,6 +153,8 @@ def text_list(value, what):
     items = value if isinstance(value, list) else [value]
     if not all(isinstance(v, str) for v in items):
         raise NotLiteral("%s that are not strings" % what)
+    if sum(len(v) for v in items) > MAX_TEXT:  # a list of one long string many times over is not joined
+        raise NotLiteral("%s larger than %d" % (what, MAX_TEXT))
     return items
 
 

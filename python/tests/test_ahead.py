@@ -116,6 +116,10 @@ def test_a_file_that_does_not_parse_or_is_too_large(tmp_path):
     doubling = 'a0 = "%s"\n' % ("a" * (1 << 20)) + "".join("a%d = a%d + a%d\n" % (i + 1, i, i) for i in range(5))
     builds, skipped = ahead.harvest(doubling + 'm = load_inline("m", a5)\n', str(tmp_path))
     assert builds == [] and "larger than" in skipped[0]["why"]
+    # a list of one long string, doubled: few elements each time, too long once joined
+    lists = 'l0 = ["%s"]\n' % ("a" * (1 << 20)) + "".join("l%d = l%d + l%d\n" % (i + 1, i, i) for i in range(5))
+    builds, skipped = ahead.harvest(lists + 'm = load_inline("m", l5)\n', str(tmp_path))
+    assert builds == [] and "cpp_sources larger than" in skipped[0]["why"]
 
 
 def test_cli_prints_one_json_object(tmp_path, capsys):

@@ -1140,8 +1140,15 @@ BuildReport prebuild_single_file(const Environment& env, const fs::path& file, c
     all.error = e.what();
     return all;
   }
-  SubprocessResult r = run_python(env, {"-m", "anvil.ahead", "--out", (scratch.path() / "sources").string(),
-                                        file.string()});
+  // The file is read, never run, but it is anyone's: the reader gets a minute and 4 GiB.
+  SubprocessOptions so;
+  so.timeout = std::chrono::minutes(1);
+  so.merge_stderr = false;
+  so.env["PYTHONPATH"] = env.python_path();
+  so.rlimits = {{RLIMIT_AS, 4l << 30}};
+  SubprocessResult r = run_subprocess({env.python.string(), "-m", "anvil.ahead", "--out",
+                                       (scratch.path() / "sources").string(), file.string()},
+                                      so);
   nlohmann::json reply;
   try {
     reply = nlohmann::json::parse(r.output);
