@@ -596,9 +596,14 @@ def _serve(harness, sock, confinement):
     except BaseException as e:  # noqa: BLE001 - tell the judge what broke, if it still listens
         from anvil.harness import what
 
+        # The GPU ran out during anvil's own work here (drawing inputs: harness.memory_fault): the
+        # judge measures whose memory it was (judge.memory_short), this process kept as it is.
+        memory = getattr(e, "memory_limited", False) is True
         try:
-            channel.send(sock, {"type": "fail", "outcome": "runtime_error",
+            channel.send(sock, {"type": "fail", "outcome": "runtime_error", "reason": "gpu_memory" if memory else None,
                                 "message": "the candidate's process failed: %s" % what(e), "detail": trace(e)})
+            if memory:
+                server.wait_for_the_end()
         except BaseException:  # noqa: BLE001
             code = 3
     return code

@@ -886,10 +886,12 @@ class Judge(Harness):
         anvil's limit (CannotServe, memory_limited: anvil runs the evaluation again alone, once, on
         the same seed), only when its process held no more than its share (memory_allowance) and
         the others held more than a GiB and more than was free: alone it would have had at least
-        twice the room. Else `failed` stands (returned)."""
+        twice the room. Else `failed` stands (returned). Prepared alone, the others are processes that
+        are not this evaluation's (another job on the GPU): their memory is no more the candidate's
+        fault, and the same measure decides."""
         from anvil.harness import CannotServe
 
-        if not self.together() or not self.candidate_alive_on_gpu():
+        if not self.candidate_alive_on_gpu():
             return failed
         torch = self.torch
         self.freeze_candidate()  # what it holds stays as it was when it failed, until it is ended
@@ -897,16 +899,18 @@ class Judge(Harness):
         judge = torch.cuda.memory_reserved(self.device) + self.room_bytes() + JUDGE_CONTEXT_BYTES
         held, allowance = self.candidate_held(), self.memory_allowance()
         others = max(0, total - free - judge - held)
-        self.report["defenses"]["memory"] = dict(self.memory, doing="the candidate's own work, in a wave",
+        together = self.together()
+        self.report["defenses"]["memory"] = dict(self.memory, doing="the candidate's own work" + (", in a wave" if together else ""),
                                                  candidate_held_bytes=held, allowance_bytes=allowance,
                                                  free_bytes=free, others_bytes=others)
         if held > allowance or others <= max(1 << 30, free):
             return failed
         gib = float(1 << 30)
-        raise CannotServe("the GPU ran out of memory for the candidate's process (%s) while the evaluations parked "
-                          "beside it held %.1f GiB, more than was free (%.1f GiB), its process holding %.1f GiB, "
-                          "within its share (%.1f GiB)" % (one_line(failed.message)[:160], others / gib, free / gib,
-                                                           held / gib, allowance / gib), memory_limited=True)
+        raise CannotServe("the GPU ran out of memory for the candidate's process (%s) while %s held %.1f GiB, more "
+                          "than was free (%.1f GiB), its process holding %.1f GiB, within its share (%.1f GiB)" % (
+                              one_line(failed.message)[:160],
+                              "the evaluations parked beside it" if together else "other processes on the GPU",
+                              others / gib, free / gib, held / gib, allowance / gib), memory_limited=True)
 
     def freeze_candidate(self):
         """SIGSTOP every process below the judge (the candidate's, any it started, its namespace's
