@@ -23,6 +23,7 @@ and builtins attributes it calls) and later names whatever was replaced. threads
 process's OS threads.
 """
 import os
+import re
 import sys
 import types
 
@@ -307,9 +308,16 @@ def is_torch_kernel(name):
 def base_name(name):
     """A kernel's identifier without return type, namespace noise, template arguments or
     parameters: "void foo::bar<128>(float*)" -> "bar"."""
+    return qualified_name(name).split("::")[-1]
+
+
+def qualified_name(name):
+    """A kernel's name with its namespaces, without return type, template arguments or parameters:
+    "void foo::bar<128>(float*)" -> "foo::bar"; an anonymous namespace is one like any other
+    ("void (anonymous namespace)::k(float*)" -> "(anonymous namespace)::k", base name "k")."""
     depth = 0
     out = []
-    for ch in name:
+    for ch in name.replace("(anonymous namespace)", "\0"):
         if ch == "<":
             depth += 1
         elif ch == ">":
@@ -318,8 +326,7 @@ def base_name(name):
             break
         elif depth == 0:
             out.append(ch)
-    text = "".join(out).strip().split(" ")[-1]
-    return text.split("::")[-1]
+    return "".join(out).strip().split(" ")[-1].replace("\0", "(anonymous namespace)")
 
 
 def kernel_kind(name, own_names):
@@ -334,9 +341,26 @@ def kernel_kind(name, own_names):
     return "copy" if name.lower().startswith("memcpy") else "library"
 
 
+# torch's own kernels by where they live, never the candidate's whatever it names its own: ATen's
+# and c10's namespaces (demangled or mangled), inductor's generated Triton ("triton_poi_fused_add_0").
+# Only the kernel's own qualified name counts: a kernel of the candidate's templated on c10::Half
+# ("void my_kernel<c10::Half>(c10::Half*)") lives in no namespace of torch's.
+TORCH_HOMES = ("at::", "c10::", "_ZN2at", "_ZN3c10", "_Z2at")
+INDUCTOR_KERNEL = re.compile(r"triton_[a-z]{3}_fused")
+
+
+def torch_home(name):
+    q = qualified_name(name)
+    return q.startswith(TORCH_HOMES) or INDUCTOR_KERNEL.match(q) is not None
+
+
 def own_kernel(name, own_names):
     """Whether a traced kernel name is one of the candidate's (own_names: demangled or base names
-    of the kernels in its modules)."""
+    of the kernels in its modules). A kernel of torch's (torch_home) never is: a module that
+    holds a kernel it names vectorized_elementwise_kernel (or at::native::..., or
+    triton_poi_fused_add_0) does not make ATen's or inductor's kernels of that name its own work."""
+    if torch_home(name):
+        return False
     return name in own_names or base_name(name) in own_names
 
 
