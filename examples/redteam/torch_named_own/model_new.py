@@ -1,9 +1,9 @@
 # ATTACK ON PURPOSE (red team, class "a verdict of the candidate's choosing"): torch does all the
 # work, past the profiler: each op called through at::_ops::X::redispatch with the CUDA key (the
-# dispatcher records no op on a redispatch), so no forbidden op is seen. Its module holds kernels it
+# dispatcher records no op on a redispatch), so no forbidden op is seen (torch_fallback). Its module holds kernels it
 # names after ATen's elementwise kernels (vectorized_elementwise_kernel, unrolled_elementwise_kernel,
 # elementwise_kernel), never launched: anvil matched traced kernels by base name, so ATen's kernels
-# counted as its own work (100% own, cuda-agent's torch_fallback missed). Found reading
+# counted as its own work (100% own: foreign_work missed). Found reading
 # python/anvil/policy.py (2026-12-07); a kernel of torch's namespaces is now never the candidate's.
 import torch
 import torch.nn as nn
