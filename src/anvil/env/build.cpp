@@ -624,38 +624,34 @@ std::vector<std::string> host_flags(const Environment& env, bool cuda, const std
   return f;
 }
 
-std::vector<std::string> nvcc_flags(const Environment& env, const std::vector<std::string>& gencode) {
-  std::vector<std::string> f = {"-std=c++17",
-                                "-O3",
-                                "--use_fast_math",
-                                "-lineinfo",
-                                "-Xcompiler=-fPIC,-fvisibility=hidden",
-                                "-ccbin=" + env.cxx.path.string(),
-                                "-I" + env.anvil_include().string()};
-  if (env.cudnn.found()) f.insert(f.end(), {"-isystem", env.cudnn.include_dir.string()});
-  f.insert(f.end(), gencode.begin(), gencode.end());
-  return f;
+// An nvcc unit's flags: `code` (what the code means: language, optimization, math), then what every
+// nvcc unit takes (position-independent host code, the host compiler, anvil's and cuDNN's headers,
+// the architecture).
+std::vector<std::string> nvcc_flags_with(const Environment& env, std::vector<std::string> code,
+                                         const std::vector<std::string>& gencode) {
+  code.insert(code.end(), {"-Xcompiler=-fPIC,-fvisibility=hidden", "-ccbin=" + env.cxx.path.string(),
+                           "-I" + env.anvil_include().string()});
+  if (env.cudnn.found()) code.insert(code.end(), {"-isystem", env.cudnn.include_dir.string()});
+  code.insert(code.end(), gencode.begin(), gencode.end());
+  return code;
 }
 
-// Flags of a load_inline .cu unit: torch's own for load_inline (its COMMON_NVCC_FLAGS: the half and
+// A workdir's .cu units.
+std::vector<std::string> nvcc_flags(const Environment& env, const std::vector<std::string>& gencode) {
+  return nvcc_flags_with(env, {"-std=c++17", "-O3", "--use_fast_math", "-lineinfo"}, gencode);
+}
+
+// A load_inline .cu unit: torch's own flags for load_inline (its COMMON_NVCC_FLAGS: the half and
 // bfloat16 operators and conversions hidden, relaxed constexpr; no fast math, no host -O), so a file
 // written for torch's load_inline builds to the module it builds there: one that defines its own
 // __half operators (torch hides cuda_fp16's) compiles, and expf stays expf unless the file asks for
 // --use_fast_math. -lineinfo is anvil's (ncu's source view), which changes no code.
 std::vector<std::string> load_inline_nvcc_flags(const Environment& env, const std::vector<std::string>& gencode) {
-  std::vector<std::string> f = {"-std=c++17",
-                                "-D__CUDA_NO_HALF_OPERATORS__",
-                                "-D__CUDA_NO_HALF_CONVERSIONS__",
-                                "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
-                                "-D__CUDA_NO_HALF2_OPERATORS__",
-                                "--expt-relaxed-constexpr",
-                                "-lineinfo",
-                                "-Xcompiler=-fPIC,-fvisibility=hidden",
-                                "-ccbin=" + env.cxx.path.string(),
-                                "-I" + env.anvil_include().string()};
-  if (env.cudnn.found()) f.insert(f.end(), {"-isystem", env.cudnn.include_dir.string()});
-  f.insert(f.end(), gencode.begin(), gencode.end());
-  return f;
+  return nvcc_flags_with(env,
+                         {"-std=c++17", "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                          "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+                          "--expt-relaxed-constexpr", "-lineinfo"},
+                         gencode);
 }
 
 // Builds one environment-level artifact (runtime library or PCH) once, under a lock.
