@@ -1170,6 +1170,9 @@ BuildReport prebuild_single_file(const Environment& env, const fs::path& file, c
     }
     return v;
   };
+  // The judge's `anvil build-sources` takes no --arch: the GPU's (else sm_90a) is its key's.
+  BuildOptions as_judged = opts;
+  as_judged.arch.clear();
   int i = 0;
   for (const auto& b : reply["builds"]) {
     SourcesSpec spec;
@@ -1180,7 +1183,7 @@ BuildReport prebuild_single_file(const Environment& env, const fs::path& file, c
     spec.ldflags = strings(b["ldflags"]);
     spec.include_dirs = strings(b["include_dirs"]);
     spec.out_dir = scratch.path() / ("module-" + std::to_string(i++));
-    BuildReport one = build_sources(env, spec, opts);
+    BuildReport one = build_sources(env, spec, as_judged);
     for (auto u : one.units) {
       u.source = spec.name + "/" + u.source;
       all.units.push_back(u);
