@@ -35,6 +35,11 @@ SHAPING = ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "
            "no_implicit_headers")
 MAX_SOURCE = 4 << 20  # what a candidate's file may hold (larger is not a KernelBench file)
 MAX_TEXT = 16 << 20   # what an evaluated string may grow to ("x" * 10**9 is not read)
+# What one file may have built ahead: a KernelBench file has one to three modules. A call past these
+# (a thousand load_inline calls in a function never called, one 16 MiB source sixty times over) is
+# left to its evaluation, whose own time limit bounds it.
+MAX_BUILDS = 8
+MAX_WRITTEN = 64 << 20
 
 
 class NotLiteral(Exception):
@@ -168,6 +173,7 @@ def harvest(source, out_dir):
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         return builds, [{"line": 0, "why": "the file does not parse: %s" % e}]
     reader = Reader(tree)
+    written = 0
     calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call) and is_load_inline(n)),
                    key=lambda n: (n.lineno, n.col_offset))
     for call in calls:
@@ -188,6 +194,12 @@ def harvest(source, out_dir):
         except (NotLiteral, ValueError, TypeError, RecursionError) as e:
             skipped.append({"line": call.lineno, "why": str(e) or type(e).__name__})
             continue
+        size = len(cpp_text) + len(cuda_text or "")
+        if len(builds) == MAX_BUILDS or written + size > MAX_WRITTEN:
+            skipped.append({"line": call.lineno, "why": "past what one file may have built ahead (%d modules, %d "
+                                                        "bytes of sources)" % (MAX_BUILDS, MAX_WRITTEN)})
+            continue
+        written += size
         directory = os.path.join(out_dir, str(len(builds)))
         os.makedirs(directory, exist_ok=True)
         builds.append(dict(name=name, sources=li.write_sources(directory, cpp_text, cuda_text), **flags))

@@ -43,6 +43,13 @@ def torch_fallback(judge, a):
 
 
 def trace_complete(judge, a):
+    # The profiler started before the inspected calls and failed to stop or be read after them:
+    # only the candidate's code ran in between (torch.autograd._disable_profiler, say). Its evidence,
+    # the work it claims as its own, is lost, and lost evidence earns nothing.
+    error = (judge.trace or {}).get("profiler_error")
+    if error:
+        return [("harness_patched", "the profiler of the inspected calls did not stop as anvil stopped it (%s): the "
+                 "trace of the candidate's work was lost; leave the profiler alone" % str(error)[:200], {})]
     if a is None or "cpu_only" in a:
         return []
     calls = judge.trace.get("calls", 0)
@@ -67,14 +74,21 @@ def timing_escape(judge, a):
         return []
     # the profiled calls' own event time too: the kernels were summed over them, not the timed calls
     # (a model whose work varies with the input set takes another slice of the rotation there)
-    seen = [m for m in ((judge.report["timing"].get("candidate") or {}).get("median_ms"), judge.trace.get("median_ms"))
-            if isinstance(m, (int, float))]
+    timed = (judge.report["timing"].get("candidate") or {}).get("median_ms")
+    seen = [m for m in (timed, judge.trace.get("median_ms")) if isinstance(m, (int, float))]
     median = max(seen) if seen else None
+    # Where its own kernels must do the work (cuda-agent: no side streams either, so its kernels run
+    # one after another), the timed calls must take at least the GPU time the inspected calls showed:
+    # a candidate that tells the profiled calls apart and does other, faster work when timed is paid
+    # on work it never showed.
+    if judge.defenses["policy"].get("own_work", True) and isinstance(timed, (int, float)):
+        median = timed
     gpu_ms = a["total_us"] / 1e3
     if median is not None and gpu_ms > ESCAPE_SLACK * median + ESCAPE_FLOOR_MS:
         return [("timing_escape", "the candidate's kernels ran %.4g ms of GPU time per call but the timed region saw "
                  "%.4g ms: work escaped the timed region (another stream or thread, or work left running after "
-                 "forward returned)" % (gpu_ms, median), {"gpu_ms": gpu_ms})]
+                 "forward returned), or the timed calls did other work than the profiled ones" % (gpu_ms, median),
+                 {"gpu_ms": gpu_ms})]
     return []
 
 

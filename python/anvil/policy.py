@@ -53,7 +53,7 @@ DEFAULT_POLICY = {
 }
 
 # Kernel names that mark torch's own kernels (ATen, c10, inductor's Triton), never the candidate's.
-TORCH_KERNEL_MARKS = ("at::", "c10::", "triton_", "pytorch", "_Z2at", "_ZN2at", "_ZN3c10")
+TORCH_KERNEL_MARKS = ("at::", "c10::", "triton_", "_Z2at", "_ZN2at", "_ZN3c10", "at_cuda_detail")
 # Kernels that only write a constant (torch's creation ops: zeros, ones, full, fill_; a memset):
 # allocation, not work. They count in the time like any kernel, but not against the own-work
 # share, so a binding that makes its output with torch::zeros_like is not foreign work.
@@ -302,7 +302,8 @@ class Fingerprint:
 # -- profiler trace ---------------------------------------------------------------------------
 
 def is_torch_kernel(name):
-    return any(mark in name for mark in TORCH_KERNEL_MARKS)
+    # "PyTorch" in any case: torch's memory-efficient attention (PyTorchMemEffAttention::AttentionKernel)
+    return any(mark in name for mark in TORCH_KERNEL_MARKS) or "pytorch" in name.lower()
 
 
 def base_name(name):

@@ -133,3 +133,18 @@ def test_cli_prints_one_json_object(tmp_path, capsys):
     assert [b["name"] for b in reply["builds"]] == ["m"]
     assert reply["skipped"] == [{"line": 3, "why": "a Call"}]
     assert os.path.isfile(reply["builds"][0]["sources"][0])
+
+
+def test_one_file_builds_at_most_so_much_ahead(tmp_path):
+    """Dead load_inline calls (a function never called) cost the bench builds the evaluation never
+    asks for: at most MAX_BUILDS modules and MAX_WRITTEN bytes of sources a file; the rest is left to
+    its evaluation (outside red team, 2026-12-07: 64 calls of one 15 MiB source wrote 961 MB)."""
+    calls = "".join('    load_inline("m%d", "int f%d();")\n' % (i, i) for i in range(20))
+    builds, skipped = harvest("def never():\n" + calls, tmp_path / "many")
+    assert len(builds) == ahead.MAX_BUILDS and len(skipped) == 20 - ahead.MAX_BUILDS
+    assert "past what one file may have built ahead" in skipped[0]["why"]
+    big = 'A = "%s"\nB = A + A + A + A + A + A + A + A + A + A + A + A + A + A + A\n' % ("a" * (1 << 20))
+    builds, skipped = ahead.harvest(big + "".join('m%d = load_inline("m%d", B)\n' % (i, i) for i in range(64)),
+                                    str(tmp_path / "big"))
+    written = sum(os.path.getsize(p) for b in builds for p in b["sources"])
+    assert written <= ahead.MAX_WRITTEN and len(builds) == 4 and len(skipped) == 60, (written, len(builds))

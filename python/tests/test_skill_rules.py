@@ -48,9 +48,6 @@ NOT_A_RULE = {
 # Codes a rule names that no case of the hack suite or the red team expects: the test that produces
 # them instead, and why no case does.
 NO_CASE = {
-    "foreign_work": ("python/tests/test_policy.py", "test_torch_compute_is_foreign_work",
-                     "work left to torch is named torch_fallback first (its aten op is recorded; REASONS ranks "
-                     "it ahead), and no case's copies outweigh its kernels"),
     "timing_escape": ("python/tests/test_findings.py",
                       "test_timing_escape_compares_with_the_larger_median_of_timed_and_inspected_calls",
                       "the suites' work outside the timed region comes from side streams and threads, which "
@@ -134,6 +131,11 @@ def gated_off(pol):
         off.add("no_kernels")
     if not findings.proof_of_work(_Judge(pol), {"own_us": 1.0, "library_us": 0.0, "own_share": 0.0, "kernels": []}):
         off.add("foreign_work")
+    # timing_escape reads own_work for its bound (the timed calls' time alone), never to fall silent
+    escaped = _Judge(pol)
+    escaped.trace, escaped.report["timing"] = {"median_ms": 1.0}, {"candidate": {"median_ms": 1.0}}
+    if not findings.timing_escape(escaped, {"total_us": 10_000.0}):
+        off.add("timing_escape")
     return off
 
 
@@ -512,7 +514,7 @@ def test_every_protocol_dependent_check_is_probed():
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if any(isinstance(n, ast.Constant) and n.value in ("torch_ops", "own_work") for n in ast.walk(fn)):
                     readers.add(fn.name)
-    assert readers == {"forbidden", "torch_fallback", "proof_of_work"}, readers
+    assert readers == {"forbidden", "torch_fallback", "proof_of_work", "timing_escape"}, readers
     protos = judge_side()["protocols"]
     assert {n: sorted(judge_side()["reasons"] - p["judged"]) for n, p in protos.items()} == {
         n: sorted(({"torch_fallback"} if p["torch_ops"] else set()) |
