@@ -32,6 +32,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -1404,7 +1405,9 @@ BuildReport build_workdir(const Environment& env, const fs::path& dir, const Bui
   return report;
 }
 
-BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const BuildOptions& opts) {
+namespace {
+
+BuildReport build_sources_as_given(const Environment& env, const SourcesSpec& spec, const BuildOptions& opts) {
   auto t0 = Clock::now();
   BuildReport report;
   report.mode = "torch-extension";
@@ -1495,6 +1498,55 @@ BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const
     report.link_explain.clear();
   }
   return report;
+}
+
+// A load_inline .cu's text with its `#include <torch/extension.h>` taken out, or nullopt. That header
+// is torch/all.h (nn, optim, jit, data, serialize, fft, linalg, ...) and torch/python.h (pybind11):
+// through nvcc's three passes it is most of a single file's cold build (34 s of a 2-core machine's
+// nvcc for KernelBench's few-shot add; 16 s with torch/types.h alone, which load_inline's prelude
+// includes first). A kernel file rarely uses more than torch/types.h gives (ATen, torch::Tensor, the
+// factories), so it is compiled without it first; one that names what only the full header has is
+// left as it is, and one whose lighter text does not compile is compiled as it is (build_sources).
+// Where the lighter text compiles, the module is the one the full headers give: the same code, less
+// of torch declared beside it.
+std::optional<std::string> lighter_cuda_text(const std::string& text) {
+  static const std::regex include(R"((^|\n)[ \t]*#[ \t]*include[ \t]*<torch/extension\.h>[^\n]*)");
+  static const std::regex needs_more(
+      R"(py::|pybind11|PYBIND11_|THP|TORCH_LIBRARY|torch::(nn|jit|optim|data|serialize|autograd|fft|linalg|special|cuda|nested|sparse|python|mps|xpu|enumtype)\b)");
+  if (!std::regex_search(text, include) || std::regex_search(text, needs_more)) return std::nullopt;
+  return std::regex_replace(text, include, "$1// anvil: <torch/extension.h> left out; <torch/types.h> is included above");
+}
+
+}  // namespace
+
+BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const BuildOptions& opts) {
+  constexpr uintmax_t kLightMax = 4u << 20;  // a larger source is compiled as it is
+  SourcesSpec light = spec;
+  TempDir dir;
+  bool lighter = false;
+  for (auto& src : light.sources) {
+    std::error_code ec;
+    if (src.extension() != ".cu" || !fs::is_regular_file(src, ec) || fs::file_size(src, ec) > kLightMax) continue;
+    auto text = read_file(src);
+    auto less = text ? lighter_cuda_text(*text) : std::nullopt;
+    if (!less) continue;
+    std::string err;
+    try {
+      if (dir.path().empty()) dir = TempDir(cache_dir(env, CacheArea::kTmp), "light");
+    } catch (const std::exception&) {
+      return build_sources_as_given(env, spec, opts);
+    }
+    fs::path copy = dir.path() / src.filename();
+    if (!write_file_atomic(copy, *less, &err)) continue;
+    src = copy;
+    lighter = true;
+  }
+  if (!lighter) return build_sources_as_given(env, spec, opts);
+  BuildReport first = build_sources_as_given(env, light, opts);
+  if (first.ok || first.error_kind != "compile_error") return first;
+  BuildReport full = build_sources_as_given(env, spec, opts);  // its own diagnostics, if it fails too
+  full.seconds += first.seconds;
+  return full;
 }
 
 }  // namespace anvil
