@@ -12,7 +12,8 @@
 #           solutions, the fixed Sakana kernel (KB: a KernelBench tree holding those files; .carry/kb)
 # models    each problem of KernelBench's levels $LEVELS (default "1 2 3") with its own Model as the
 #           candidate (renamed ModelNew) under --protocol kernelbench through `anvil bench`, within
-#           $MODELS_S seconds: every one must be ok (issue 54's false-positive bar)
+#           $MODELS_S seconds: every one must be ok (issue 54's false-positive bar); $MODELS_EVERY=K
+#           takes every K-th problem of each level (by number, from $MODELS_FROM, default 1) instead
 # cost      what the stress trials cost: warm `anvil eval` of the first $COST_TASKS problems of
 #           level 1 (their own Models), with the default stress trials and with --stress-trials 0,
 #           alternated, $COST_RUNS each (the ratio's bar: at most 1.15)
@@ -33,18 +34,31 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(env redteam hacks kbfiles)
 status=0
 
+# What a step stopped at its limit leaves behind (its anvil and the evaluations' processes on the GPU)
+# must not run beside the next step: it once held 69 GiB and made another evaluation run out.
+reap() {
+  pkill -9 -x anvil 2>/dev/null
+  nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | xargs -r kill -9 2>/dev/null
+  sleep 1
+}
+
 models() {  # KernelBench levels $1 (e.g. "1 2 3"), each problem with its own Model as the candidate
   local levels=$1 sols=/tmp/anvil-issue54-models tasks=/tmp/anvil-issue54-tasks run=/tmp/anvil-issue54-bench
   rm -rf "$sols" "$tasks" && mkdir -p "$sols" "$tasks"
   for level in $levels; do
     cp -r "$KB/KernelBench/level$level" "$tasks/"
     mkdir -p "$sols/level$level"
-    python3 - "$KB/KernelBench/level$level" "$sols/level$level" <<'PY'
+    python3 - "$KB/KernelBench/level$level" "$sols/level$level" "$tasks/level$level" "${MODELS_EVERY:-1}" "${MODELS_FROM:-1}" <<'PY'
 import os, re, sys
-src, dst = sys.argv[1:]
+src, dst, tasks, every, first = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 for name in sorted(os.listdir(src)):
-    if name.endswith(".py"):
-        open(os.path.join(dst, name), "w").write(re.sub(r"\bModel\b", "ModelNew", open(os.path.join(src, name)).read()))
+    if not name.endswith(".py"):
+        continue
+    number = int(name.split("_")[0])
+    if number < first or (number - first) % every:
+        os.remove(os.path.join(tasks, name))
+        continue
+    open(os.path.join(dst, name), "w").write(re.sub(r"\bModel\b", "ModelNew", open(os.path.join(src, name)).read()))
 PY
   done
   rm -rf "$run"
@@ -130,6 +144,7 @@ PY
       ;;
     *) echo "unknown step $step"; status=2 ;;
   esac
+  reap
   echo "== $step: $((SECONDS - t0)) s"
 done
 exit $status

@@ -1,5 +1,6 @@
 """The anvil program's command line as a new user meets it (issue 23): an unknown or missing
 command is named with the closest one, and --help shows flags without CLI11's `{false}`."""
+import json
 import os
 import subprocess
 
@@ -110,3 +111,22 @@ def test_gpus_take_a_comma_list_in_every_command(tmp_path):
         assert r.returncode != 0  # each stops at what follows: the missing tasks, a state that cannot be made
         r = anvil(*args, "--gpus", "0,-1")
         assert r.returncode == 2 and "--gpus: Value -1 not in range 0 to 255" in r.stderr, (args[0], r.stderr)
+
+
+def test_build_takes_a_single_file_candidate(tmp_path):
+    """`anvil build model_new.py` builds a KernelBench file's load_inline modules ahead (read, never run):
+    a file with none builds nothing and says what it skipped; a file that is not a candidate is named."""
+    env = dict(os.environ, ANVIL_CACHE=str(tmp_path / "cache"))
+    plain = tmp_path / "model_new.py"
+    plain.write_text("import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+                     "mod = load_inline(name=make_name(), cpp_sources='', functions=['f'])\n"
+                     "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n")
+    r = subprocess.run([ANVIL, "build", "--json", str(plain)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert report["ok"] and report["mode"] == "load_inline" and not report["units"], report
+    assert any("not built ahead: line 3" in w for w in report["warnings"]), report
+    other = tmp_path / "notes.txt"
+    other.write_text("hello")
+    r = subprocess.run([ANVIL, "build", str(other)], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 1 and "not a single-file candidate" in r.stderr, r.stdout + r.stderr

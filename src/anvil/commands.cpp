@@ -154,7 +154,18 @@ int cmd_init(const InitArgs& a) {
 int cmd_build(const BuildArgs& a) {
   Environment env;
   if (!environment(&env)) return 2;
-  BuildReport r = build_workdir(env, a.dir, a.opts);
+  // A single-file candidate (KernelBench's model_new.py): its load_inline modules, read without running
+  // it, built into the cache its evaluation will find them in (what `anvil bench` does ahead).
+  std::error_code ec;
+  BuildReport r;
+  if (!fs::is_regular_file(a.dir, ec)) {
+    r = build_workdir(env, a.dir, a.opts);
+  } else if (auto ahead = prebuild(env, a.dir, a.opts)) {
+    r = *ahead;
+  } else {
+    r.error_kind = "workdir_error";
+    r.error = a.dir + " is a file but not a single-file candidate (a .py file)";
+  }
   if (a.json) {
     std::printf("%s\n", json_text(r.to_json(), 2).c_str());
   } else {

@@ -221,8 +221,9 @@ void add_init(CLI::App& app, int& status) {
 
 void add_build(CLI::App& app, int& status) {
   static anvil::BuildArgs build;
-  auto* build_cmd = app.add_subcommand("build", "build DIR/cuda_extension.so from DIR/kernels (cached)");
-  build_cmd->add_option("dir", build.dir, "the candidate workdir")->required();
+  auto* build_cmd = app.add_subcommand(
+      "build", "build DIR/cuda_extension.so from DIR/kernels, or a single file's load_inline modules (cached)");
+  build_cmd->add_option("candidate", build.dir, "the candidate workdir, or a KernelBench model_new.py")->required();
   build_cmd->add_option("--arch", build.opts.arch, "target architecture, e.g. sm_90a (default: the GPU's)");
   build_cmd->add_option("-j,--jobs", build.opts.jobs, "parallel compiles (default: all cores)");
   build_cmd->add_flag("--explain", build.opts.explain, "say why each unit was rebuilt or not");
