@@ -124,7 +124,7 @@ def markdown(fp, rows, kernelbench_rev):
         "| file | protocol | expected | got | reward | met | candidate ms | eager ms | seconds |",
         "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        want = "|".join(r["expected"]["outcome"]) + ("/" + "|".join(r["expected"]["reason"])
+        want = "|".join(r["expected"]["outcome"]) + ("/" + "|".join(x or "-" for x in r["expected"]["reason"])
                                                       if r["expected"]["reason"] else "")
         got = (r["outcome"] or "-") + ("/" + r["reason"] if r["reason"] else "")
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (

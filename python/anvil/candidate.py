@@ -269,11 +269,14 @@ class CandidateServer:
 
     def host_allowance(self):
         """The private host memory the candidate may take beyond what set-up took (share/sandbox.json's
-        candidate_host_bytes); on the CPU also what its calls' outputs and inputs take there: a
-        batch's outputs (at most batch.MAX_CALLS) and the sets of inputs it is sent."""
+        candidate_host_bytes), and twice the task's own weights (Model's state_dict): ModelNew is
+        built on the host first, as KernelBench's harness builds it (a Linear(32768, 32768) is 4 GiB
+        there before it moves to the GPU); on the CPU also what its calls' outputs and inputs take
+        there: a batch's outputs (at most batch.MAX_CALLS) and the sets of inputs it is sent."""
         from anvil import batch, confine
 
         extra = int(confine.settings().get("candidate_host_bytes") or 0)
+        extra += 2 * tensor_bytes(list((getattr(self, "weights", None) or {}).values()))
         if self.h.device.type != "cuda":
             extra += (batch.MAX_CALLS + 8) * getattr(self, "output_bytes", 0) + 8 * (self.h.input_bytes or 0)
         return extra

@@ -66,6 +66,10 @@ WAVE_SLACK = 1 << 30
 WAVE_SHARE = 0.6
 # The judge's CUDA context and libraries' handles, taken off what others hold on the GPU (Judge.memory_short)
 JUDGE_CONTEXT_BYTES = 1 << 30
+# Memory torch's allocator keeps cached in the judge, beyond what it holds, past which the judge hands it
+# back before each command to the candidate's process (Judge.ask): a float64 run of a large task's
+# reference leaves tens of GiB cached, which the candidate's process then needs to draw its inputs.
+IDLE_CACHE_BYTES = 1 << 30
 
 
 STRESS_TEXT = {"signed": "signs flipped at random", "scaled_up": "scaled by 1e3", "scaled_down": "scaled by 1e-3",
@@ -275,6 +279,7 @@ class Judge(Harness):
         memory by CUDA IPC) and return its reply, whose type must be in `expect`; load_inline build
         requests are served meanwhile; a failure the candidate reports ends the evaluation. With a
         deadline (time.perf_counter()), None when nothing has come by then."""
+        self.hand_back_cache()
         try:
             channel.send(self.sock, message, value)
         except channel.ChannelClosed:
@@ -282,6 +287,15 @@ class Judge(Harness):
         if deadline is not None and not select.select([self.sock], [], [], max(0.0, deadline - time.perf_counter()))[0]:
             return None
         return self.answer(expect, message.get("type"), lazy)
+
+    def hand_back_cache(self):
+        """The judge's cached and unused GPU memory handed back to the device where it is more than
+        IDLE_CACHE_BYTES: whatever the candidate's process is asked to do next, the judge's own leftovers
+        (a float64 run's, a stress draw's) never leave it short (a -1 of anvil's making)."""
+        if self.device.type == "cuda":
+            cuda = self.torch.cuda
+            if cuda.memory_reserved(self.device) - cuda.memory_allocated(self.device) > IDLE_CACHE_BYTES:
+                self.free_cached()
 
     def answer(self, expect, asked, lazy=False):
         """The reply to the command `asked`, of a type in `expect` (ask()'s second half)."""
@@ -902,15 +916,17 @@ class Judge(Harness):
         together = self.together()
         self.report["defenses"]["memory"] = dict(self.memory, doing="the candidate's own work" + (", in a wave" if together else ""),
                                                  candidate_held_bytes=held, allowance_bytes=allowance,
-                                                 free_bytes=free, others_bytes=others)
+                                                 free_bytes=free, others_bytes=others, judge_bytes=judge,
+                                                 judge_allocated_bytes=int(torch.cuda.memory_allocated(self.device)))
         if held > allowance or others <= max(1 << 30, free):
             return failed
         gib = float(1 << 30)
         raise CannotServe("the GPU ran out of memory for the candidate's process (%s) while %s held %.1f GiB, more "
-                          "than was free (%.1f GiB), its process holding %.1f GiB, within its share (%.1f GiB)" % (
+                          "than was free (%.1f GiB), its process holding %.1f GiB, within its share (%.1f GiB), the "
+                          "judge %.1f GiB" % (
                               one_line(failed.message)[:160],
                               "the evaluations parked beside it" if together else "other processes on the GPU",
-                              others / gib, free / gib, held / gib, allowance / gib), memory_limited=True)
+                              others / gib, free / gib, held / gib, allowance / gib, judge / gib), memory_limited=True)
 
     def freeze_candidate(self):
         """SIGSTOP every process below the judge (the candidate's, any it started, its namespace's

@@ -75,3 +75,21 @@ def _sleepers():
         except OSError:
             pass
     return found
+
+
+def test_the_candidates_host_memory_holds_twice_the_tasks_weights():
+    """ModelNew is built on the host first, as KernelBench's harness builds it: level 2's 59 holds a
+    4 GiB Linear there, which the fixed candidate_host_bytes refused (load_error for the task's own
+    Model, H100 2026-12-07). The allowance adds twice the task's weights to it."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from anvil import confine
+    from anvil.candidate import CandidateServer
+
+    base = int(confine.settings()["candidate_host_bytes"])
+    server = SimpleNamespace(h=SimpleNamespace(device=torch.device("cuda", 0)), weights={})
+    assert CandidateServer.host_allowance(server) == base
+    server.weights = {"matmul.weight": torch.empty(4096, 1024), "matmul.bias": torch.empty(4096)}
+    assert CandidateServer.host_allowance(server) == base + 2 * (4096 * 1024 + 4096) * 4

@@ -4,6 +4,7 @@ Candidates here are plain Python (no extension), so a correct one computes with 
 test needs one to pass, the request's policy allows the ops it uses (the policy is data). The
 bundled hack suite (examples/hacks, test_hack_suite.py) covers real kernels."""
 import os
+import time
 import shutil
 import tempfile
 import textwrap
@@ -1003,7 +1004,8 @@ def test_a_candidates_memory_fault_is_run_again_only_when_a_wave_or_another_job_
             state["free"] += _held
             judge.candidate_gone = True
 
-        fake_torch = SimpleNamespace(cuda=SimpleNamespace(mem_get_info=mem_get_info, memory_reserved=lambda device: 0))
+        fake_torch = SimpleNamespace(cuda=SimpleNamespace(mem_get_info=mem_get_info, memory_reserved=lambda device: 0,
+                                                          memory_allocated=lambda device: 0))
         room = SimpleNamespace(pool=SimpleNamespace(nbytes=pool), retired=[]) if pool else None
         judge = _judge_double(torch=fake_torch, device=torch.device("cuda", 0), supervisor=123, candidate_gone=False,
                               mapped=None, free_cached=lambda: None, end_candidate=end_candidate, lean=False,
@@ -1023,6 +1025,31 @@ def test_a_candidates_memory_fault_is_run_again_only_when_a_wave_or_another_job_
         memory = judge.report["defenses"]["memory"]
         assert memory["candidate_held_bytes"] == held and memory["others_bytes"] == others, (memory, case)
         assert state["frozen"] and judge.candidate_gone
+
+
+def test_the_judge_hands_its_idle_cache_back_before_each_command():
+    """A float64 run of a large task's reference leaves tens of GiB in the judge's allocator cache;
+    the candidate's process, asked next to draw its inputs, ran out beside it (KernelBench's 96, an
+    H100, 2026-12-07). Before every command the judge hands back what it keeps cached beyond
+    IDLE_CACHE_BYTES, and keeps a small cache (no cost per command)."""
+    import socket
+    from types import SimpleNamespace
+
+    from anvil import channel
+    from anvil.judge import IDLE_CACHE_BYTES, Judge
+
+    gib = 1 << 30
+    for reserved, allocated, handed_back in ((40 * gib, 2 * gib, True), (2 * gib + IDLE_CACHE_BYTES // 2, 2 * gib, False)):
+        freed = []
+        ours, theirs = socket.socketpair()
+        cuda = SimpleNamespace(memory_reserved=lambda device, _r=reserved: _r,
+                               memory_allocated=lambda device, _a=allocated: _a)
+        judge = SimpleNamespace(sock=ours, device=torch.device("cuda", 0), torch=SimpleNamespace(cuda=cuda),
+                                free_cached=lambda: freed.append(True), died=lambda: AssertionError("closed"))
+        judge.hand_back_cache = lambda: Judge.hand_back_cache(judge)
+        Judge.ask(judge, {"type": "draw"}, ("drawn",), deadline=time.perf_counter())
+        assert channel.recv(theirs)["type"] == "draw"
+        assert freed == ([True] if handed_back else []), (reserved, allocated)
 
 
 def test_an_unexpected_memory_fault_of_the_judges_own_work_is_measured():

@@ -4,7 +4,8 @@
 # names after ATen's elementwise kernels (vectorized_elementwise_kernel, unrolled_elementwise_kernel,
 # elementwise_kernel), never launched: anvil matched traced kernels by base name, so ATen's kernels
 # counted as its own work (100% own: foreign_work missed). Found reading
-# python/anvil/policy.py (2026-12-07); a kernel of torch's namespaces is now never the candidate's.
+# python/anvil/policy.py (2026-12-07); a kernel of torch's namespaces is now never the candidate's: its
+# own kernels never run (no_kernels, H100 2026-12-07), or ATen's are foreign_work beside a launched one.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
