@@ -96,8 +96,9 @@ def side_stream(judge, a):
     if a is None or "cpu_only" in a or not a["side_stream_kernels"]:
         return []
     names = ", ".join(list(a["side_stream_kernels"])[:3])
-    return [("side_stream", "kernels ran on a stream other than the current one: %s. Launch on the current stream "
-             "(anvil::stream())" % names, {})]
+    return [("side_stream", "kernels ran on a stream other than the current one and were not joined to it before "
+             "forward returned (still running when the call's stream was done): %s. Launch on the current stream "
+             "(anvil::stream()), or make it wait for the other stream's work before returning" % names, {})]
 
 
 def proof_of_work(judge, a):

@@ -368,12 +368,19 @@ def own_kernel(name, own_names):
 def analyze_trace(kernels, cpu_ops, own_names, policy, marker_stream=None, calls=1):
     """Proof of work from one profiled run of `calls` candidate calls.
 
-    kernels: [{"name", "stream", "us"}] for every GPU activity (kernels, memcpy, memset);
+    kernels: [{"name", "stream", "us", "joined"}] for every GPU activity (kernels, memcpy, memset);
+    a kernel of another stream than the marker's is side-stream work, unless it was joined (ended
+    before its call's closing marker on the call's stream began: anvil.timing._read_trace) where
+    the policy asks no own work;
     cpu_ops: names of the CPU-side ATen ops recorded during the calls. Returns
     {"own_us", "library_us", "torch_us", "fill_us", "other_us", "total_us", "own_share", "streams",
      "forbidden_ops", "side_stream_kernels", "kernels": top 10 by time}. own_share leaves fills out
     (kernel_kind); total_us has them."""
     allowed = set(policy.get("allowed_ops", ()))
+    # Where torch compute is the candidate's to use (own_work off: kernelbench), torch's own ops run
+    # on streams of their own and join them (cuDNN's grouped convolutions, its LSTM): joined work of
+    # another stream is no side stream there. Under own_work (cuda-agent) its kernels run on one stream.
+    joins_allowed = not policy.get("own_work", True)
     libraries_ok = bool(policy.get("libraries"))
     own_us = lib_us = torch_us = fill_us = other_us = 0.0
     by_name = {}
@@ -395,7 +402,8 @@ def analyze_trace(kernels, cpu_ops, own_names, policy, marker_stream=None, calls
         else:
             other_us += us
         streams.add(k.get("stream"))
-        if marker_stream is not None and k.get("stream") != marker_stream and kind not in ("copy", "fill"):
+        if marker_stream is not None and k.get("stream") != marker_stream and kind not in ("copy", "fill") \
+                and not (joins_allowed and k.get("joined")):
             side[name] = side.get(name, 0) + 1
         entry = by_name.setdefault(name, {"name": name, "kind": kind, "us": 0.0, "count": 0})
         entry["us"] += us

@@ -40,6 +40,9 @@ MIN_FLUSH_BYTES = 8 << 20
 MAX_SLEEP_MS = 20.0
 INSPECTED_CALLS = 10  # calls profiled after the timed ones (inspected_calls)
 SLEEP_MARGIN = 0.8  # the host must be done within this share of the sleep
+# A kernel of another stream that ends this little after its call's closing marker began is still
+# joined (GPU timestamps of two streams; a dependency makes the marker start after it ends)
+JOIN_SLACK_NS = 1_000
 
 
 class Clock(dict):
@@ -541,6 +544,8 @@ def _cuda_samples(fn, rotation, device, calls, flush_l2, hide=None, observe=_noo
         start.record()
         with scope():
             out = fn(*args)
+        if marker and hide is None:
+            torch.cuda._sleep(1)  # the call's closing marker: it starts once all the call joined is done
         end.record()
         host_ms = (_perf_counter() - t0) * 1e3
         torch.cuda.synchronize()
@@ -562,12 +567,13 @@ def profiled_samples(fn, rotation, device, calls, flush_l2, observe, trace):
     KernelBench's DenseNet201, 1.7-5.5 times torch.compile's, bench/results/kb-profiler-2026-11-27/).
 
     Each call is preceded on the current stream by the L2 flush (when on) and a one-cycle GPU sleep
-    (the marker), and wrapped on the host in record_function("anvil::call"). trace gets
-    "kernels": [{"name", "stream", "us"}] for every GPU activity that is not the harness's (the
-    flush right before a marker, the marker itself), "cpu_ops": [names of ops recorded on any
-    thread inside a call's host range, or on another thread at any time], "marker_stream", "calls",
-    "markers" (how many marker kernels the trace holds: fewer than calls means the trace is
-    incomplete), "ranges" (how many "anvil::call" ranges: calls, unless the calls made their own),
+    (the marker), followed there by another (its closing marker), and wrapped on the host in
+    record_function("anvil::call"). trace gets "kernels": [{"name", "stream", "us"}, and on another
+    stream than the markers' "joined": whether it ended before its call's closing marker began] for
+    every GPU activity that is not the harness's (the flush right before a marker, the markers),
+    "cpu_ops": [names of ops recorded on any thread inside a call's host range, or on another
+    thread at any time], "marker_stream", "calls", "markers" (how many pairs of markers the trace
+    holds: fewer than calls means the trace is incomplete), "ranges" (how many "anvil::call" ranges: calls, unless the calls made their own),
     "other_thread_kernels" (GPU activity launched from a thread other than the calls'),
     "kernel_sum_ms" (summed device time of the candidate's activity per call), and "profiler_error"
     when the profiler itself failed (samples are still returned); measure() adds "median_ms", the
@@ -626,10 +632,12 @@ def _read_trace(prof, trace, calls):
 
     markers = []
     kernels = []
+    launched = []  # per kernel kept: the span its launch lies in (None: none, or another thread)
     matched = 0
     other_thread = 0
     for g in gpu:
         launch = launches.get(g[4])
+        span = None
         if launch is not None:
             matched += 1
             t, tid = launch
@@ -639,14 +647,26 @@ def _read_trace(prof, trace, calls):
                 continue  # the harness's
             if main_thread is not None and tid != main_thread:
                 other_thread += 1
+            elif inside(t):
+                span = bisect.bisect_right(starts, t) - 1
         elif "spin_kernel" in g[2]:  # not correlated: a sleep is taken for the marker
             markers.append(g)
             continue
         kernels.append({"name": g[2], "stream": g[3], "us": g[1] / 1e3})
+        launched.append((g, span))
     marker_stream = markers[0][3] if markers else None
+    # Each call is opened and closed by a marker on its stream (_cuda_samples): in the GPU's order,
+    # the opening ones are the even, the closing ones the odd. A kernel of another stream is joined
+    # when it ended before its call's closing marker began: the call's stream waited for it (or it
+    # was done by then), so nothing of it runs past the call (where the batch's clock would miss it).
+    opening, closing = markers[0::2], markers[1::2]
+    paired = len(closing) == len(spans) and len(opening) == len(spans)
+    for k, (g, span) in zip(kernels, launched):
+        if g[3] != marker_stream:
+            k["joined"] = bool(paired and span is not None and g[0] + g[1] <= closing[span][0] + JOIN_SLACK_NS)
     ops = [name for t, _end, tid, name in _outermost(cpu)
            if (tid != main_thread and main_thread is not None) or inside(t)]
-    trace.update(kernels=kernels, cpu_ops=ops, marker_stream=marker_stream, calls=calls, markers=len(markers),
+    trace.update(kernels=kernels, cpu_ops=ops, marker_stream=marker_stream, calls=calls, markers=len(markers) // 2,
                  ranges=calls_seen, correlated=matched, other_thread_kernels=other_thread,
                  kernel_sum_ms=sum(k["us"] for k in kernels) / 1e3 / max(calls, 1))
 

@@ -3,7 +3,7 @@ import time
 import pytest
 import torch
 
-from anvil import timing
+from anvil import policy, timing
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -110,6 +110,8 @@ def test_the_trace_tells_markers_from_a_calls_own_gpu_sleeps():
             _Event("spin_kernel", True, base + 1_700, 2_000_000 // 1_000, corr=300 + call),
             _Event("cudaLaunchKernel", False, base + 70, 1, corr=400 + call),     # the call's kernel
             _Event("mul_kernel", True, base + 3_800, 1_000, corr=400 + call),
+            _Event("cudaLaunchKernel", False, base + 5_100, 1, corr=600 + call),  # the closing marker
+            _Event("spin_kernel", True, base + 4_900, 1_000, corr=600 + call),
         ]
     events += [_Event("cudaLaunchKernel", False, 20_000, 1, tid=2, corr=500),      # another thread's
                _Event("side_kernel", True, 20_100, 4_000, corr=500),
@@ -124,6 +126,46 @@ def test_the_trace_tells_markers_from_a_calls_own_gpu_sleeps():
     assert [op for op in trace["cpu_ops"] if not op.startswith("cudaLaunch")] == ["aten::mul", "aten::mul", "cuhide::op"]
     assert trace["ranges"] == 2
     assert trace["kernel_sum_ms"] == pytest.approx((2 * (2_000 + 1_000) + 4_000) / 1e6 / 2)
+
+
+def test_work_of_another_stream_is_joined_when_it_ends_before_its_calls_closing_marker():
+    """Each call is closed by a marker on its stream: a kernel of another stream that ended before it
+    began was waited for (torch's own ops join their streams: cuDNN's grouped convolutions, its LSTM);
+    one still running then escaped the call. Under kernelbench joined work is no side stream; under
+    cuda-agent (one stream) any is."""
+    from types import SimpleNamespace
+
+    events = []
+    for call, (base, side_end) in enumerate(((0, 4_800), (10_000, 6_500))):
+        events += [
+            _Event("cudaLaunchKernel", False, base + 30, 1, corr=200 + call),     # the opening marker
+            _Event("spin_kernel", True, base + 600, 100, corr=200 + call),
+            _Event("anvil::call", False, base + 40, 5_000, annotation=True),
+            _Event("cudaLaunchKernel", False, base + 70, 1, corr=400 + call),     # on the call's stream
+            _Event("mul_kernel", True, base + 800, 1_000, corr=400 + call),
+            _Event("cudaLaunchKernel", False, base + 80, 1, corr=500 + call),     # on another stream
+            _Event("dgrad_engine", True, base + 900, side_end - 900, corr=500 + call, stream=9),
+            _Event("cudaLaunchKernel", False, base + 5_100, 1, corr=600 + call),  # the closing marker
+            _Event("spin_kernel", True, base + 5_200, 100, corr=600 + call),
+        ]
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    trace = {}
+    timing._read_trace(prof, trace, calls=2)
+    assert trace["markers"] == 2 and trace["marker_stream"] == 7
+    side = [k for k in trace["kernels"] if k["stream"] == 9]
+    assert [k["joined"] for k in side] == [True, False]
+    assert "joined" not in [k for k in trace["kernels"] if k["stream"] == 7][0]
+    own = {"mul_kernel", "dgrad_engine"}
+    kernelbench = policy.analyze_trace(trace["kernels"], [], own, dict(policy.DEFAULT_POLICY, own_work=False),
+                                       trace["marker_stream"], 2)
+    assert kernelbench["side_stream_kernels"] == {"dgrad_engine": 1}  # the second call's alone
+    cuda_agent = policy.analyze_trace(trace["kernels"], [], own, policy.DEFAULT_POLICY, trace["marker_stream"], 2)
+    assert cuda_agent["side_stream_kernels"] == {"dgrad_engine": 2}
+    # A closing marker missing: nothing of another stream can be said joined
+    trace = {}
+    timing._read_trace(SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(
+        events=lambda: events[:-1]))), trace, calls=2)
+    assert trace["markers"] == 1 and not any(k.get("joined") for k in trace["kernels"])
 
 
 def test_a_range_opened_inside_a_call_hides_nothing_of_it():
