@@ -255,6 +255,9 @@ class CandidateServer:
         before_maps = _maps()
         self.fingerprint = policy.Fingerprint()
         self.threads0 = policy.threads()
+        # The stream every call is made on: a call that leaves another current moves the harness's own
+        # work there (the batch's done flag, the closing marker), past the work it left behind.
+        self.stream0 = self.torch.cuda.current_stream() if h.device.type == "cuda" else None
         try:
             with clock("import"):
                 h.import_candidate()
@@ -307,7 +310,17 @@ class CandidateServer:
         type(recorder).__torch_dispatch__ = dispatch
 
     # -- evidence of this process ------------------------------------------------------------
+    def check_stream(self, where):
+        """side_stream when candidate code left another stream current than the one it was called on."""
+        stream0 = getattr(self, "stream0", None)
+        if stream0 is not None:
+            now = self.torch.cuda.current_stream()
+            if now != stream0:
+                self.hack("side_stream", "%s left another stream current (0x%x, called on 0x%x): forward must "
+                          "return with the stream it was called on current" % (where, now.cuda_stream, stream0.cuda_stream))
+
     def check_after(self, where, out=None):
+        self.check_stream(where)
         clock = self.clock
         with clock("check_threads"):
             running = policy.threads()  # first: a short-lived launcher thread may be gone a moment later
@@ -531,6 +544,7 @@ class CandidateServer:
                         outs.append(out)
                         described.append(exporter.note(out, dense if not described or described[-1] is None
                                                        else None))
+                    self.check_stream("in the judge's batch, a call")  # the done flag goes on the calls' stream
                     batch.raise_done(self.done_ptr, gate["value"])
                     if all(d is None for d in described):
                         answer = {"dense": dense}

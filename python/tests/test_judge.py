@@ -1420,3 +1420,35 @@ def test_the_gpu_running_out_in_anvils_own_work_in_the_candidates_process_is_mea
     finally:
         candidate.CandidateServer = saved
         cand_end.close()
+
+
+def test_a_call_that_leaves_another_stream_current_is_a_side_stream():
+    """The harness's own work after a call (the batch's done flag, the inspection's closing marker)
+    goes on the current stream: a forward that leaves another one current would have it wait for
+    that stream alone, past the work it left on the one it was called on."""
+    from types import SimpleNamespace
+
+    from anvil import policy
+    from anvil.candidate import CandidateServer, Stop
+
+    class Stream:
+        def __init__(self, ptr):
+            self.cuda_stream = ptr
+
+        def __eq__(self, other):
+            return self.cuda_stream == other.cuda_stream
+
+    current = [Stream(0x10)]
+    sent = []
+    server = SimpleNamespace(torch=SimpleNamespace(cuda=SimpleNamespace(current_stream=lambda: current[0])),
+                             stream0=Stream(0x10), clock=lambda name: _nothing(), threads0=policy.threads(),
+                             fingerprint=SimpleNamespace(changed=lambda: []), send=sent.append)
+    for name in ("check_stream", "hack"):
+        setattr(server, name, getattr(CandidateServer, name).__get__(server))
+    CandidateServer.check_after(server, "forward")
+    assert sent == []
+    current[0] = Stream(0x20)
+    with pytest.raises(Stop):
+        CandidateServer.check_after(server, "forward")
+    assert sent[0]["type"] == "hack" and sent[0]["reason"] == "side_stream", sent
+    assert "left another stream current (0x20, called on 0x10)" in sent[0]["message"]
