@@ -131,6 +131,11 @@ def gated_off(pol):
     escaped.trace, escaped.report["timing"] = {"median_ms": 1.0}, {"candidate": {"median_ms": 1.0}}
     if not findings.timing_escape(escaped, {"total_us": 10_000.0}):
         off.add("timing_escape")
+    # analyze_trace reads own_work for which work of another stream counts (joined work is allowed
+    # under kernelbench), never to fall silent: work never joined is side_stream under every protocol
+    unjoined = policy.analyze_trace([{"name": "k", "stream": 9, "us": 1.0, "joined": False}], [], {"k"}, pol, 7)
+    if not findings.side_stream(_Judge(pol), unjoined):
+        off.add("side_stream")
     return off
 
 
@@ -509,7 +514,7 @@ def test_every_protocol_dependent_check_is_probed():
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if any(isinstance(n, ast.Constant) and n.value in ("torch_ops", "own_work") for n in ast.walk(fn)):
                     readers.add(fn.name)
-    assert readers == {"forbidden", "torch_fallback", "proof_of_work", "timing_escape"}, readers
+    assert readers == {"forbidden", "torch_fallback", "proof_of_work", "timing_escape", "analyze_trace"}, readers
     protos = judge_side()["protocols"]
     assert {n: sorted(judge_side()["reasons"] - p["judged"]) for n, p in protos.items()} == {
         n: sorted(({"torch_fallback"} if p["torch_ops"] else set()) |
