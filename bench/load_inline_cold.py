@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cold builds of KernelBench single files (their load_inline modules), as anvil now builds them
-(a .cu without its `#include <torch/extension.h>` where it compiles without) against the same file
-compiled as it is: issue 56's "a fast cold build of a single file".
+(a .cu with the fewest of torch's headers that compile it: ATen's Tensor and the per-operator
+headers of what it calls, else torch/types.h without `<torch/extension.h>`; the build's `headers`
+says which) against the same file compiled as it is: issue 56's "a fast cold build of a single file".
 
     python3 bench/load_inline_cold.py --kernelbench KB [--runs 1] [--out FILE.json]
 
@@ -10,7 +11,8 @@ build-sources` into one cache whose environment-level artifacts (the runtime, th
 header) are made first and not timed; a nonce comment makes every build's sources new, so each is a
 cold build of the file's own units. "as given" adds the comment `// py::` to the .cu, which makes
 anvil compile it as it is (a file naming pybind11 needs the full header): the same code, the old
-path. Prints each file's wall seconds and the nvcc unit's, both modes, and the medians.
+path. Prints each file's wall seconds and the nvcc unit's, both modes, and the medians ("lighter":
+anvil's own choice of headers, a failed try's seconds included).
 """
 import argparse
 import json
@@ -55,7 +57,7 @@ def build(spec, out, nonce, as_given):
     wall = time.perf_counter() - t0
     reply = json.loads(r.stdout)
     nvcc = sum(u["seconds"] for u in reply.get("units", []) if u["tool"] == "nvcc")
-    return {"ok": reply.get("ok"), "wall_s": round(wall, 2), "nvcc_s": round(nvcc, 2),
+    return {"ok": reply.get("ok"), "headers": reply.get("headers"), "wall_s": round(wall, 2), "nvcc_s": round(nvcc, 2),
             "diagnostics": (reply.get("diagnostics") or "")[:300]}
 
 

@@ -760,6 +760,7 @@ nlohmann::json BuildReport::to_json() const {
                       {"log", log.empty() ? nlohmann::json(nullptr) : nlohmann::json(log.string())},
                       {"warnings", warnings}};
   if (!link_explain.empty()) j["link_explain"] = link_explain;
+  if (!headers.empty()) j["headers"] = headers;
   return j;
 }
 
@@ -1517,35 +1518,100 @@ std::optional<std::string> lighter_cuda_text(const std::string& text) {
   return std::regex_replace(text, include, "$1// anvil: <torch/extension.h> left out; <torch/types.h> is included above");
 }
 
+// The lighter text (lighter_cuda_text) with load_inline's own prelude, `#include <torch/types.h>` (all
+// of ATen: 16 s of the few-shot add's nvcc on two cores), replaced by the fewest headers its calls
+// need: ATen's Tensor (torch::Tensor, its methods and operators, TORCH_CHECK, the dtypes; ATen's headers
+// each naming the per-operator headers it needs, AT_PER_OPERATOR_HEADERS, as torch's own build), the per-operator header
+// of each function it calls as torch::NAME( or at::NAME( that ATen has one for (ATen/ops/NAME.h:
+// zeros_like, empty, ...), ATen/Dispatch.h where it dispatches on dtypes, and torch's names of the
+// dtypes (torch::kFloat32). torch::NAME is at::NAME there, as in torch/types.h's `using namespace at`
+// (torch's own factories wrap at::'s to set requires_grad, which a kernel's output never asks). A file
+// that needs more does not compile this way and is compiled with torch/types.h (build_sources).
+std::optional<std::string> fewest_headers_text(const std::string& text, const std::vector<std::string>& include_paths) {
+  static const std::regex types(R"((^|\n)[ \t]*#[ \t]*include[ \t]*<torch/types\.h>[^\n]*)");
+  static const std::regex call(R"(\b(?:torch|at)::(\w+)\s*\()");
+  if (!std::regex_search(text, types)) return std::nullopt;
+  std::set<std::string> ops;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), call); it != std::sregex_iterator(); ++it) {
+    std::string name = (*it)[1];
+    for (const auto& inc : include_paths) {
+      std::error_code ec;
+      if (fs::is_regular_file(fs::path(inc) / "ATen" / "ops" / (name + ".h"), ec)) {
+        ops.insert(name);
+        break;
+      }
+    }
+  }
+  std::string prelude = "// anvil: <torch/types.h> left out; the fewest headers of what this file calls instead\n"
+                        "#ifndef AT_PER_OPERATOR_HEADERS\n#define AT_PER_OPERATOR_HEADERS\n#endif\n"
+                        "#include <ATen/core/Tensor.h>\n#include <ATen/TensorOperators.h>\n";
+  if (text.find("AT_DISPATCH") != std::string::npos) prelude += "#include <ATen/Dispatch.h>\n";
+  for (const auto& op : ops) prelude += "#include <ATen/ops/" + op + ".h>\n";
+  prelude +=
+      "namespace torch {\nusing namespace at;\nusing Dtype = at::ScalarType;\n"
+      "constexpr auto kUInt8 = at::kByte;\nconstexpr auto kInt8 = at::kChar;\nconstexpr auto kInt16 = at::kShort;\n"
+      "constexpr auto kInt32 = at::kInt;\nconstexpr auto kInt64 = at::kLong;\nconstexpr auto kFloat16 = at::kHalf;\n"
+      "constexpr auto kFloat32 = at::kFloat;\nconstexpr auto kFloat64 = at::kDouble;\n}  // namespace torch";
+  std::string out;
+  std::smatch m;
+  if (!std::regex_search(text, m, types)) return std::nullopt;
+  out = text.substr(0, static_cast<size_t>(m.position(0))) + m[1].str() + prelude +
+        text.substr(static_cast<size_t>(m.position(0) + m.length(0)));
+  return out;
+}
+
 }  // namespace
 
+// A load_inline module's .cu units compiled with the fewest of torch's headers that compile them: the
+// fewest (fewest_headers_text), else torch/types.h without torch/extension.h (lighter_cuda_text), else
+// as given; a failed try's seconds are added to the next's. A file that names what only the full header
+// declares, or is larger than 4 MiB, is compiled as given at once.
 BuildReport build_sources(const Environment& env, const SourcesSpec& spec, const BuildOptions& opts) {
   constexpr uintmax_t kLightMax = 4u << 20;  // a larger source is compiled as it is
-  SourcesSpec light = spec;
+  struct Try {
+    const char* headers;
+    SourcesSpec spec;
+    bool changed = false;
+  };
+  std::vector<Try> tries = {{"fewest", spec}, {"types", spec}};
   TempDir dir;
-  bool lighter = false;
-  for (auto& src : light.sources) {
+  for (size_t i = 0; i < spec.sources.size(); ++i) {
+    const fs::path& src = spec.sources[i];
     std::error_code ec;
     if (src.extension() != ".cu" || !fs::is_regular_file(src, ec) || fs::file_size(src, ec) > kLightMax) continue;
     auto text = read_file(src);
     auto less = text ? lighter_cuda_text(*text) : std::nullopt;
     if (!less) continue;
-    std::string err;
+    auto fewest = fewest_headers_text(*less, env.torch.include_paths);
     try {
       if (dir.path().empty()) dir = TempDir(cache_dir(env, CacheArea::kTmp), "light");
     } catch (const std::exception&) {
-      return build_sources_as_given(env, spec, opts);
+      break;
     }
-    fs::path copy = dir.path() / src.filename();
-    if (!write_file_atomic(copy, *less, &err)) continue;
-    src = copy;
-    lighter = true;
+    std::string err;
+    for (auto& t : tries) {
+      const std::optional<std::string>& body = &t == &tries.front() ? fewest : less;
+      if (!body) continue;
+      fs::path copy = dir.path() / t.headers / src.filename();
+      if (!write_file_atomic(copy, *body, &err)) continue;
+      t.spec.sources[i] = copy;
+      t.changed = true;
+    }
   }
-  if (!lighter) return build_sources_as_given(env, spec, opts);
-  BuildReport first = build_sources_as_given(env, light, opts);
-  if (first.ok || first.error_kind != "compile_error") return first;
+  double tried = 0;
+  for (auto& t : tries) {
+    if (!t.changed) continue;
+    BuildReport r = build_sources_as_given(env, t.spec, opts);
+    r.seconds += tried;
+    if (r.ok || r.error_kind != "compile_error") {
+      if (r.ok) r.headers = t.headers;
+      return r;
+    }
+    tried = r.seconds;
+  }
   BuildReport full = build_sources_as_given(env, spec, opts);  // its own diagnostics, if it fails too
-  full.seconds += first.seconds;
+  full.seconds += tried;
+  if (tried > 0 && full.ok) full.headers = "as_given";
   return full;
 }
 

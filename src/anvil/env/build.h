@@ -62,6 +62,10 @@ struct BuildReport {
   std::string diagnostics;       // short compiler errors, fit to show a model
   std::filesystem::path log;     // the full log
   std::vector<std::string> warnings;
+  // load_inline's .cu units: the torch headers they were compiled with ("fewest": ATen's Tensor and
+  // the per-operator headers of what they call; "types": torch/types.h, torch/extension.h left out;
+  // "as_given"); empty where no .cu was rewritten.
+  std::string headers;
 
   int compiled() const;  // units compiled (not from the cache)
   nlohmann::json to_json() const;

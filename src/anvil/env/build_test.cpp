@@ -637,7 +637,7 @@ TEST_F(BuildTest, LoadInlineCudaIsCompiledWithTorchsFlags) {
 // it first: torch/types.h, which load_inline's prelude includes, is what a kernel file uses, and
 // nvcc's passes over torch/all.h and pybind11 were most of a cold build. Where that lighter text does
 // not compile, the file is compiled as it is, and a failure is reported with its own diagnostics.
-TEST_F(BuildTest, LoadInlineCudaLeavesOutTorchExtensionHWhereItCompilesWithout) {
+TEST_F(BuildTest, LoadInlineCudaIsCompiledWithTheFewestTorchHeadersThatCompileIt) {
   if (!env().nvcc.found()) GTEST_SKIP() << "nvcc not installed";
   std::string e;
   std::string nonce = "// nonce " + std::to_string(std::random_device{}()) + "\n";
@@ -662,6 +662,22 @@ TEST_F(BuildTest, LoadInlineCudaLeavesOutTorchExtensionHWhereItCompilesWithout) 
   o.arch = "sm_90a";
   BuildReport r = build_sources(env(), spec, o);
   EXPECT_TRUE(r.ok) << r.error << "\n" << r.diagnostics;
+  // What it calls (zeros_like) has a per-operator header: ATen's Tensor and that one are all it gets.
+  EXPECT_EQ(r.headers, "fewest");
+  EXPECT_EQ(r.to_json().value("headers", ""), "fewest");
+  // A call with no per-operator header of its own (at::globalContext, ATen/Context.h): torch/types.h.
+  fs::path context = dir_ / "context" / "cuda.cu";
+  ASSERT_TRUE(write_file_atomic(context,
+                                "#include <torch/types.h>\n#include <torch/extension.h>\n"
+                                "#ifdef TORCH_MODULE\n#error the full header was compiled\n#endif\n"
+                                "torch::Tensor same(torch::Tensor x) {\n"
+                                "  TORCH_CHECK(at::globalContext().userEnabledCuDNN() || true);\n"
+                                "  return x / 2; }\n" + nonce,
+                                &e));
+  spec.sources = {context};
+  r = build_sources(env(), spec, o);
+  EXPECT_TRUE(r.ok) << r.error << "\n" << r.diagnostics;
+  EXPECT_EQ(r.headers, "types");
   // Neither text compiles: the file's own (full) text's diagnostics are the report's.
   fs::path both = dir_ / "both" / "cuda.cu";
   ASSERT_TRUE(write_file_atomic(both,
