@@ -665,13 +665,14 @@ TEST_F(BuildTest, LoadInlineCudaIsCompiledWithTheFewestTorchHeadersThatCompileIt
   // What it calls (zeros_like) has a per-operator header: ATen's Tensor and that one are all it gets.
   EXPECT_EQ(r.headers, "fewest");
   EXPECT_EQ(r.to_json().value("headers", ""), "fewest");
-  // A call with no per-operator header of its own (at::globalContext, ATen/Context.h): torch/types.h.
+  // A call with no per-operator header of its own, declared by ATen.h alone (at::show_config,
+  // ATen/Version.h): torch/types.h.
   fs::path context = dir_ / "context" / "cuda.cu";
   ASSERT_TRUE(write_file_atomic(context,
                                 "#include <torch/types.h>\n#include <torch/extension.h>\n"
                                 "#ifdef TORCH_MODULE\n#error the full header was compiled\n#endif\n"
                                 "torch::Tensor same(torch::Tensor x) {\n"
-                                "  TORCH_CHECK(at::globalContext().userEnabledCuDNN() || true);\n"
+                                "  TORCH_CHECK(!at::show_config().empty());\n"
                                 "  return x / 2; }\n" + nonce,
                                 &e));
   spec.sources = {context};
