@@ -1530,7 +1530,8 @@ std::optional<std::string> lighter_cuda_text(const std::string& text) {
 std::optional<std::string> fewest_headers_text(const std::string& text, const std::vector<std::string>& include_paths) {
   static const std::regex types(R"((^|\n)[ \t]*#[ \t]*include[ \t]*<torch/types\.h>[^\n]*)");
   static const std::regex call(R"(\b(?:torch|at)::(\w+)\s*\()");
-  if (!std::regex_search(text, types)) return std::nullopt;
+  std::smatch m;
+  if (!std::regex_search(text, m, types)) return std::nullopt;
   std::set<std::string> ops;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), call); it != std::sregex_iterator(); ++it) {
     std::string name = (*it)[1];
@@ -1552,12 +1553,8 @@ std::optional<std::string> fewest_headers_text(const std::string& text, const st
       "constexpr auto kUInt8 = at::kByte;\nconstexpr auto kInt8 = at::kChar;\nconstexpr auto kInt16 = at::kShort;\n"
       "constexpr auto kInt32 = at::kInt;\nconstexpr auto kInt64 = at::kLong;\nconstexpr auto kFloat16 = at::kHalf;\n"
       "constexpr auto kFloat32 = at::kFloat;\nconstexpr auto kFloat64 = at::kDouble;\n}  // namespace torch";
-  std::string out;
-  std::smatch m;
-  if (!std::regex_search(text, m, types)) return std::nullopt;
-  out = text.substr(0, static_cast<size_t>(m.position(0))) + m[1].str() + prelude +
-        text.substr(static_cast<size_t>(m.position(0) + m.length(0)));
-  return out;
+  return text.substr(0, static_cast<size_t>(m.position(0))) + m[1].str() + prelude +
+         text.substr(static_cast<size_t>(m.position(0) + m.length(0)));
 }
 
 }  // namespace
