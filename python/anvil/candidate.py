@@ -392,13 +392,14 @@ class CandidateServer:
         spec = msg.get("stress")
         if not (0 <= i < h.req["trials"] or (spec is not None and i >= h.req["trials"])):
             raise Stop()
+        known = {}  # the stress draw's digests by id(), read again as the lean call's "before"
         if spec is not None:  # inputs the task does not make (anvil.stress): drawn here as the judge drew them
-            made = self.stress_inputs(spec)
+            made = self.stress_inputs(spec, known)
         if h.lean:  # the call's inputs drawn for it; no copy: their digests before and after the call
             pristine, h_forget = None, False
             args = made if spec is not None else h.trial_inputs(i)
-            digests = [(name, output_compare.digest(t)) for name, t, _ in tensor_pairs(args, args, "input")
-                       if isinstance(t, self.torch.Tensor)]
+            digests = [(name, known[id(t)] if id(t) in known else output_compare.digest(t))
+                       for name, t, _ in tensor_pairs(args, args, "input") if isinstance(t, self.torch.Tensor)]
         elif spec is not None:
             pristine, h_forget = made, False
             args = map_tensors(pristine, lambda t: t.clone())
@@ -440,14 +441,15 @@ class CandidateServer:
             del pristine, args
             self.h.forget_trials()
 
-    def stress_inputs(self, spec):
+    def stress_inputs(self, spec, known):
         """A stress trial's inputs (anvil.stress), drawn here with the judge's secret seed, as it drew
         them (no copy crosses): their digest must be the judge's (`spec["digest"]`); where it is not
         (a get_inputs() with state its seed does not reset), this process says so and takes the
-        judge's own, sent as bytes."""
+        judge's own, sent as bytes. `known` gets the draw's digests by id() (emptied for the judge's)."""
         made = stress.draw(self.h, str(spec["name"]), int(spec["seed"]))[0]
-        if trial_digest(made) == spec.get("digest"):
+        if trial_digest(made, memo=known) == spec.get("digest"):
             return made
+        known.clear()
         del made
         self.h.free_cached()
         self.send({"type": "stress_draws_differ"})

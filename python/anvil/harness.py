@@ -171,23 +171,28 @@ def candidate_failed(doing, e, torch, who="the candidate"):
                    reason="gpu_memory" if memory_error(e, torch) is not None else None)
 
 
-def trial_digest(args, depth=0):
+def trial_digest(args, depth=0, memo=None):
     """One trial's inputs as comparable values: each tensor's dtype, shape and 64-bit digest
     (output_compare.digest: the same for the same contents on the same device), every other value's repr.
-    The judge and the candidate's process compare theirs (SharedInputs.settle_draws)."""
+    The judge and the candidate's process compare theirs (SharedInputs.settle_draws). `memo`, where
+    given, keeps each tensor's digest by id() for a caller that digests the same tensors again
+    before anything can change them (a lean call's inputs: gigabytes read once, not twice)."""
     import torch
 
     from anvil import output_compare
 
     if isinstance(args, torch.Tensor):
         try:
-            return [str(args.dtype), list(args.shape), output_compare.digest(args)]
+            value = output_compare.digest(args)
+            if memo is not None:
+                memo[id(args)] = value
+            return [str(args.dtype), list(args.shape), value]
         except Exception:  # noqa: BLE001 - no digest (a sparse tensor): never equal, the judge's copy is used
             return ["undigested", os.urandom(8).hex()]
     if depth < 32 and isinstance(args, (list, tuple)):
-        return [trial_digest(a, depth + 1) for a in args]
+        return [trial_digest(a, depth + 1, memo) for a in args]
     if depth < 32 and isinstance(args, dict):
-        return [[str(k), trial_digest(args[k], depth + 1)] for k in sorted(args, key=str)]
+        return [[str(k), trial_digest(args[k], depth + 1, memo)] for k in sorted(args, key=str)]
     try:
         return hashlib.sha256(repr(args).encode("utf-8", "replace")).hexdigest()
     except Exception:  # noqa: BLE001 - a repr that raises

@@ -456,6 +456,12 @@ class Judge(Harness):
             report["skipped"].append({"why": "anvil vet found no distribution usable for this task: %s" % "; ".join(
                 "%s: %s" % (n, (rules.get(n) or {}).get("why", "?")) for n in stress.DISTRIBUTIONS)[:600]})
             return
+        if self.device.type == "cuda" and self.memory["output_bytes"] > KEEP_STRESS_BYTES:
+            # Known from trial 0 before anything is drawn: each trial's answer is kept until the verification
+            # (below), so none would be; a lean elementwise task's outputs of gigabytes are not worth a draw
+            report["skipped"].append({"why": "its output (%.1f GiB) is too large to keep until the verification" % (
+                self.memory["output_bytes"] / float(1 << 30))})
+            return
         for _ in range(want + 2):  # a draw whose reference is unusable there costs a try
             if len(self.stress_plan) >= want or not names:
                 break

@@ -358,7 +358,7 @@ def nonfinite(value):
 
 CHANGED_CHUNK = 1 << 28  # elements compared at once by changed_elements
 DIGEST_CHUNK = 1 << 26  # 4-byte words hashed at once by a GPU's digest
-DIGEST_ROW = 1 << 20    # its weights: one row's, made once per device (8 MiB)
+DIGEST_ROW = 1 << 20    # its weights: one row's, made once per device (4 MiB)
 _DIGEST_WEIGHTS = {}
 
 
@@ -381,17 +381,20 @@ def _row_weights(device, width):
     if w is None:
         g = torch.Generator(device=device)
         g.manual_seed(0x5EED)
-        w = torch.randint(-(1 << 62), 1 << 62, (width,), generator=g, device=device, dtype=torch.int64) | 1
+        w = torch.randint(-(1 << 30), 1 << 30, (width,), generator=g, device=device, dtype=torch.int32) | 1
         _DIGEST_WEIGHTS[(device, width)] = w
     return w
 
 
 def weighted_digest(flat):
     """The hash of a flat uint8 tensor where its bytes are (a GPU's, read in place): its 4-byte words
-    in rows of DIGEST_ROW, each row's words times fixed odd pseudo-random weights summed, the rows'
-    sums times odd pseudo-random multipliers of their own summed, modulo 2^64, the trailing bytes
-    added; DIGEST_CHUNK words at a time. A change of any one word changes it (odd times a nonzero
-    difference below 2^33 is nonzero modulo 2^64); several changes cancel only by design."""
+    in rows of DIGEST_ROW, each word times a fixed odd pseudo-random 32-bit weight modulo 2^32 (the
+    products in int32, as read: no widened copy, so a pass costs about three bytes moved per byte
+    hashed), each row's products summed in int64, the rows' sums times odd pseudo-random 64-bit
+    multipliers of their own summed modulo 2^64, the trailing bytes added; DIGEST_CHUNK words at a
+    time. A change of any one word changes it: odd times a nonzero difference is nonzero modulo
+    2^32, so its row's sum moves by less than 2^33 but not by 0, and odd times that is nonzero modulo
+    2^64. Several changes cancel only by design."""
     import torch
 
     tail = flat.numel() % 4
@@ -411,11 +414,11 @@ def weighted_digest(flat):
         chunk = flat[4 * start:4 * stop]
         if chunk.data_ptr() % 4:  # a view at an odd offset (fp16 x[1:], bool): its words copied, a chunk at a time
             chunk = chunk.clone()
-        v = chunk.view(torch.int32).to(torch.int64)
+        v = chunk.view(torch.int32)
         full = (stop - start) // width
-        sums = [(v[:full * width].view(full, width) * w).sum(dim=1)] if full else []
+        sums = [torch.mul(v[:full * width].view(full, width), w).sum(dim=1, dtype=torch.int64)] if full else []
         if stop - start > full * width:
-            sums.append((v[full * width:] * w[:stop - start - full * width]).sum().reshape(1))
+            sums.append(torch.mul(v[full * width:], w[:stop - start - full * width]).sum(dtype=torch.int64).reshape(1))
         sums = torch.cat(sums) if len(sums) > 1 else sums[0]
         total = (total + int((sums * mult[r0:r0 + sums.numel()]).sum())) % (1 << 64)
     return total

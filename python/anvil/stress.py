@@ -111,7 +111,8 @@ def spikes(t, g):
     count = min(MAX_SPIKES, max(1, n // 64))
     where = torch.randint(0, n, (count,), generator=g, device=t.device)
     sign = torch.randint(0, 2, (count,), generator=g, device=t.device).to(t.dtype).mul_(2).sub_(1)
-    top = float(t.detach().abs().max()) if n else 0.0
+    lo, hi = (float(v) for v in torch.aminmax(t.detach()))  # one read of t, no |t| made
+    top = max(-lo, hi) if math.isfinite(lo) and math.isfinite(hi) else math.nan
     magnitude = SPIKE_SCALE * (top if top > 0 and math.isfinite(top) else 1.0)
     out.view(-1)[where] = sign * magnitude
     return out
@@ -187,11 +188,24 @@ def _tensor_leaves(value):
     return [(n, t) for n, t in leaves(value) if isinstance(t, torch.Tensor)]
 
 
+ERROR_CHUNK = 1 << 25  # elements at once in relative_error's float64 (256 MiB a copy)
+
+
 def relative_error(got, ref):
-    """||got - ref|| / ||ref|| in float64 (0 when both are zero, inf when only ref is)."""
-    g, r = got.double(), ref.double().to(got.device)
-    den = float(r.norm())
-    num = float((g - r).norm())
+    """||got - ref|| / ||ref|| in float64 (0 when both are zero, inf when only ref is), ERROR_CHUNK
+    elements at a time: a float64 copy of a 7 GiB output whole would be the judge's largest
+    allocation (14 GiB twice), beside an evaluation that holds the rest of the GPU."""
+    import torch
+
+    g, r = got.detach().reshape(-1), ref.detach().reshape(-1)
+    nums, dens = [], []  # each chunk's norms, joined by math.hypot (no overflow of their squares)
+    for start in range(0, max(g.numel(), r.numel()), ERROR_CHUNK):
+        gc = g[start:start + ERROR_CHUNK].to(torch.float64)
+        rc = r[start:start + ERROR_CHUNK].to(device=gc.device, dtype=torch.float64)
+        dens.append(float(torch.linalg.vector_norm(rc)))
+        nums.append(float(torch.linalg.vector_norm(gc.sub_(rc))))
+        del gc, rc
+    num, den = math.hypot(*nums), math.hypot(*dens)
     if den == 0:
         return 0.0 if num == 0 else math.inf
     return num / den

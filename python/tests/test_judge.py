@@ -921,6 +921,33 @@ def test_a_lean_stress_draw_that_comes_out_otherwise_again_is_sent_and_not_judge
     assert "draws otherwise on the same seed" in judge.report["defenses"]["stress"]["skipped"][0]["why"]
 
 
+def test_a_task_whose_output_is_too_large_to_keep_draws_no_stress_trial(monkeypatch):
+    """A stress trial's answer is kept on the GPU until the verification, up to KEEP_STRESS_BYTES:
+    a task whose output (trial 0's, known before anything is drawn) is larger plans none, and draws
+    none, runs no reference on one and no float64 run (what once asked for 14 GiB beside a GroupNorm
+    of 7 GiB inputs and made its evaluation "could not evaluate")."""
+    from anvil import judge as judge_module, stress
+    from anvil.judge import Judge
+
+    def never(*a, **k):
+        raise AssertionError("drawn")
+
+    monkeypatch.setattr(stress, "draw", never)
+    gib = 1 << 30
+    for output, planned in ((judge_module.KEEP_STRESS_BYTES + 1, False), (judge_module.KEEP_STRESS_BYTES, True)):
+        judge = _judge_double(req={"stress": {"trials": 2}, "candidate_kind": "file"}, device=torch.device("cuda", 0),
+                              report={"defenses": {}}, stress_plan=[], memory={"output_bytes": output},
+                              clock=lambda name: _nothing())
+        if planned:  # within the limit the draws begin (here: the stand-in that refuses them)
+            with pytest.raises(AssertionError, match="drawn"):
+                Judge.plan_stress(judge)
+            continue
+        Judge.plan_stress(judge)
+        skipped = judge.report["defenses"]["stress"]["skipped"]
+        assert judge.stress_plan == [] and len(skipped) == 1, skipped
+        assert "its output (%.1f GiB) is too large to keep" % (output / gib) in skipped[0]["why"]
+
+
 def test_a_memory_fault_is_the_candidates_when_its_process_held_more_than_its_share(monkeypatch):
     """The judge ends the candidate's process and measures what its end gives back: over the
     allowance, the candidate's fault (-1, gpu_memory); within it, anvil's limit (CannotServe)."""

@@ -223,6 +223,15 @@ def test_a_digest_sees_any_one_changed_word_and_only_a_change(monkeypatch, how):
         y = x.clone()
         y[i] = -y[i] - 1
         assert digest(y) != d, i
+    for i in (2, 36):  # one bit: the sign's (a word's change by 2^31, whose product wraps modulo 2^32)
+        y = x.clone()
+        y[i] = -y[i]
+        assert digest(y) != d, i
+    words = torch.tensor([0x7FFFFFFF, -(1 << 31), 12345, -1], dtype=torch.int32)  # products that overflow int32
+    for i in range(4):
+        y = words.clone()
+        y[i] ^= 1 << 30
+        assert digest(y) != digest(words), i
     swapped = x.clone()  # equal rows in another order: the rows' multipliers tell them apart
     swapped[:3], swapped[3:6] = x[3:6], x[:3]
     assert digest(swapped) != d
