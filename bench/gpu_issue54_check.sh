@@ -75,7 +75,9 @@ for path in sorted(glob.glob(os.path.join(run, "tasks", "*", "*.json"))):
     rows.append({"task": os.path.relpath(path, os.path.join(run, "tasks")), "outcome": r.get("outcome") or res.get("outcome"),
                  "reason": res.get("reason"), "reward": r.get("reward", res.get("reward")),
                  "stress": [s.get("distribution") for s in ((res.get("defenses") or {}).get("stress") or {}).get("planned") or []],
-                 "seconds": r.get("seconds"), "message": (r.get("message") or res.get("message") or "")[:400]})
+                 "seconds": r.get("seconds"), "message": (r.get("message") or res.get("message") or "")[:400],
+                 "first_try": (res.get("isolation") or {}).get("first_try"),
+                 "memory": ((res.get("defenses") or {}).get("memory"))})
 bad = [r for r in rows if r["outcome"] != "ok"]
 json.dump({"rows": rows}, open(out, "w"), indent=1)
 print("%d problems judged, %d ok, %d not ok" % (len(rows), len(rows) - len(bad), len(bad)))
@@ -126,17 +128,21 @@ for name in names:
             j = json.loads(p.stdout)
         except ValueError:
             j = {}
-        clock = (((j.get("defenses") or {}).get("seconds") or {}).get("judge") or {})
+        clocks = (((j.get("defenses") or {}).get("seconds") or {}))
+        clock, mine = clocks.get("judge") or {}, clocks.get("candidate") or {}
         return {"wall_s": wall, "outcome": j.get("outcome"), "stress": ((j.get("defenses") or {}).get("stress") or {}).get("planned"),
-                "clock": {k: v for k, v in clock.items() if k.startswith("stress") or k in ("probe_task", "verify", "outputs")}}
+                "clock": {k: v for k, v in clock.items() if k.startswith("stress") or k in ("probe_task", "verify", "outputs")},
+                "candidate": {k: v for k, v in mine.items() if k.startswith("stress") or k.startswith("verify")}}
     one(2)  # warm: vet, baselines, the zygote
     pairs = [(one(2), one(0)) for _ in range(runs)]
     with_, without = statistics.median(a["wall_s"] for a, _ in pairs), statistics.median(b["wall_s"] for _, b in pairs)
     rows.append({"task": name, "with_s": round(with_, 3), "without_s": round(without, 3), "ratio": round(with_ / without, 3),
                  "outcomes": sorted({a["outcome"] for a, _ in pairs} | {b["outcome"] for _, b in pairs}),
-                 "stress": pairs[-1][0]["stress"], "clock_with": pairs[-1][0]["clock"], "clock_without": pairs[-1][1]["clock"]})
-    print("%-50s with %.2f s  without %.2f s  ratio %.3f  %s  where: %s" % (name, with_, without, with_ / without, rows[-1]["outcomes"],
-          json.dumps(rows[-1]["clock_with"])), flush=True)
+                 "stress": pairs[-1][0]["stress"], "clock_with": pairs[-1][0]["clock"], "clock_without": pairs[-1][1]["clock"],
+                 "candidate_with": pairs[-1][0]["candidate"], "candidate_without": pairs[-1][1]["candidate"]})
+    print("%-50s with %.2f s  without %.2f s  ratio %.3f  %s  judge: %s  candidate: %s / %s" % (
+          name, with_, without, with_ / without, rows[-1]["outcomes"], json.dumps(rows[-1]["clock_with"]),
+          json.dumps(rows[-1]["candidate_with"]), json.dumps(rows[-1]["candidate_without"])), flush=True)
 ratios = [r["ratio"] for r in rows]
 print("median ratio %.3f, max %.3f over %d problems (runs %d each)" % (statistics.median(ratios), max(ratios), len(rows), runs))
 json.dump({"rows": rows, "median_ratio": statistics.median(ratios), "max_ratio": max(ratios)}, open(out, "w"), indent=1)

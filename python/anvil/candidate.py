@@ -394,7 +394,8 @@ class CandidateServer:
             raise Stop()
         known = {}  # the stress draw's digests by id(), read again as the lean call's "before"
         if spec is not None:  # inputs the task does not make (anvil.stress): drawn here as the judge drew them
-            made = self.stress_inputs(spec, known)
+            with self.clock("stress_draws"):
+                made = self.stress_inputs(spec, known)
         if h.lean:  # the call's inputs drawn for it; no copy: their digests before and after the call
             pristine, h_forget = None, False
             args = made if spec is not None else h.trial_inputs(i)
