@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""A suite of public KernelBench single files, from cold, through `anvil bench` (issue 56's bar: 100
+"""A suite of public KernelBench single files, from cold, through `anvil bench` (issue 56's bars: 100
 files, one per problem of levels 1 and 2, under --protocol kernelbench, in at most 10 minutes on one
-GPU with their builds and baselines).
+GPU with their builds and baselines; KernelBench's public Triton runs, every verdict explained).
 
-    python3 bench/leaderboard_suite.py --kernelbench KB --leaderboard raw_data.json --out DIR
-        [--per-level 50] [--limit-s 540] [-- more `anvil bench` arguments]
+    python3 bench/leaderboard_suite.py --kernelbench KB (--leaderboard raw_data.json | --triton triton_runs)
+        --out DIR [--per-level 50] [--limit-s 540] [-- more `anvil bench` arguments]
 
-The files are the KernelBench leaderboard's kernels (anneouyang/KernelBenchLeaderboard,
+--leaderboard: the KernelBench leaderboard's kernels (anneouyang/KernelBenchLeaderboard,
 docs/assets/raw_data.json: model generations KernelBench's harness found correct, CUDA through
 load_inline): for each of the first --per-level problems of levels 1 and 2 that have one, the
-generation with the best speedup over eager. Nothing of them is committed; name the file. The
-problems are KB's (a KernelBench tree; its sizes may be newer than the generations', so a kernel
-written for older sizes can fail here, and the verdict says why). The run gets its own empty
-ANVIL_CACHE (builds, baselines, vetting: everything cold). Writes DIR/suite.json and DIR/suite.md:
-the wall time, the build-ahead phase, each file's outcome, reward and whether its build was ahead.
+generation with the best speedup over eager. --triton: KernelBench's branch sokserey/tritonDump,
+`triton_runs/` (level1_triton/ and level2_triton/, each a results.jsonl and kernels/levelL_problemP_triton.py:
+Triton generations with the speedup that run measured), the first --per-level problems of each level.
+Nothing of them is committed; name the folder. The problems are KB's (a KernelBench tree; its sizes
+may be newer than the generations', so a kernel written for older sizes can fail here, and the
+verdict says why). The run gets its own empty ANVIL_CACHE (builds, baselines, vetting: everything
+cold). Writes DIR/suite.json and DIR/suite.md: the wall time, the build-ahead phase, each file's
+outcome, reward and whether its build was ahead.
 """
 import argparse
 import collections
@@ -41,15 +44,38 @@ def pick(rows, level, n):
     return {pid: best[pid] for pid in sorted(best)[:n]}
 
 
-def lay_out(kb, rows, per_level, root):
-    """tasks/levelN/<KB file> and solutions/levelN/<same name>: `anvil bench`'s layout."""
+def pick_triton(runs, level, n):
+    """{problem_id: {"code", "model", "file", "leaderboard_speedup"}} of triton_runs/levelN_triton for its
+    first n problems (the dump's results.jsonl names each kernel and the speedup it measured)."""
+    found = {}
+    folder = os.path.join(runs, "level%d_triton" % level)
+    speedups = {}
+    try:
+        with open(os.path.join(folder, "results.jsonl")) as f:
+            for line in f:
+                r = json.loads(line)
+                speedups[int(r["problem_id"])] = r.get("speedup")
+    except (OSError, ValueError, KeyError):
+        pass
+    for name in os.listdir(os.path.join(folder, "kernels")):
+        prefix = "level%d_problem" % level
+        if name.startswith(prefix) and name.endswith("_triton.py"):
+            pid = int(name[len(prefix):-len("_triton.py")])
+            with open(os.path.join(folder, "kernels", name)) as f:
+                found[pid] = {"code": f.read(), "model": "tritonDump", "file": name, "torch_speedup": speedups.get(pid)}
+    return {pid: found[pid] for pid in sorted(found)[:n]}
+
+
+def lay_out(kb, picked, per_level, root):
+    """tasks/levelN/<KB file> and solutions/levelN/<same name>: `anvil bench`'s layout. picked(level, n):
+    {problem_id: {"code", "model", "file", "torch_speedup"}}."""
     chosen = []
     for level in (1, 2):
         src = os.path.join(kb, "KernelBench", "level%d" % level)
         by_id = {int(f.split("_")[0]): f for f in os.listdir(src) if f.endswith(".py")}
         for d in ("tasks", "solutions"):
             os.makedirs(os.path.join(root, d, "level%d" % level), exist_ok=True)
-        for pid, r in pick(rows, level, per_level).items():
+        for pid, r in picked(level, per_level).items():
             if pid not in by_id:
                 continue
             name = by_id[pid]
@@ -65,7 +91,9 @@ def lay_out(kb, rows, per_level, root):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernelbench", required=True, help="a KernelBench tree (its KernelBench/level1, level2)")
-    ap.add_argument("--leaderboard", required=True, help="KernelBenchLeaderboard's docs/assets/raw_data.json")
+    source = ap.add_mutually_exclusive_group(required=True)
+    source.add_argument("--leaderboard", help="KernelBenchLeaderboard's docs/assets/raw_data.json")
+    source.add_argument("--triton", help="KernelBench's triton_runs folder (branch sokserey/tritonDump)")
     ap.add_argument("--per-level", type=int, default=50)
     ap.add_argument("--limit-s", type=int, default=0, help="stop `anvil bench` after this many seconds (0: none)")
     ap.add_argument("--out", required=True, help="a folder for suite.json and suite.md")
@@ -73,7 +101,12 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="anvil-leaderboard-")
-    chosen = lay_out(a.kernelbench, json.load(open(a.leaderboard)), a.per_level, work)
+    if a.leaderboard:
+        rows = json.load(open(a.leaderboard))
+        chosen = lay_out(a.kernelbench, lambda level, n: pick(rows, level, n), a.per_level, work)
+    else:
+        chosen = lay_out(a.kernelbench, lambda level, n: pick_triton(a.triton, level, n), a.per_level, work)
+    kind = "leaderboard" if a.leaderboard else "Triton (tritonDump)"
     run = os.path.join(work, "run")
     env = dict(os.environ, ANVIL_CACHE=os.path.join(work, "cache"))
     cmd = [common.ANVIL, "bench", "--tasks", os.path.join(work, "tasks"), "--solutions", os.path.join(work, "solutions"),
@@ -120,16 +153,16 @@ def main():
     lines = ["Device: %s, driver %s, torch %s (CUDA %s), anvil %s, %s, %s cores." % (
         fp.get("device", "cpu"), fp.get("driver", "-"), fp["torch"], fp["torch_cuda"], fp["anvil_rev"], fp["date"],
         fp["host_cores"]), "",
-        "# %d KernelBench leaderboard single files, cold, `anvil bench --protocol kernelbench`" % len(chosen), "",
+        "# %d KernelBench %s single files, cold, `anvil bench --protocol kernelbench`" % (len(chosen), kind), "",
         "wall %.1f s (exit %s%s); %d judged; %d built ahead; outcomes %s; rewards %s" % (
             wall, p.returncode, ", stopped at the limit" if a.limit_s and wall >= a.limit_s else "", len(judged),
             summary["built_ahead"], json.dumps(summary["outcomes"]), json.dumps(summary["rewards"])), "",
-        "| task | model | outcome | reward | built ahead | units compiled in eval | seconds | message |",
-        "|---|---|---|---|---|---|---|---|"]
+        "| task | model | outcome | reward | their speedup | built ahead | units compiled in eval | seconds | message |",
+        "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["task"], r["model"], "%s/%s" % (r["outcome"], r["reason"]) if r["outcome"] else "not reached",
-            r["reward"], r["built_ahead"], r["compiled_in_eval"], r["seconds"],
+            r["reward"], r["leaderboard_speedup"], r["built_ahead"], r["compiled_in_eval"], r["seconds"],
             r["message"].replace("|", "/").replace("\n", " ")[:160]))
     open(os.path.join(a.out, "suite.md"), "w").write("\n".join(lines) + "\n")
     print("\n".join(lines[:5]))
