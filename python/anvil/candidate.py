@@ -442,11 +442,13 @@ class CandidateServer:
             del pristine, args
             self.h.forget_trials()
 
-    def stress_inputs(self, spec, known):
+    def stress_inputs(self, spec, known=None):
         """A stress trial's inputs (anvil.stress), drawn here with the judge's secret seed, as it drew
         them (no copy crosses): their digest must be the judge's (`spec["digest"]`); where it is not
         (a get_inputs() with state its seed does not reset), this process says so and takes the
-        judge's own, sent as bytes. `known` gets the draw's digests by id() (emptied for the judge's)."""
+        judge's own, sent as bytes. `known`, where given, gets the draw's digests by id() (emptied for
+        the judge's)."""
+        known = {} if known is None else known
         made = stress.draw(self.h, str(spec["name"]), int(spec["seed"]))[0]
         if trial_digest(made, memo=known) == spec.get("digest"):
             return made
