@@ -66,6 +66,9 @@ class CandidateServer:
         self.clock = timing.Clock()
         self.kept = []            # what the judge may still be reading through IPC
         self.pool = None          # the judge's pool (anvil.batch.Room), mapped once
+        self.pristine = None      # the trials' inputs (set-up), until blind() or the last verification call
+        self.sets = None          # blind: the verification's sets in the judge's order (blind)
+        self.set_calls = 0
 
     # -- messages ---------------------------------------------------------------------------
     def send(self, message, value=None, ipc=False):
@@ -246,6 +249,11 @@ class CandidateServer:
 
         h, clock = self.h, self.clock
         del h.ref  # no reference in the process that runs candidate code
+        sets = msg.get("sets")
+        msg.clear()  # serve()'s frame holds it while the candidate's code is imported: nothing of it stays
+        if sets is not None:
+            with clock("blind_sets"):
+                self.blind(sets)
         load_inline.set_builder(self.build_via_judge)
         if h.req["candidate_kind"] == "file":
             load_inline.install()  # before the fingerprint: routing load_inline is the harness's own doing
@@ -269,6 +277,31 @@ class CandidateServer:
         del self.weights
         clock.mark("imported")
         self.send({"type": "loaded", "modules": sorted(_maps() - before_maps), "weights": h.weights_note})
+
+    def blind(self, sets):
+        """The verification's sets as the judge ordered them (Judge.blind_sets), made before any
+        candidate code exists: a trial's (`{"trial": i}`: its inputs, drawn at set-up) or a stress
+        set's (`{"stress": spec}`: drawn now, stress_inputs). Then only the list stays: the plan, the
+        stress sets' names and seeds and the trials' seed base are gone (Harness.forget_seeds), so
+        which set is which can be told here from their values alone, never from the call that asks
+        for one."""
+        if not isinstance(sets, list) or self.pristine is None or self.h.lean:
+            raise Stop()
+        made = []
+        for slot, entry in enumerate(sets):
+            if not isinstance(entry, dict):
+                raise Stop()
+            trial = entry.get("trial")
+            if isinstance(trial, int) and not isinstance(trial, bool) and 0 <= trial < len(self.pristine):
+                made.append(self.pristine[trial])
+            elif isinstance(entry.get("stress"), dict):
+                made.append(self.stress_inputs(entry["stress"], slot=slot))
+            else:
+                raise Stop()
+            entry.clear()
+        sets.clear()
+        self.sets, self.set_calls, self.pristine = made, 0, None
+        self.h.forget_seeds()
 
     def host_allowance(self):
         """The private host memory the candidate may take beyond what set-up took (share/sandbox.json's
@@ -390,7 +423,10 @@ class CandidateServer:
         i, c = int(msg["trial"]), int(msg["call"])
         h = self.h
         spec = msg.get("stress")
-        if not (0 <= i < h.req["trials"] or (spec is not None and i >= h.req["trials"])):
+        if self.sets is not None:  # blind: set i of those drawn at load, a trial's or a stress set, unknown here
+            if spec is not None or not 0 <= i < len(self.sets):
+                raise Stop()
+        elif not (0 <= i < h.req["trials"] or (spec is not None and i >= h.req["trials"])):
             raise Stop()
         known = {}  # the stress draw's digests by id(), read again as the lean call's "before"
         if spec is not None:  # inputs the task does not make (anvil.stress): drawn here as the judge drew them
@@ -404,6 +440,13 @@ class CandidateServer:
         elif spec is not None:
             pristine, h_forget = made, False
             args = map_tensors(pristine, lambda t: t.clone())
+        elif self.sets is not None:
+            pristine = self.sets[i]
+            self.set_calls += 1
+            h_forget = self.set_calls >= 2 * len(self.sets)  # every set called twice: timing needs its base sets only
+            if h_forget:
+                self.sets = [None] * len(self.sets)
+            args = map_tensors(pristine, lambda t: t.clone())
         else:
             pristine = self.pristine[i]
             h_forget = i == len(self.pristine) - 1 and c == 1  # the last verification call: timing needs its base sets only
@@ -411,7 +454,8 @@ class CandidateServer:
                 self.pristine = [None] * len(self.pristine)
             args = map_tensors(pristine, lambda t: t.clone())
         where = ("stress trial %s" % spec.get("name") if spec is not None else
-                 "trial %d (seed %d)%s" % (i, h.req["seed"] + 1 + i, ", second call" if c else ""))
+                 "verification call on set %d%s" % (i, ", second call" if c else "") if self.sets is not None else
+                 "trial %d (seed %d)%s" % (i, h.trial_seed(i), ", second call" if c else ""))
         self.poison = True
         try:
             with self.clock("verify_calls"):
@@ -442,7 +486,7 @@ class CandidateServer:
             del pristine, args
             self.h.forget_trials()
 
-    def stress_inputs(self, spec, known=None):
+    def stress_inputs(self, spec, known=None, slot=None):
         """A stress trial's inputs (anvil.stress), drawn here with the judge's secret seed, as it drew
         them (no copy crosses): their digest must be the judge's (`spec["digest"]`); where it is not
         (a get_inputs() with state its seed does not reset), this process says so and takes the
@@ -455,7 +499,7 @@ class CandidateServer:
         known.clear()
         del made
         self.h.free_cached()
-        self.send({"type": "stress_draws_differ"})
+        self.send({"type": "stress_draws_differ"} if slot is None else {"type": "stress_draws_differ", "slot": slot})
         reply = channel.recv(self.sock, self.h.device)
         if reply.get("type") != "stress_inputs" or not isinstance(reply.get("value"), list):
             raise Stop()

@@ -483,7 +483,7 @@ class SharedInputs:
         """Make this side's trials on the host (no message: a thread of the judge's may do this
         while its other thread starts CUDA and says device_ready on the same socket)."""
         for i in self.mine():
-            self.made[i] = ev.host_inputs(ev.req["seed"] + 1 + i)
+            self.made[i] = ev.host_inputs(ev.trial_seed(i))
 
     def send_mine(self):
         for i in self.mine():
@@ -498,7 +498,7 @@ class SharedInputs:
         if i % 2 == self.parity:
             host = self.made.pop(i, None)
             if host is None:
-                host = ev.host_inputs(ev.req["seed"] + 1 + i)
+                host = ev.host_inputs(ev.trial_seed(i))
                 self._send(i, host)
             return ev.to_device(host)
         return self._receive(i, ev.device)

@@ -369,6 +369,11 @@ class Harness:
         self.torch = None
         self.device = None
         self.kept_inputs = {}  # trial -> inputs (timing's base sets, or every trial when shared)
+        # The trials' seeds: trial i's is trial_base + i, the request's seed + 1 unless the judge drew
+        # the base in secret (a defended evaluation: Judge.set_up, sent in its plan); None once the
+        # candidate's process has drawn what it needs (seeds_gone: they are not its to know)
+        self.trial_base = None
+        self.seeds_gone = False
         self.shared = None  # a channel.SharedInputs: half the trials come from the other process
         self.device_inputs = None  # whether get_inputs() may run with the device as default (batches)
         self.draws_each = False  # every trial drawn by each process itself (plan_inputs)
@@ -577,8 +582,10 @@ class Harness:
         return max(self.req["trials"], self.req["timing"]["input_sets"])
 
     def plan(self):
-        """What plan_inputs decided, for the candidate's process (SharedInputs.send_plan)."""
-        return {"input_bytes": self.input_bytes, "lean": self.lean, "draws_each": self.draws_each}
+        """What plan_inputs decided, for the candidate's process (SharedInputs.send_plan), with the
+        trials' seed base where the judge drew one."""
+        return {"input_bytes": self.input_bytes, "lean": self.lean, "draws_each": self.draws_each,
+                "trial_base": self.trial_base}
 
     def adopt_plan(self, plan):
         """The judge's plan (both processes must draw alike); without one (the judge went away), this
@@ -589,25 +596,41 @@ class Harness:
         size = plan.get("input_bytes")
         self.input_bytes = size if isinstance(size, int) and not isinstance(size, bool) else None
         self.lean, self.draws_each = plan["lean"], plan["draws_each"]
+        base = plan.get("trial_base")
+        self.trial_base = base if isinstance(base, int) and not isinstance(base, bool) else None
         return self.lean
 
+    def trial_seed(self, i):
+        """Trial i's seed: trial_base + i (the request's seed + 1 + i without a base of the judge's)."""
+        if self.seeds_gone:
+            raise RuntimeError("anvil: the trials' seeds are gone from this process (every set it needs was drawn)")
+        return (self.req["seed"] + 1 if self.trial_base is None else self.trial_base) + i
+
+    def forget_seeds(self):
+        """The candidate's process, once every set it will use is drawn (not lean): the trials' seed
+        base gone, and torch's, Python's and numpy's generators seeded again from the request's seed
+        (the weights'), so that nothing here tells which set came from which seed."""
+        self.trial_base = None
+        self.seeds_gone = True
+        self.seed_all(self.req["seed"])
+
     def trial_inputs(self, i):
-        """get_inputs() of trial i (seed + 1 + i): drawn here (draws_each: on the device where the
+        """get_inputs() of trial i (trial_seed(i)): drawn here (draws_each: on the device where the
         task allows it), or made on the host here or, in a defended evaluation, by the other process
         (self.shared). Those of the first `input_sets` trials (every trial, in a defended
         evaluation) are made once and kept: they are also timing's base sets. Callers never modify
         them (they clone). Lean: drawn on the device for each use, never kept (the caller owns
         them)."""
         if self.lean:
-            return self.fresh_inputs(self.req["seed"] + 1 + i, 1)[0]
+            return self.fresh_inputs(self.trial_seed(i), 1)[0]
         if i in self.kept_inputs:
             return self.kept_inputs[i]
         if self.draws_each:
-            args = self.fresh_inputs(self.req["seed"] + 1 + i, 1)[0]
+            args = self.fresh_inputs(self.trial_seed(i), 1)[0]
         else:
             args = self.shared.take(i, self) if self.shared is not None else None
         if args is None:
-            args = self.inputs(self.req["seed"] + 1 + i)
+            args = self.inputs(self.trial_seed(i))
         if i < self.req["timing"]["input_sets"] or self.shared is not None:
             self.kept_inputs[i] = args
         return args

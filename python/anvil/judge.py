@@ -110,6 +110,7 @@ class Judge(Harness):
         self.precision_later = []  # float64 runs deferred until the candidate's process is gone (precision_run)
         self.precision_at = set()  # the verification calls (trial, call) checked against float64, drawn in secret
         self.stress_plan = []     # this evaluation's stress trials (plan_stress), made before the candidate's import
+        self.slots = None         # blind_sets: the verification's sets in the order the candidate's process holds them
         self.out64 = {}           # trial -> a float64 run of the reference on its inputs (precision checks)
         # What the judge measured of memory (context_bytes, output_bytes, reference_work_bytes,
         # batch_calls) for memory_allowance; the candidate's part in a memory fault (memory_fault).
@@ -357,11 +358,45 @@ class Judge(Harness):
         # what the candidate's process sends or does is the candidate's (runner._STAGE_OUTCOME).
         self.stage = "candidate"
         self.imported = True
-        msg = self.ask({"type": "load"}, ("loaded",))
+        sets = self.blind_sets()
+        msg = self.ask(dict({"type": "load"}, **({"sets": sets} if sets else {})), ("loaded", "stress_draws_differ"))
+        while msg.get("type") == "stress_draws_differ":  # its draw of a stress set came out otherwise: the judge's
+            slot = msg.get("slot")
+            if not sets or not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot < len(self.slots) \
+                    or self.slots[slot][0] != "stress":
+                raise Hack("protocol", "the candidate's process said its draw of set %r differs, which is no stress "
+                           "set" % (slot,))
+            trial = self.stress_plan[self.slots[slot][1]]
+            trial["inputs_came"] = "sent"
+            msg = self.ask({"type": "stress_inputs"}, ("loaded", "stress_draws_differ"),
+                           value=self.stress_inputs_sent(trial))
         if msg.get("weights"):  # the candidate's process's word, shown only: the outputs decide
             self.report["verify"]["weights"] = str(msg["weights"])[:300]
         with self.clock("kernel_names"):
             self.loaded(msg.get("modules") or [])
+
+    def blind_sets(self):
+        """The verification's sets, the trials' and the stress trials', in an order drawn in secret,
+        for the candidate's process to hold before its code exists (CandidateServer.blind): each
+        call then names a set by its place alone, so that process cannot tell a stress call from a
+        trial's by what it is asked, only by the values it is given (docs/anti-hacking.md). Each
+        set is called twice. A lean task's sets are drawn for each call (no room to keep them):
+        none; its stress trials are asked for as such (verify). Returns the sets' descriptions
+        (self.slots: ("trial", i) or ("stress", j) for each), or None."""
+        if self.lean or not self.stress_plan:
+            return None
+        slots = [("trial", i) for i in range(self.req["trials"])] + [("stress", j) for j in range(len(self.stress_plan))]
+        random.SystemRandom().shuffle(slots)
+        self.slots = slots
+        sets = []
+        for kind, i in slots:
+            if kind == "trial":
+                sets.append({"trial": i})
+            else:
+                trial = self.stress_plan[i]
+                trial["inputs_came"] = "drawn there"
+                sets.append({"stress": {"name": trial["name"], "seed": trial["seed"], "digest": trial["digest"]}})
+        return sets
 
     def loaded(self, modules):
         if self.device.type != "cuda":
@@ -387,7 +422,7 @@ class Judge(Harness):
             return self.expected[trial]
         if self.current is not None and self.current[0] == trial:
             return self.current[1]
-        seed = self.req["seed"] + 1 + trial
+        seed = self.trial_seed(trial)
         self.current = None  # one trial's reference alive at a time beyond the kept ones
         if trial == 0:
             first = self.check_reference(seed)
@@ -554,8 +589,9 @@ class Judge(Harness):
                 return None, "the reference's run %s does not fit in the GPU's memory beside the evaluation" % how
             return None, "the reference %s raised %s" % (how or "there", what_of(e))
 
-    def judge_stress(self, j, msg):
-        """The candidate's output on stress trial j (stress.judge: a gross error is wrong_answer)."""
+    def judge_stress(self, j, msg, call=0):
+        """The candidate's output on stress trial j (stress.judge: a gross error is wrong_answer),
+        recorded in verify.stress once (its first call, or the call that fails)."""
         trial = self.stress_plan[j]
         if trial.get("unjudged"):
             self.report["defenses"]["stress"]["skipped"].append({"distribution": trial["name"],
@@ -564,9 +600,10 @@ class Judge(Harness):
         got = msg.get("value")
         answer, like = trial["answer"], trial["like"]
         lines = stress.judge(got, answer, like, trial["rule"], trial["reference_error"])
-        self.report["verify"].setdefault("stress", []).append({"distribution": trial["name"], "ok": not lines,
-                                                               "inputs": trial.get("inputs_came"),
-                                                               "report": "\n".join(lines)})
+        if call == 0 or lines:
+            self.report["verify"].setdefault("stress", []).append({"distribution": trial["name"], "ok": not lines,
+                                                                   "inputs": trial.get("inputs_came"),
+                                                                   "report": "\n".join(lines)})
         if lines:
             raise Outcome("wrong_answer", "%s: the output is grossly wrong on inputs the task's get_inputs() does "
                           "not make (%s): %s. A kernel must compute the operation for any valid input, not only "
@@ -643,13 +680,26 @@ class Judge(Harness):
                              "reserved_bytes": self.torch.cuda.memory_reserved(self.device), "free_bytes": free})
 
     def verify(self):
-        """The trials (two calls each), then the stress trials (one call each, on inputs the task
-        does not make: stress), each output compared with the judge's own reference; the calls
-        drawn in secret (draw_checks) are also checked against float64."""
+        """The trials (two calls each) and the stress trials (on inputs the task does not make:
+        stress): blind (blind_sets), every set called twice in the order drawn in secret, the
+        candidate's process naming none; lean, the trials, then each stress trial once, asked for as
+        such. Each output is compared with the judge's own reference; the calls drawn in secret
+        (draw_checks) are also checked against float64."""
         self.stage = "verify"
         self.note_memory("verify")
         trials = self.req["trials"]
-        for i in range(trials):
+        for slot, (kind, i) in enumerate(self.slots or ()):  # blind: the sets in the candidate's process's order
+            for c in range(2):
+                self.note_memory("set %d call %d" % (slot, c))
+                msg = self.ask({"type": "call", "trial": slot, "call": c}, ("output",))
+                self.echoed(msg, slot, c)
+                if kind == "trial":
+                    with self.clock("outputs"):
+                        self.judge_output(i, c, msg)
+                else:
+                    with self.clock("stress_outputs"):
+                        self.judge_stress(i, msg, c)
+        for i in range(trials) if self.slots is None else ():
             if self.lean:  # the reference first, its inputs gone before the candidate's process draws its own
                 with self.clock("outputs"):
                     self.expected_for(i)
@@ -659,7 +709,7 @@ class Judge(Harness):
                 self.echoed(msg, i, c)
                 with self.clock("outputs"):
                     self.judge_output(i, c, msg)
-        for j, trial in enumerate(self.stress_plan):
+        for j, trial in enumerate(self.stress_plan if self.slots is None else ()):
             self.note_memory("stress trial %d" % j)
             # The candidate's process draws them as the judge did, from the seed given now: nothing crosses,
             # unless its draws' digest differs from the judge's (stress_inputs)
@@ -686,7 +736,7 @@ class Judge(Harness):
                        % (msg.get("trial"), msg.get("call"), trial, call))
 
     def judge_output(self, trial, call, msg):
-        seed = self.req["seed"] + 1 + trial
+        seed = self.trial_seed(trial)
         where = "trial %d (seed %d)%s" % (trial, seed, ", second call" if call else "")
         expected = self.expected_for(trial)  # first: a broken task outranks the candidate's faults
         ops = policy.forbidden(self.defenses["policy"], msg.get("ops"))
@@ -1111,7 +1161,7 @@ class Judge(Harness):
             raise Hack("timed_output_mismatch", "timed call %d (the inputs of seed %d) returned an output that is not "
                        "the answer for its inputs, though verification passed: outputs must be computed from each "
                        "call's inputs, never cached or reused. %s" % (
-                           k, self.req["seed"] + 1 + (0 if self.lean else k % self.req["timing"]["input_sets"]),
+                           k, self.trial_seed(0 if self.lean else k % self.req["timing"]["input_sets"]),
                            lines[0]))
         if precise:
             j = 0 if self.lean else k % self.req["timing"]["input_sets"]
@@ -1657,6 +1707,11 @@ class Judge(Harness):
             self.torch = torch
             self.load_task()
             self.plan_inputs()
+            # The trials' seeds drawn in secret, after the fork (the candidate's process has none of this
+            # process's later memory): it learns the base from the plan and forgets it once it has drawn
+            # every set it uses (not lean: Harness.forget_seeds), so it cannot draw a trial again to
+            # tell the trials from the stress sets among them (blind_sets)
+            self.trial_base = random.SystemRandom().randrange(1 << 40)
             self.shared.send_plan(self.plan())  # the candidate's process adopts it
             self.report["defenses"]["inputs"] = {"set_bytes": self.input_bytes, "lean": self.lean}
             # Split (the trials drawn on the host, half in each process): this side's half is drawn

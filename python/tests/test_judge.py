@@ -63,9 +63,9 @@ def make(tmp_path):
 
 LEAN = {"lean_bytes": 0}  # every evaluation lean, as one whose inputs take LEAN_BYTES or more
 # The candidate's calls before the judge's batch under make()'s request: 6 verification calls (3
-# trials, 2 calls each) and the stress trials' (one each), then its in-process timing
+# trials, 2 calls each) and the stress sets' (two each: Judge.blind_sets), then its in-process timing
 # (Judge.schedule): 1 warm-up, the launch probes on a GPU, 4 timed, and the inspected ones.
-VERIFY_CALLS = 6 + share.checks()["stress_trials"]
+VERIFY_CALLS = 6 + 2 * share.checks()["stress_trials"]
 CALLS_BEFORE_BATCH = VERIFY_CALLS + 1 + (3 if DEVICE == "cuda" else 0) + 4 + timing_rule.inspected_calls(4)
 LEAN_OR_NOT = pytest.mark.parametrize("timing", [None, LEAN], ids=["kept", "lean"])
 
@@ -1393,6 +1393,49 @@ def test_stress_trials_judge_a_subsample_and_pass_the_honest_candidate(make):
                            task=task, stress={"trials": 3})).report
     assert outcome(report) == ("wrong_answer", "mismatch"), report["message"]
     assert report["message"].startswith("stress trial "), report["message"]
+
+
+def test_the_candidates_process_cannot_tell_a_stress_call_from_a_trial(make):
+    """Everything in the candidate's process is its code's to read. A forward that is right on the
+    task's inputs only (the reference on |x|: x is U[0, 1) there) and exact only where it can tell
+    a stress call, by any of three oracles: the harness's frame (the call's stress spec), the trials'
+    seeds (each set drawn again from the request's seed + 1 + i: what is not a trial is a stress
+    set) or torch's last seed. None of them tells (Judge.blind_sets: the sets laid out before its
+    import in a secret order, the seeds' base secret and forgotten there): wrong_answer on a
+    stress set. It passed (ok) when the stress calls were asked for as such."""
+    task = TASK.replace("return [torch.randn(8, 16), 3]", "return [torch.rand(8, 16), 3]")
+    oracles = """
+    def forward(self, x, shift):
+        import gc, sys
+        server = next(o for o in gc.get_objects() if type(o).__name__ == "CandidateServer")
+        h, stress = server.h, False
+        f = sys._getframe(1)
+        while f is not None:  # the call's own frame: its stress spec
+            if f.f_code.co_name == "call" and f.f_locals.get("spec") is not None:
+                stress = True
+            f = f.f_back
+        try:  # the trials drawn again from their seeds: a set that is none of them is a stress set
+            seeds = [h.req["seed"] + 1 + i for i in range(h.req["trials"])]
+            if getattr(h, "trial_base", None) is not None:
+                seeds = [h.trial_base + i for i in range(h.req["trials"])]
+            draws = [h.fresh_inputs(seed, 1)[0][0] for seed in seeds]
+            trial = any(d.shape == x.shape and bool((d.to(x.device) == x).all()) for d in draws)
+            found = any(bool((d.to(x.device) == s[0]).all()) for d in draws for s in (server.sets or []))
+            if found and not trial:  # the oracle works (some set is a trial's) and this one is none
+                stress = True
+        except Exception:
+            pass
+        if torch.initial_seed() not in (h.req["seed"],) and not stress:  # a stress draw's seed left behind
+            stress = stress or torch.initial_seed() >= (1 << 40)
+        return self.reference(x if stress else x.abs(), shift)
+    """
+    ops = TORCH_OPS + ["abs", "eq", "all", "any", "_local_scalar_dense", "is_nonzero", "rand", "uniform_", "lt",
+                       "randn", "normal_", "sign", "masked_fill_", "ones", "neg", "div_", "sqrt_", "log_", "clamp_min_",
+                       "randint", "index_put_", "aminmax", "abs_", "max", "sub_", "mul_", "neg_", "log1p_", "div",
+                       "_to_copy", "lift_fresh", "reciprocal", "sqrt"]
+    report = evaluate(make(oracles, allow=ops, task=task, stress={"trials": 2})).report
+    assert outcome(report) == ("wrong_answer", "mismatch"), report["message"]
+    assert "grossly wrong on inputs the task's get_inputs() does not make" in report["message"], report["message"]
 
 
 def test_a_get_inputs_with_state_gets_the_judges_stress_inputs(make):

@@ -39,7 +39,8 @@ def _hijack(server):
         keep = None
         with torch.no_grad():
             if kind == "call":
-                inputs = server.stress_inputs(msg["stress"]) if msg.get("stress") else server.pristine[msg["trial"]]
+                inputs = server.stress_inputs(msg["stress"]) if msg.get("stress") else \
+                    (server.sets if server.sets is not None else server.pristine)[msg["trial"]]
                 out = ref(*[t.clone() for t in inputs])
                 keep = channel.send(sock, {"type": "output", "trial": msg["trial"], "call": msg["call"], "ops": {}},
                                     out, ipc=cuda)

@@ -1,10 +1,9 @@
 # ATTACK ON PURPOSE (red team, outside round of 2026-12-07, class "a check the candidate can predict"):
 # ReLU as the identity, right on the task's U[0, 1) inputs only, and the real ReLU only on the stress
-# trials, which this process tells apart by reading the harness's own frame (CandidateServer.call's
-# local `spec`, set for a stress call). Bounded, not caught: a candidate that tells the stress calls
-# apart must be right on every input the task can make, checked there by the tolerance, the float64
-# checks at secret calls and the judge's batch (docs/anti-hacking.md, "Known limits"); the stress
-# trials catch shortcuts taken on every call. Its partial-computation twin is caught (partial_loss).
+# trials, told apart by reading the harness's own frame (CandidateServer.call's local `spec`, set for
+# a stress call). It passed with reward 1 at d2562e6. Now the stress sets are held among the trials'
+# from before the import, in an order drawn in secret, and every call names a set by its place alone
+# (Judge.blind_sets): no frame says which is which, the identity meets a stress set: wrong_answer.
 import sys
 
 import torch

@@ -879,7 +879,8 @@ EvalResult evaluate(const Environment& env, const EvalOptions& opts) {
   // evaluations held more than was free (anvil.judge memory_short). Never on the candidate's word
   // alone: a second try is a second draw of the judge's secrets.
   if (opts.gpu_lock != Prepare::kTogether || r.evaluated || !r.memory_limited || !seed) return r;
-  // Again with the GPU to itself, on the same inputs.
+  // Again with the GPU to itself, on the same seed (the weights'; the judge draws its secrets, the trials'
+  // seeds among them, afresh).
   EvalOptions alone = opts;
   alone.gpu_lock = Prepare::kAlone;
   alone.seed = seed;
