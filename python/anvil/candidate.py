@@ -282,9 +282,10 @@ class CandidateServer:
         """The verification's sets as the judge ordered them (Judge.blind_sets), made before any
         candidate code exists: a trial's (`{"trial": i}`: its inputs, drawn at set-up) or a stress
         set's (`{"stress": spec}`: drawn now, stress_inputs). Then only the list stays: the plan, the
-        stress sets' names and seeds and the trials' seed base are gone (Harness.forget_seeds), so
-        which set is which can be told here from their values alone, never from the call that asks
-        for one."""
+        stress sets' names and seeds, the trials' seed base (Harness.forget_seeds) and the trials
+        kept by number beyond timing's base sets are gone, so which set is which can be told here
+        from their values alone, never from the call that asks for one (timing's base sets, the
+        first trials, can be found among them by their values: docs/anti-hacking.md, Known limits)."""
         if not isinstance(sets, list) or self.pristine is None or self.h.lean:
             raise Stop()
         made = []
@@ -301,6 +302,7 @@ class CandidateServer:
             entry.clear()
         sets.clear()
         self.sets, self.set_calls, self.pristine = made, 0, None
+        self.h.forget_trials()  # kept by trial number, they would name each trial's place: timing's base sets only
         self.h.forget_seeds()
 
     def host_allowance(self):

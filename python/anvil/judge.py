@@ -593,12 +593,18 @@ class Judge(Harness):
         """The candidate's output on stress trial j (stress.judge: a gross error is wrong_answer),
         recorded in verify.stress once (its first call, or the call that fails)."""
         trial = self.stress_plan[j]
-        if trial.get("unjudged"):
-            self.report["defenses"]["stress"]["skipped"].append({"distribution": trial["name"],
-                                                                 "why": trial["unjudged"]})
-            return
         got = msg.get("value")
         answer, like = trial["answer"], trial["like"]
+        # What every verification call is held to first (judge_output), whichever set it was on
+        ops = policy.forbidden(self.defenses["policy"], msg.get("ops"))
+        if ops:
+            raise Hack("torch_fallback", self._ops_message(ops, trial["where"]), {"ops": ops})
+        self.check_dtypes(got, like, trial["where"])
+        if trial.get("unjudged"):
+            if call == 0:
+                self.report["defenses"]["stress"]["skipped"].append({"distribution": trial["name"],
+                                                                     "why": trial["unjudged"]})
+            return
         lines = stress.judge(got, answer, like, trial["rule"], trial["reference_error"])
         if call == 0 or lines:
             self.report["verify"].setdefault("stress", []).append({"distribution": trial["name"], "ok": not lines,
