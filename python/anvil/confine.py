@@ -360,10 +360,13 @@ def clean_environment(extra=None):
     """os.environ reduced to the allow-list (nothing of the caller's: no API keys, no tokens), with
     HOME and TMPDIR on the private /tmp, and USER and LOGNAME set (getpass.getuser(), which
     torch's and Triton's caches call, asks them before the password database, which has no entry
-    for candidate_uid)."""
+    for candidate_uid). TRITON_HOME too: Triton, imported by the zygote before this, took the
+    caller's home as its default then (its JIT cache would be under /root, read-only here: every
+    Triton single file a runtime_error, H100 2026-12-07); it reads the variable at each use."""
     keep = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
     keep.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    keep.update(HOME="/tmp", TMPDIR="/tmp", USER="sandbox", LOGNAME="sandbox", **(extra or {}))
+    keep.update(HOME="/tmp", TMPDIR="/tmp", USER="sandbox", LOGNAME="sandbox", TRITON_HOME="/tmp",
+                **(extra or {}))
     os.environ.clear()
     os.environ.update(keep)
     import tempfile

@@ -93,3 +93,21 @@ def test_the_candidates_host_memory_holds_twice_the_tasks_weights():
     assert CandidateServer.host_allowance(server) == base
     server.weights = {"matmul.weight": torch.empty(4096, 1024), "matmul.bias": torch.empty(4096)}
     assert CandidateServer.host_allowance(server) == base + 2 * (4096 * 1024 + 4096) * 4
+
+
+def test_tritons_cache_is_the_candidates_own_after_the_environment_is_cleaned(tmp_path):
+    """Triton, imported before the candidate's process cleans its environment (the zygote imports
+    torch.compile's machinery), took the caller's home for its JIT cache then: every Triton single
+    file raised "Read-only file system: '/root'" in the jail (H100, 2026-12-07). After
+    clean_environment its cache, dump and override folders are under the private /tmp."""
+    pytest.importorskip("triton")
+    code = ("import os, triton\n"
+            "from anvil import confine\n"
+            "confine.clean_environment()\n"
+            "from triton import knobs\n"
+            "print(knobs.cache.dir, knobs.cache.dump_dir, knobs.cache.override_dir)\n")
+    env = dict(os.environ, HOME=str(tmp_path / "callers-home"), PYTHONPATH=PYTHON_DIR)
+    env.pop("TRITON_HOME", None)
+    env.pop("TRITON_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["/tmp/.triton/cache", "/tmp/.triton/dump", "/tmp/.triton/override"], out
