@@ -594,18 +594,20 @@ class Judge(Harness):
         recorded in verify.stress once (its first call, or the call that fails)."""
         trial = self.stress_plan[j]
         got = msg.get("value")
-        answer, like = trial["answer"], trial["like"]
         # What every verification call is held to first (judge_output), whichever set it was on
         ops = policy.forbidden(self.defenses["policy"], msg.get("ops"))
         if ops:
             raise Hack("torch_fallback", self._ops_message(ops, trial["where"]), {"ops": ops})
-        self.check_dtypes(got, like, trial["where"])
         if trial.get("unjudged"):
             if call == 0:
                 self.report["defenses"]["stress"]["skipped"].append({"distribution": trial["name"],
                                                                      "why": trial["unjudged"]})
             return
+        answer, like = trial["answer"], trial["like"]
+        self.check_dtypes(got, like, trial["where"])
         lines = stress.judge(got, answer, like, trial["rule"], trial["reference_error"])
+        if lines:
+            self.unwritten(got, like, trial["where"], lines)
         if call == 0 or lines:
             self.report["verify"].setdefault("stress", []).append({"distribution": trial["name"], "ok": not lines,
                                                                    "inputs": trial.get("inputs_came"),
@@ -694,6 +696,7 @@ class Judge(Harness):
         self.stage = "verify"
         self.note_memory("verify")
         trials = self.req["trials"]
+        stress_failed = None  # blind: a stress set's failure waits for the trials' (theirs, on the task's own inputs, come first)
         for slot, (kind, i) in enumerate(self.slots or ()):  # blind: the sets in the candidate's process's order
             for c in range(2):
                 self.note_memory("set %d call %d" % (slot, c))
@@ -702,9 +705,14 @@ class Judge(Harness):
                 if kind == "trial":
                     with self.clock("outputs"):
                         self.judge_output(i, c, msg)
-                else:
-                    with self.clock("stress_outputs"):
-                        self.judge_stress(i, msg, c)
+                elif stress_failed is None:
+                    try:
+                        with self.clock("stress_outputs"):
+                            self.judge_stress(i, msg, c)
+                    except (Outcome, Hack) as e:
+                        stress_failed = e
+        if stress_failed is not None:
+            raise stress_failed
         for i in range(trials) if self.slots is None else ():
             if self.lean:  # the reference first, its inputs gone before the candidate's process draws its own
                 with self.clock("outputs"):
@@ -756,11 +764,7 @@ class Judge(Harness):
             verify["trials"].append({"seed": seed, "ok": not lines, "report": "\n".join(lines)})
             verify["passed" if not lines else "failed"] += 1
         if lines:
-            unwritten = sum(evidence.sentinel_count(g, e) for _n, g, e in evidence.floating_leaves(got, expected))
-            if unwritten:
-                raise Outcome("wrong_answer", "%s: %d output elements were never written (they still hold the NaN "
-                              "sentinel that fills fresh memory)\n%s" % (where, unwritten, "\n".join(lines)),
-                              reason="unwritten_output")
+            self.unwritten(got, expected, where, lines)
             hint = SEEDED_HINT if verify.get("weights") else ""
             raise Outcome("wrong_answer", "%s, %s%s" % (where, "\n".join(lines), hint),
                           tail("\n".join(lines), DETAIL_LINES), reason="mismatch")
@@ -770,6 +774,16 @@ class Judge(Harness):
         if trial == 0 and call == 0:
             with self.clock("count_work"):
                 self.count_work(expected)
+
+    @staticmethod
+    def unwritten(got, expected, where, lines):
+        """A wrong output (`lines`) that still holds the NaN sentinel of fresh memory where the
+        answer is finite: wrong_answer / unwritten_output, whichever set the call was on."""
+        count = sum(evidence.sentinel_count(g, e) for _n, g, e in evidence.floating_leaves(got, expected))
+        if count:
+            raise Outcome("wrong_answer", "%s: %d output elements were never written (they still hold the NaN "
+                          "sentinel that fills fresh memory)\n%s" % (where, count, "\n".join(lines)),
+                          reason="unwritten_output")
 
     def trial_source(self, trial):
         """A function giving trial `trial`'s inputs for a float64 run, now or after the candidate's

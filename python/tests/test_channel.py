@@ -149,6 +149,9 @@ class _Side:
         self.made.append(seed)
         return [torch.full((4,), float(seed)), seed]
 
+    def trial_seed(self, i):  # Harness.trial_seed without a base of the judge's
+        return self.req["seed"] + 1 + i
+
     def to_device(self, args):
         return [a.to(self.device) if isinstance(a, torch.Tensor) else a for a in args]
 

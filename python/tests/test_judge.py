@@ -909,7 +909,8 @@ def test_a_lean_stress_draw_that_comes_out_otherwise_again_is_sent_and_not_judge
     first = [torch.ones(4)]
     draws = iter([[torch.ones(4)], [torch.zeros(4)]])
     monkeypatch.setattr(stress, "draw", lambda harness, name, seed: (next(draws), 1))
-    judge = _judge_double(report={"defenses": {"stress": {"skipped": []}}, "verify": {}})
+    judge = _judge_double(report={"defenses": {"stress": {"skipped": []}}, "verify": {}},
+                          defenses={"policy": {"torch_ops": False}})
     sent, judged = Judge.stress_inputs_sent.__get__(judge), Judge.judge_stress.__get__(judge)
     alike = {"name": "signed", "seed": 7, "digest": trial_digest(first), "inputs": None}
     assert torch.equal(sent(alike)[0], first[0]) and "unjudged" not in alike

@@ -253,7 +253,8 @@ TEST_F(EvalTest, WrongMathIsWrongAnswerWithAReport) {
   EXPECT_EQ(j["outcome"], "wrong_answer");
   EXPECT_EQ(j["reward"], -1);
   std::string msg = j["message"];
-  EXPECT_NE(msg.find("trial 0 (seed 8)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("trial "), std::string::npos) << msg;  // the first failing trial (in a defended run, in an
+  EXPECT_NE(msg.find(" (seed "), std::string::npos) << msg;  // order and with seeds drawn in secret)
   EXPECT_NE(msg.find("max abs error"), std::string::npos) << msg;
   EXPECT_NE(msg.find("tolerance atol=1e-4 rtol=1e-4 (preset strict)"), std::string::npos) << msg;
 }
