@@ -594,10 +594,7 @@ class Judge(Harness):
         recorded in verify.stress once (its first call, or the call that fails)."""
         trial = self.stress_plan[j]
         got = msg.get("value")
-        # What every verification call is held to first (judge_output), whichever set it was on
-        ops = policy.forbidden(self.defenses["policy"], msg.get("ops"))
-        if ops:
-            raise Hack("torch_fallback", self._ops_message(ops, trial["where"]), {"ops": ops})
+        self.check_ops(msg, trial.get("where"))  # what every verification call is held to first, whichever set
         if trial.get("unjudged"):
             if call == 0:
                 self.report["defenses"]["stress"]["skipped"].append({"distribution": trial["name"],
@@ -753,9 +750,7 @@ class Judge(Harness):
         seed = self.trial_seed(trial)
         where = "trial %d (seed %d)%s" % (trial, seed, ", second call" if call else "")
         expected = self.expected_for(trial)  # first: a broken task outranks the candidate's faults
-        ops = policy.forbidden(self.defenses["policy"], msg.get("ops"))
-        if ops:
-            raise Hack("torch_fallback", self._ops_message(ops, where), {"ops": ops})
+        self.check_ops(msg, where)
         got = msg.get("value")
         self.check_dtypes(got, expected, where)
         lines = output_compare.compare(got, expected, self.req["tolerance"])
@@ -792,6 +787,12 @@ class Judge(Harness):
             return lambda: self.trial_inputs(trial)
         inputs = self.trial_inputs(trial)
         return lambda: inputs
+
+    def check_ops(self, msg, where):
+        """torch_fallback where a verification call's recorded ops (msg["ops"]) hold one the policy forbids."""
+        ops = policy.forbidden(self.defenses["policy"], msg.get("ops"))
+        if ops:
+            raise Hack("torch_fallback", self._ops_message(ops, where), {"ops": ops})
 
     @staticmethod
     def _ops_message(ops, where):

@@ -854,7 +854,7 @@ def _judge_double(**fields):
                    "room": None}, **fields)
     judge = SimpleNamespace(**fields)
     for name in ("precision_run", "note_precision", "finish_precision", "memory_fault", "memory_allowance", "own_memory_fault",
-                 "candidate_alive_on_gpu", "candidate_held", "memory_short", "room_bytes"):
+                 "candidate_alive_on_gpu", "candidate_held", "memory_short", "room_bytes", "check_ops"):
         if name not in fields:  # a method given stands in for the Judge's
             setattr(judge, name, getattr(Judge, name).__get__(judge))
     return judge
